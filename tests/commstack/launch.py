@@ -1,0 +1,245 @@
+"""Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked.
+
+Every step's stdout, stderr, command line, environment, node list and timings are written to
+its own directory before anything is judged, so a failure loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
+                     StepCrashedError, StepTimeoutError)
+from .systems import System
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    nodes: int = 1
+    ntasks: int = 2
+    ntasks_per_node: int | None = None
+    timeout_s: int = 300
+    environment: str | None = None  # Container Engine EDF
+    gpus: bool = False  # bind one GPU per local rank, as the system says
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    step: Step
+    command: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    started: float
+    elapsed_s: float
+    nodelist: list[str]
+    outdir: Path
+    error: str | None = None  # name of the LaunchError subclass, when the step did not run to the end
+
+    def record(self) -> dict[str, Any]:
+        return {"step": asdict(self.step), "command": self.command, "returncode": self.returncode,
+                "started": self.started, "elapsed_s": self.elapsed_s, "nodelist": self.nodelist,
+                "outdir": str(self.outdir), "error": self.error}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
+                          r"Communication connection failure", re.I)
+SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
+                          r"Requested node configuration is not available|.*unrecognized option)|"
+                          r"srun: unrecognized option|srun: fatal:")
+SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
+                       r"exited on signal|signal \d+")
+
+
+class Allocation:
+    """One Slurm allocation for the whole session, or the caller's own (SLURM_JOB_ID)."""
+
+    def __init__(self, system: System, slurm_env: dict[str, str], nodes: int, ntasks: int, time_limit_min: int = 60):
+        self.system, self.env = system, slurm_env
+        self.nodes, self.ntasks, self.time_limit_min = nodes, ntasks, time_limit_min
+        self.job_id: str | None = None
+        self.owned = False
+
+    def __enter__(self) -> "Allocation":
+        existing = self.env.get("SLURM_JOB_ID")
+        if existing:
+            self.job_id = existing
+            return self
+        if not shutil.which("salloc"):
+            raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
+        argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
+                "--job-name=commstack", *self.system.salloc_flags]
+        if self.system.partition:
+            argv.append(f"--partition={self.system.partition}")
+        proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+        m = re.search(r"Granted job allocation (\d+)", proc.stderr + proc.stdout)
+        if proc.returncode != 0 or not m:
+            raise SlurmUnavailableError(f"{' '.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        self.job_id, self.owned = m.group(1), True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.owned and self.job_id:
+            subprocess.run(["scancel", self.job_id], env=self.env, capture_output=True)
+            self.owned = False
+
+
+class Launcher:
+    def __init__(self, system: System, kind: str = "srun", slurm_env: dict[str, str] | None = None,
+                 allocation: Allocation | None = None):
+        if kind not in ("srun", "mpirun"):
+            raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
+        self.system, self.kind = system, kind
+        self.env = dict(slurm_env or os.environ)
+        self.allocation = allocation
+
+    def command(self, step: Step) -> list[str]:
+        """The exact command line for a step: what the dry run prints and what runs."""
+        s = self.system
+        if self.kind == "mpirun":
+            argv = ["mpirun", "-np", str(step.ntasks)]
+            if step.ntasks_per_node:
+                argv += ["--map-by", f"ppr:{step.ntasks_per_node}:node"]
+            argv += s.mpirun_flags
+            return argv + step.argv
+        argv = ["srun"]
+        if self.allocation and self.allocation.job_id:
+            argv.append(f"--jobid={self.allocation.job_id}")
+        argv += [f"--mpi={s.mpi}", f"-N{step.nodes}"]
+        argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
+        argv += [f"-t{max(1, -(-step.timeout_s // 60))}"]
+        if step.environment:
+            argv.append(f"--environment={step.environment}")
+        if step.gpus and s.gpu_binding == "gpus-per-task":
+            argv.append("--gpus-per-task=1")
+        argv += s.srun_flags
+        prog = list(step.argv)
+        if step.gpus and s.gpu_binding == "localid":
+            # one GPU per local rank; the wrapper runs on the compute node
+            prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
+        return argv + prog
+
+    def run(self, step: Step, outdir: Path) -> StepResult:
+        outdir.mkdir(parents=True, exist_ok=True)
+        cmd = self.command(step)
+        env = {**self.env, **self.system.env, **step.env}
+        write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
+        write_json(outdir / "env.json", {k: env[k] for k in sorted(env) if _interesting(k)})
+        prog = step.argv[0]
+        if not step.environment and not (Path(prog).is_file() or shutil.which(prog)):
+            raise BinaryNotFoundError(f"{step.name}: benchmark binary {prog!r} not found", str(outdir))
+        started = time.time()
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=step.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop(proc)
+            out, err = proc.communicate()
+        except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
+            _stop(proc)
+            out, err = proc.communicate()
+            _save(outdir, out, err)
+            raise
+        elapsed = time.monotonic() - t0
+        _save(outdir, out, err)
+        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(env), outdir)
+        try:
+            self._classify(result, timed_out)
+        except LaunchError as e:
+            result.error = type(e).__name__
+            write_json(outdir / "step.json", result.record())
+            raise
+        write_json(outdir / "step.json", result.record())
+        return result
+
+    def _nodelist(self, env: dict[str, str]) -> list[str]:
+        if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
+            return [os.uname().nodename]
+        q = subprocess.run(["squeue", "-h", "-j", self.allocation.job_id, "-o", "%N"], env=env,
+                           capture_output=True, text=True)
+        nodes = q.stdout.strip()
+        if not nodes:
+            return []
+        h = subprocess.run(["scontrol", "show", "hostnames", nodes], env=env, capture_output=True, text=True)
+        return h.stdout.split() or [nodes]
+
+    @staticmethod
+    def _classify(r: StepResult, timed_out: bool) -> None:
+        name, raw = r.step.name, str(r.outdir)
+        if timed_out:
+            raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
+        if NODE_FAILURE.search(r.stderr):
+            raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw)
+        if r.returncode == 0:
+            return
+        if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
+            raise SrunError(f"{name}: srun refused the step: {_first(SRUN_REFUSED, r.stderr)}", raw)
+        if r.returncode < 0 or SIGNALLED.search(r.stderr):
+            raise StepCrashedError(f"{name}: killed by a signal (exit {r.returncode}): "
+                                   f"{_first(SIGNALLED, r.stderr) or ''}", raw)
+        raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
+                               f"{(r.stderr.strip().splitlines() or [''])[-1]!r}", raw)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """srun cancels its step on the second SIGINT within a second; then SIGKILL the group."""
+    for sig in (signal.SIGINT, signal.SIGINT):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(0.3)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _save(outdir: Path, out: str | None, err: str | None) -> None:
+    write_atomic(outdir / "stdout.txt", out or "")
+    write_atomic(outdir / "stderr.txt", err or "")
+
+
+def _first(pattern: re.Pattern, text: str) -> str:
+    for line in text.splitlines():
+        if pattern.search(line):
+            return line.strip()
+    return ""
+
+
+def _interesting(key: str) -> bool:
+    return key.startswith(("SLURM_", "OMPI_", "PMIX_", "UCX_", "FI_", "NCCL_", "CUDA_", "MPICH_", "CXI_")) \
+        or key in ("PATH", "LD_LIBRARY_PATH", "HOSTNAME")
+
+
+def _quote(arg: str) -> str:
+    return arg if re.fullmatch(r"[\w@%+=:,./-]+", arg) else "'" + arg.replace("'", "'\\''") + "'"

@@ -1,0 +1,188 @@
+"""pytest plugin: command-line options, the Slurm cluster and allocation fixtures, per-test records.
+
+Loaded by pytest.ini (-p commstack.plugin). Every test that runs a step gets a directory under
+--results with the raw output, and a JSON record written atomically when it ends, whatever
+the outcome; the session ends with summary.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .errors import SlurmUnavailableError
+from .launch import Allocation, Launcher, write_atomic, write_json
+from .localslurm import LocalSlurm
+from .systems import load_system
+
+TOP = Path(__file__).resolve().parents[2]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("commstack")
+    g.addoption("--system", default="local", help="system file name under tests/systems (default: local)")
+    g.addoption("--slurm", choices=("auto", "local", "external", "off"), default="auto",
+                help="auto: use a reachable cluster, else start the local one; local: always the local one; "
+                     "external: only a reachable cluster; off: skip the slurm tier")
+    g.addoption("--launcher", choices=("srun", "mpirun"), default="srun",
+                help="mpirun runs on this host without Slurm; only when asked for")
+    g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
+    g.addoption("--pingpong", default=None, help="mpi-pingpong binary (default: build src/mpi-pingpong)")
+    g.addoption("--repeats", type=int, default=1, help="repeats per benchmark step (median and spread)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    root = Path(config.getoption("--results") or TOP / "results" / stamp)
+    config.stash[RESULTS] = root
+    config.stash[RECORDS] = []
+
+
+RESULTS = pytest.StashKey[Path]()
+RECORDS = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session")
+def results_dir(pytestconfig: pytest.Config) -> Path:
+    root = pytestconfig.stash[RESULTS]
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def system(pytestconfig: pytest.Config):
+    return load_system(pytestconfig.getoption("--system"))
+
+
+def _reachable_slurm() -> bool:
+    if not shutil.which("sinfo"):
+        return False
+    return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=20).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def slurm_env(pytestconfig: pytest.Config):
+    """Environment for Slurm clients: a reachable cluster, else the local one we start and stop."""
+    mode = pytestconfig.getoption("--slurm")
+    if pytestconfig.getoption("--launcher") == "mpirun" or mode == "off":
+        pytest.skip(f"slurm tier off (--slurm={mode}, --launcher={pytestconfig.getoption('--launcher')})")
+    if mode in ("auto", "external") and _reachable_slurm():
+        yield dict(os.environ)
+        return
+    if mode == "external":
+        pytest.fail("--slurm=external but no Slurm cluster answers sinfo")
+    cluster = LocalSlurm()
+    started = not cluster.running()
+    try:
+        cluster.start()
+    except SlurmUnavailableError as e:
+        pytest.skip(f"no Slurm here and the local one cannot start: {e}")
+    try:
+        yield cluster.env
+    finally:
+        if started:
+            cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def allocation(system, slurm_env):
+    """One allocation for the whole session; every step runs in it. Released on any exit."""
+    nodes = min(system.nodes, 2)
+    with Allocation(system, slurm_env, nodes=nodes, ntasks=2 * nodes) as alloc:
+        yield alloc
+
+
+@pytest.fixture(scope="session")
+def launcher(pytestconfig: pytest.Config, system, request) -> Launcher:
+    if pytestconfig.getoption("--launcher") == "mpirun":
+        return Launcher(system, "mpirun")
+    alloc = request.getfixturevalue("allocation")
+    return Launcher(system, "srun", slurm_env=request.getfixturevalue("slurm_env"), allocation=alloc)
+
+
+@pytest.fixture(scope="session")
+def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path) -> Path:
+    """mpi-pingpong: the given binary, else built from src/ with the system's mpicc."""
+    given = pytestconfig.getoption("--pingpong")
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            pytest.fail(f"--pingpong {given}: no such file")
+        return path
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc on PATH to build mpi-pingpong (install libopenmpi-dev: ci/install-deps.sh)")
+    build = results_dir / "build" / "mpi-pingpong"
+    build.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={build / 'mpi-pingpong'}"], capture_output=True, text=True)
+    write_atomic(build / "build.log", proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        pytest.fail(f"building mpi-pingpong failed:\n{proc.stderr}")
+    return build / "mpi-pingpong"
+
+
+@pytest.fixture
+def step_dir(request, results_dir: Path) -> Path:
+    name = request.node.nodeid.replace("/", ".").replace("::", "--")
+    d = results_dir / "steps" / "".join(c if c.isalnum() or c in "._-[]" else "_" for c in name)
+    d.mkdir(parents=True, exist_ok=True)
+    request.node.stash[STEP_DIR] = d
+    return d
+
+
+@pytest.fixture
+def record(request) -> dict:
+    """What a test wants kept with its result (parsed rows, verdict, stack facts)."""
+    data: dict = {}
+    request.node.stash[RECORD] = data
+    return data
+
+
+STEP_DIR = pytest.StashKey[Path]()
+RECORD = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    rep = yield
+    if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed"):
+        d = item.stash.get(STEP_DIR, None)
+        if d is not None:
+            rec = {"test": item.nodeid, "outcome": rep.outcome, "duration_s": rep.duration,
+                   "longrepr": str(rep.longrepr) if rep.failed else None, **item.stash.get(RECORD, {})}
+            write_json(d / "record.json", rec)
+            item.config.stash[RECORDS].append(rec)
+    return rep
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    records = session.config.stash[RECORDS]
+    if not records:
+        return
+    root = session.config.stash[RESULTS]
+    lines = ["# commstack test session", "", f"results: `{root}`", "",
+             "| test | outcome | verdict | duration (s) |", "|---|---|---|---:|"]
+    for r in records:
+        lines.append(f"| `{r['test']}` | {r['outcome']} | {r.get('verdict', '')} | {r['duration_s']:.2f} |")
+    write_atomic(root / "summary.md", "\n".join(lines) + "\n")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    spack = shutil.which("spack") or (os.environ.get("SPACK_ROOT") and Path(os.environ["SPACK_ROOT"], "bin", "spack"))
+    return [f"commstack: system={config.getoption('--system')} slurm={config.getoption('--slurm')} "
+            f"results={config.stash[RESULTS]}",
+            f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'SKIPPED: no Spack on PATH or SPACK_ROOT'}"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from .spack import find_spack
+    if find_spack() is None:
+        skip = pytest.mark.skip(reason="spack tier: no Spack found (set SPACK_ROOT or run bin/commstack setup)")
+        for item in items:
+            if "spack" in item.keywords:
+                item.add_marker(skip)
+

@@ -1,0 +1,54 @@
+"""A small wrapper around the spack command: one log per command, clear errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CommstackError
+
+TOP = Path(__file__).resolve().parents[2]
+
+
+class SpackError(CommstackError):
+    pass
+
+
+def find_spack() -> Path | None:
+    """SPACK_ROOT first, then the set-up's .spack/spack, then PATH."""
+    candidates = []
+    if os.environ.get("SPACK_ROOT"):
+        candidates.append(Path(os.environ["SPACK_ROOT"]) / "bin" / "spack")
+    candidates.append(TOP / ".spack" / "spack" / "bin" / "spack")
+    on_path = shutil.which("spack")
+    if on_path:
+        candidates.append(Path(on_path))
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+@dataclass
+class Spack:
+    exe: Path
+    log_dir: Path
+
+    def __call__(self, *args: str, env_dir: Path | None = None, check: bool = True,
+                 timeout: int = 1800) -> subprocess.CompletedProcess:
+        argv = [str(self.exe)]
+        if env_dir is not None:
+            argv += ["-e", str(env_dir)]
+        argv += list(args)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        name = "-".join(a.strip("-").replace("/", "_") for a in args[:3])[:80] or "spack"
+        log = self.log_dir / f"{len(list(self.log_dir.iterdir())):03d}-{name}.log"
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        log.write_text(f"$ {' '.join(argv)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        if check and proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}); log: {log}\n{tail}")
+        return proc
+
+    def version(self) -> str:
+        return self("--version").stdout.strip().split()[0]

@@ -1,0 +1,89 @@
+"""Judging against the alps-gh200 references built from the seeds' own tables."""
+
+from pathlib import Path
+
+import pytest
+
+from commstack.errors import CommstackError, ConfigError
+from commstack.judge import judge, load_references
+from commstack.parse import parse_nccl, parse_osu
+
+HERE = Path(__file__).resolve().parent.parent
+SEEDS = HERE / "data" / "seeds"
+REFS = load_references(HERE / "references" / "alps-gh200.yaml")
+INTER = {"memory": "host", "nodes": 2, "cxi_hook": True}
+
+
+def osu(name):
+    return parse_osu((SEEDS / name).read_text())[0]
+
+
+def test_references_come_from_the_seed_tables():
+    ref = REFS.find("osu_bw", INTER)
+    assert ref.points == {8192: 6972.95, 65536: 22049.82, 1048576: 23883.95, 4194304: 23982.18}
+    assert REFS.find("all_reduce_perf", {"nodes": 2, "ranks_per_node": 4, "aws_ofi_nccl_hook": True}).points[
+        134217728] == 122.57
+
+
+def test_seed_run_passes_its_own_reference():
+    v = judge([osu("cscs-osu-01.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    assert v.status == "pass" and v.failures == [] and v.diagnosis == []
+
+
+def test_no_cxi_run_is_degraded_with_diagnosis():
+    v = judge([osu("cscs-osu-10.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    assert v.status == "degraded"
+    assert v.points[-1].ratio == pytest.approx(3121.42 / 23982.18)
+    assert len(v.diagnosis) == 1 and "CXI hook" in v.diagnosis[0]
+
+
+def test_no_aws_ofi_nccl_run_is_diagnosed():
+    s = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text())
+    v = judge([s], {"nodes": 2, "ranks_per_node": 4, "aws_ofi_nccl_hook": True}, REFS, "oop_busbw_GBps")
+    assert v.status == "degraded" and "aws-ofi-nccl plugin is not loaded" in v.diagnosis[0]
+
+
+def test_latency_lower_is_better():
+    v = judge([osu("cscs-osu-12.txt")], INTER, REFS, "latency_us")  # no-cxi latency: 28.9 us vs 3.34
+    assert v.status == "degraded" and v.points[3].reason.startswith("29.13 us vs reference 3.34")
+
+
+def test_bandwidth_above_line_rate_is_an_error_not_a_success():
+    s = osu("cscs-osu-01.txt")
+    for r in s.rows:
+        r["bandwidth_MBps"] *= 1.2  # 28.8 GB/s through a 25 GB/s NIC
+    v = judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    assert v.status == "error" and "above the physical limit 25000 MB/s" in v.points[-1].reason
+
+
+def test_repeats_median_and_unstable_instead_of_flapping():
+    runs = [osu("cscs-osu-01.txt") for _ in range(3)]
+    runs[1].rows[-1]["bandwidth_MBps"] = 20000.0  # one slow repeat at 4 MiB
+    v = judge(runs, INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    last = v.points[-1]
+    assert last.median == 23982.18 and last.spread == pytest.approx((23982.18 - 20000) / 23982.18)
+    assert last.status == "unstable" and v.status == "unstable"
+
+
+def test_unknown_tags_have_no_reference():
+    v = judge([osu("cscs-osu-01.txt")], {"memory": "host", "nodes": 64}, REFS, "bandwidth_MBps")
+    assert v.status == "pass" and all(p.reference is None for p in v.points)
+
+
+def test_empty_result_set():
+    with pytest.raises(CommstackError, match="nothing to judge"):
+        judge([], INTER, REFS, "bandwidth_MBps")
+
+
+@pytest.mark.parametrize("body,match", [
+    ("references: [{id: x, benchmark: osu_bw, metric: speed, points: {8: 1}}]", "unknown metric 'speed'"),
+    ("references: [{id: x, benchmark: osu_bw, metric: latency_us, recorded: nope.txt}]", "No such file"),
+    ("references: [{id: x, benchmark: osu_bw, metric: latency_us}]", "KeyError"),
+    ("refs: []", "needs a 'references' list"),
+    ("references: [", "reference file"),
+])
+def test_malformed_reference_file(tmp_path, body, match):
+    f = tmp_path / "r.yaml"
+    f.write_text(body)
+    with pytest.raises(ConfigError, match=match):
+        load_references(f)

@@ -1,0 +1,58 @@
+"""System files and the exact srun/mpirun lines built from them."""
+
+import pytest
+
+from commstack.errors import ConfigError, UnknownSystemError
+from commstack.launch import Allocation, Launcher, Step
+from commstack.systems import known_systems, load_system
+
+
+def test_provided_systems():
+    assert {"local", "alps-gh200", "cray-ex-gpu"} <= set(known_systems())
+    alps = load_system("alps-gh200")
+    assert (alps.gpus_per_node, alps.nics_per_node, alps.nic_line_rate_MBps, alps.mpi) == (4, 4, 25000, "pmix")
+    assert load_system("cray-ex-gpu").mpi == "cray_shasta"
+
+
+def test_unknown_system_names_the_known_ones():
+    with pytest.raises(UnknownSystemError, match="unknown system 'daint'.*alps-gh200"):
+        load_system("daint")
+
+
+@pytest.mark.parametrize("body,match", [
+    ("name: x\nnodes: 1\nnode: {gpus: 0}\nlauncher: {}\n", "node.nics is missing"),
+    ("name: x\nnodes: two\nnode: {gpus: 0, nics: 1}\nlauncher: {}\n", "nodes must be int"),
+    ("name: x\nnodes: 1\nnode: {gpus: 0, nics: 1}\nlauncher: {mpi: pmi9}\n", "launcher.mpi 'pmi9'"),
+    ("name: x\nnodes: 1\nnodes_typo: 2\nnode: {gpus: 0, nics: 1}\nlauncher: {}\n", "unknown keys"),
+    ("name: [x\n", "not valid YAML"),
+])
+def test_malformed_system_file(tmp_path, body, match):
+    f = tmp_path / "x.yaml"
+    f.write_text(body)
+    with pytest.raises(ConfigError, match=match):
+        load_system(str(f))
+
+
+def test_alps_srun_line_matches_seed_000():
+    alps = load_system("alps-gh200")
+    alloc = Allocation(alps, {}, nodes=2, ntasks=8)
+    alloc.job_id = "4242"
+    step = Step("osu_alltoall", ["./collective/osu_alltoall", "--validation", "-d", "cuda"], nodes=2,
+                ntasks_per_node=4, timeout_s=300, environment="omb-ompi", gpus=True)
+    assert Launcher(alps, "srun", {}, alloc).command(step) == [
+        "srun", "--jobid=4242", "--mpi=pmix", "-N2", "--ntasks-per-node=4", "-t5", "--environment=omb-ompi",
+        "bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu",
+        "./collective/osu_alltoall", "--validation", "-d", "cuda"]
+
+
+def test_cray_line_uses_cray_shasta_and_gpus_per_task():
+    cray = load_system("cray-ex-gpu")
+    step = Step("bw", ["osu_bw", "-d", "cuda", "D", "D"], nodes=2, ntasks=2, timeout_s=60, gpus=True)
+    assert Launcher(cray, "srun").command(step) == [
+        "srun", "--mpi=cray_shasta", "-N2", "-n2", "-t1", "--gpus-per-task=1", "osu_bw", "-d", "cuda", "D", "D"]
+
+
+def test_mpirun_only_when_asked():
+    local = load_system("local")
+    assert Launcher(local, "mpirun").command(Step("pp", ["pp"], ntasks=2)) == [
+        "mpirun", "-np", "2", "--oversubscribe", "pp"]
