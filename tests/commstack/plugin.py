@@ -33,7 +33,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="mpirun runs on this host without Slurm; only when asked for")
     g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
     g.addoption("--pingpong", default=None, help="mpi-pingpong binary (default: build src/mpi-pingpong)")
-    g.addoption("--repeats", type=int, default=1, help="repeats per benchmark step (median and spread)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
