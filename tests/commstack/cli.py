@@ -75,10 +75,15 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
         exe = dest / "spack" / "bin" / "spack"
         if not exe.is_file():
             _clone(p["spack"]["url"], p["spack"]["tag"], p["spack"]["commit"], dest / "spack", args.spack_source)
-    packages = Path(args.packages) if args.packages else dest / "spack-packages"
-    if not (packages / p["spack_packages"]["builtin"]).is_dir():
-        _clone(p["spack_packages"]["url"], p["spack_packages"]["tag"], p["spack_packages"]["commit"], packages,
-               None)
+    # --packages: a checkout is used in place; anything else (a local git mirror) is cloned from
+    given = Path(args.packages) if args.packages else None
+    if given and (given / p["spack_packages"]["builtin"]).is_dir():
+        packages = given
+    else:
+        packages = dest / "spack-packages"
+        if not (packages / p["spack_packages"]["builtin"]).is_dir():
+            _clone(p["spack_packages"]["url"], p["spack_packages"]["tag"], p["spack_packages"]["commit"], packages,
+                   args.packages)
     builtin = (packages / p["spack_packages"]["builtin"]).resolve()
     # every env includes this file (optional), so builtin is our pinned checkout, never a download
     (dest / "repos.yaml").write_text(yaml.safe_dump({"repos": {"builtin": str(builtin)}}))
