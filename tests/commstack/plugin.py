@@ -18,6 +18,7 @@ import pytest
 from .errors import SlurmUnavailableError
 from .launch import Allocation, Launcher, write_atomic, write_json
 from .localslurm import LocalSlurm
+from .spack import find_spack
 from .systems import load_system
 
 TOP = Path(__file__).resolve().parents[2]
@@ -171,14 +172,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    spack = shutil.which("spack") or (os.environ.get("SPACK_ROOT") and Path(os.environ["SPACK_ROOT"], "bin", "spack"))
+    spack = find_spack()
     return [f"commstack: system={config.getoption('--system')} slurm={config.getoption('--slurm')} "
             f"results={config.stash[RESULTS]}",
             f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'SKIPPED: no Spack on PATH or SPACK_ROOT'}"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from .spack import find_spack
     if find_spack() is None:
         skip = pytest.mark.skip(reason="spack tier: no Spack found (set SPACK_ROOT or run bin/commstack setup)")
         for item in items:
