@@ -1,0 +1,27 @@
+# commstack: builtin osu-micro-benchmarks, linked as the CSCS osu-mb image (seed 000) links it.
+from spack_repo.builtin.packages.osu_micro_benchmarks.package import (
+    OsuMicroBenchmarks as BuiltinOsuMicroBenchmarks,
+)
+
+from spack.package import *
+
+
+class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
+    """OSU micro-benchmarks (builtin recipe), CUDA-linked as in the CSCS osu-mb image."""
+
+    def configure_args(self):
+        args = super().configure_args()
+        if self.spec.satisfies("+cuda"):
+            cuda = self.spec["cuda"].prefix
+            # Seed 000 configures --with-cuda-include/--with-cuda-libpath and links
+            # -lcuda -lnvidia-ml. Spack clears LIBRARY_PATH, so both must be found in the CUDA
+            # stubs explicitly (spack-packages issue 2766); -L only, never an rpath: at run time
+            # the driver's libcuda.so.1 is the one to load.
+            args += [
+                f"--with-cuda-include={cuda.include}",
+                f"--with-cuda-libpath={cuda.lib64}",
+                f"LDFLAGS=-lrt -L{join_path(cuda.lib64, 'stubs')}",
+                "LIBS=-lcuda -lnvidia-ml",
+            ]
+            args = [a for a in args if a != "LDFLAGS=-lrt"]  # replaced by the line above
+        return args
