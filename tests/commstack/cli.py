@@ -3,6 +3,7 @@
   run          main job on this machine: local Slurm, mpi-pingpong, judged, report
   test [ARGS]  the test suite (pytest ARGS), JUnit XML under results/
   setup        the pinned Spack (toolchain.yaml) and this repo's package repository
+  lock [ENV]   re-concretize the GH200 envs and write their spack.lock
   slurm        start | stop | status of the local embedded Slurm
 """
 
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
+from .envs import LOCKED, concretize_all, env_dir, lock_diff, stage
 from .errors import CommstackError
 from .localslurm import LocalSlurm
 from .spack import TOP, Spack, find_spack
@@ -85,12 +89,37 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
             _clone(p["spack_packages"]["url"], p["spack_packages"]["tag"], p["spack_packages"]["commit"], packages,
                    args.packages)
     builtin = (packages / p["spack_packages"]["builtin"]).resolve()
-    # every env includes this file (optional), so builtin is our pinned checkout, never a download
-    (dest / "repos.yaml").write_text(yaml.safe_dump({"repos": {"builtin": str(builtin)}}))
+    # every env includes this file (optional), so builtin is our pinned checkout, never a download;
+    # commstack is in it too for commands outside an env (`spack -C .spack ...`)
+    repos = {"commstack": str(TOP / "repo" / "spack_repo" / "commstack"), "builtin": str(builtin)}
+    (dest / "repos.yaml").write_text(yaml.safe_dump({"repos": repos}, sort_keys=False))
     spack = Spack(exe, TOP / "results" / "spack-logs")
     print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={exe.parent.parent}\n"
-          f"setup: builtin={builtin} (written to {dest / 'repos.yaml'}); commstack repo={TOP / 'repo'}")
+          f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
+    externals = dest / "externals.yaml"
+    if args.detect or not externals.exists():
+        detect_externals(spack, externals)
     return 0
+
+
+#: what the local env takes from the machine: compilers and MPI, then the usual build tools
+#: (`spack external find` searches either named packages or tags, not both at once)
+DETECT = (("gcc", "llvm", "openmpi", "mpich"), ("--tag", "build-tools", "--tag", "core-packages"))
+
+
+def detect_externals(spack: Spack, out: Path) -> None:
+    """`spack external find` into a scratch user scope, kept as the local env's externals.yaml."""
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"SPACK_USER_CONFIG_PATH": scratch}
+        for what in DETECT:
+            spack("-C", str(out.parent), "external", "find", "--scope", "user", *what, extra_env=env)
+        found = Path(scratch) / "packages.yaml"
+        if not found.exists():
+            raise CommstackError("spack external find detected nothing (no compiler, no MPI?)")
+        text = found.read_text()
+    out.write_text("# written by `bin/commstack setup` (spack external find); --detect redoes it\n" + text)
+    names = sorted((yaml.safe_load(text).get("packages") or {}))
+    print(f"setup: {len(names)} externals of this machine in {out}: {', '.join(names)}")
 
 
 def _clone(url: str, tag: str, commit: str, dest: Path, local: str | None) -> None:
@@ -109,6 +138,31 @@ def _clone(url: str, tag: str, commit: str, dest: Path, local: str | None) -> No
         raise CommstackError(f"{dest}: tag {tag} is at {head.strip()}, toolchain.yaml pins {commit}")
 
 
+def need_spack() -> Spack:
+    exe = find_spack()
+    if exe is None:
+        raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
+    return Spack(exe, TOP / "results" / "spack-logs")
+
+
+def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
+    """Concretize the locked envs (on a staged copy) and write their spack.lock, showing the diff."""
+    names = args.envs or list(LOCKED)
+    for name in names:
+        if name not in LOCKED:
+            env_dir(name)  # unknown names fail here, by name
+            raise CommstackError(f"env {name} has no committed lock (its externals are this machine's)")
+    with tempfile.TemporaryDirectory() as tmp:
+        done = concretize_all(need_spack(), names, stage(Path(tmp)))
+        for name, c in done.items():
+            lock = TOP / env_dir(name) / "spack.lock"
+            diff = lock_diff(lock, c.lock) if lock.exists() else ["+ new lock"]
+            shutil.copy(c.lock, lock)
+            print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; "
+                  + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "unchanged"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="commstack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
     s.add_argument("--force", action="store_true", help="accept a SPACK_ROOT of another major.minor")
+    s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
+    s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
+    s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
     args, extra = parser.parse_known_args(argv)
-    handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup}
+    handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock}
     try:
         return handlers[args.cmd](args, extra)
     except CommstackError as e:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,21 +31,26 @@ def find_spack() -> Path | None:
     return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
+_SEQ = itertools.count()  # log numbers stay unique when several Spack processes run at once
+
+
 @dataclass
 class Spack:
     exe: Path
     log_dir: Path
 
     def __call__(self, *args: str, env_dir: Path | None = None, check: bool = True,
-                 timeout: int = 1800) -> subprocess.CompletedProcess:
+                 timeout: int = 1800, extra_env: dict | None = None) -> subprocess.CompletedProcess:
         argv = [str(self.exe)]
         if env_dir is not None:
             argv += ["-e", str(env_dir)]
         argv += list(args)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        name = "-".join(a.strip("-").replace("/", "_") for a in args[:3])[:80] or "spack"
-        log = self.log_dir / f"{len(list(self.log_dir.iterdir())):03d}-{name}.log"
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        name = "-".join(Path(a).name.strip("-") for a in args[:3])[:60] or "spack"
+        log = self.log_dir / f"{next(_SEQ):03d}-{name}.log"
+        # clingo comes from PyPI in the interpreter running us: no bootstrap download
+        env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable), **(extra_env or {})}
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
         log.write_text(f"$ {' '.join(argv)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
         if check and proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
