@@ -18,7 +18,8 @@ import pytest
 from .errors import SlurmUnavailableError
 from .launch import Allocation, Launcher, write_atomic, write_json
 from .localslurm import LocalSlurm
-from .spack import find_spack
+from .envs import stage
+from .spack import Spack, find_spack
 from .systems import load_system
 
 TOP = Path(__file__).resolve().parents[2]
@@ -33,7 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--launcher", choices=("srun", "mpirun"), default="srun",
                 help="mpirun runs on this host without Slurm; only when asked for")
     g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
-    g.addoption("--pingpong", default=None, help="mpi-pingpong binary (default: build src/mpi-pingpong)")
+    g.addoption("--pingpong", default=None,
+                help="mpi-pingpong binary (default: spack install in the local env, else make in src/mpi-pingpong)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,19 +108,26 @@ def launcher(pytestconfig: pytest.Config, system, request) -> Launcher:
 
 
 @pytest.fixture(scope="session")
-def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path) -> Path:
-    """mpi-pingpong: the given binary, else built from src/ with the system's mpicc."""
+def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, tmp_path_factory) -> Path:
+    """mpi-pingpong: the given binary, else built by Spack (local env) where Spack is, else by make."""
     given = pytestconfig.getoption("--pingpong")
     if given:
         path = Path(given)
         if not path.is_file():
             pytest.fail(f"--pingpong {given}: no such file")
         return path
+    if find_spack():
+        spack = Spack(find_spack(), results_dir / "spack-logs")
+        staged = stage(tmp_path_factory.mktemp("local-env"))
+        spack("install", "--fail-fast", "mpi-pingpong", env_dir=staged, timeout=1800)
+        prefix = spack("location", "-i", "mpi-pingpong", env_dir=staged).stdout.strip()
+        return Path(prefix) / "bin" / "mpi-pingpong"
     if not shutil.which("mpicc"):
         pytest.skip("no mpicc on PATH to build mpi-pingpong (install libopenmpi-dev: ci/install-deps.sh)")
     build = results_dir / "build" / "mpi-pingpong"
     build.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={build / 'mpi-pingpong'}"], capture_output=True, text=True)
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={build / 'mpi-pingpong'}"],
+                          capture_output=True, text=True)
     write_atomic(build / "build.log", proc.stdout + proc.stderr)
     if proc.returncode != 0:
         pytest.fail(f"building mpi-pingpong failed:\n{proc.stderr}")

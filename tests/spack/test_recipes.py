@@ -1,0 +1,143 @@
+"""Spack tier: the recipes in repo/. Nothing is built here except mpi-pingpong (slurm tier).
+
+Build arguments are read off the package objects of the concrete GH200 env, as Spack would pass
+them, and compared with the seed's hand-written builds (seeds 000 and 002).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from commstack.spack import TOP
+
+pytestmark = pytest.mark.spack
+
+RECIPES = sorted(p.parent.name.replace("_", "-") for p in (TOP / "repo").glob("spack_repo/commstack/packages/*/package.py"))
+
+# Runs in `spack -e <env> python`: what Spack would pass to configure/make for each package.
+BUILD_ARGS = r'''
+import json, sys
+import spack.builder
+import spack.environment as ev
+from spack.util.environment import EnvironmentModifications
+specs = {s.name: s for s in ev.active_environment().all_specs()}
+out = {}
+for name in sys.argv[2:]:
+    spec = specs[name]
+    if "mpi" in spec:  # mpicc & co. are set on the spec by the MPI package, as at build time
+        spec["mpi"].package.setup_dependent_package(spec.package.module, spec)
+    builder = spack.builder.create(spec.package)
+    mods = EnvironmentModifications()
+    builder.setup_build_environment(mods)
+    out[name] = {"prefix": {d.name: str(d.prefix) for d in spec.traverse()},
+                 "env": {m.name: getattr(m, "value", None) for m in mods.env_modifications},
+                 "configure": builder.configure_args() if hasattr(builder, "configure_args") else None,
+                 "make": list(builder.build_targets) if hasattr(builder, "build_targets") else None}
+json.dump(out, open(sys.argv[1], "w"))
+'''
+
+# Versions each of our recipes declares itself (not those inherited from builtin), and how.
+VERSIONS = r'''
+import json, sys
+import spack.repo
+out = {}
+for name in spack.repo.PATH.get_repo("commstack").all_package_names():
+    cls = spack.repo.PATH.get_pkg_class(f"commstack.{name}")
+    parents = [b for b in cls.__mro__[1:] if getattr(b, "namespace", None) == "builtin"]
+    inherited = set(parents[0].versions) if parents else set()
+    out[name] = {str(v): sorted(k for k in ("sha256", "commit") if args.get(k))
+                 for v, args in cls.versions.items() if v not in inherited}
+json.dump(out, open(sys.argv[1], "w"))
+'''
+
+# The documented variant combinations beyond what the envs hold (docs/recipes.md), per context.
+COMBINATIONS = {
+    "gh200-ompi": ["osu-micro-benchmarks ~cuda", "nccl-tests ~mpi", "mpi-pingpong ~cuda"],
+}
+
+
+def run_script(spack, env_copy: Path, script: str, *args: str) -> dict:
+    path, out = env_copy / "script.py", env_copy / "script-out.json"
+    path.write_text(script)
+    spack("python", str(path), str(out), *args, env_dir=env_copy)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def build_args(spack, concrete) -> dict:
+    env = concrete["gh200-ompi"]  # its staged copy holds the spack.lock just concretized
+    return run_script(spack, env.copy, BUILD_ARGS, "openmpi", "osu-micro-benchmarks", "nccl-tests", "mpi-pingpong")
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_info(spack, staged, recipe):
+    out = spack("info", recipe, env_dir=staged / "envs" / "gh200-ompi").stdout
+    first = out.splitlines()[0].split()
+    assert first[-1] == recipe and first[0].endswith("Package:") and "Preferred version:" in out
+
+
+def test_every_version_of_ours_has_a_sha256_or_commit(spack, staged):
+    versions = run_script(spack, staged / "envs" / "gh200-ompi", VERSIONS)
+    assert set(versions) == set(RECIPES)
+    unpinned = [f"{name}@{v}" for name, vs in versions.items() for v, how in vs.items() if not how]
+    assert not unpinned, f"versions without a sha256 or commit: {unpinned}"
+    assert versions["nccl-tests"] == {"2.17.1": ["sha256"]} and versions["mpi-pingpong"] == {"1.0": ["commit"]}
+
+
+def test_a_version_without_checksum_is_caught(spack, tmp_path):
+    from commstack.envs import stage
+    staged = stage(tmp_path)
+    recipe = staged / "repo" / "spack_repo" / "commstack" / "packages" / "nccl_tests" / "package.py"
+    recipe.write_text(recipe.read_text().replace('    version("2.17.1"', '    version("2.18.0")\n    version("2.17.1"'))
+    versions = run_script(spack, staged / "envs" / "gh200-ompi", VERSIONS)
+    assert versions["nccl-tests"]["2.18.0"] == []
+
+
+@pytest.mark.parametrize("context", COMBINATIONS)
+def test_documented_combinations_concretize(spack, staged, context):
+    env = yaml.safe_load((TOP / "envs" / context / "spack.yaml").read_text())["spack"]
+    node = next(d["node"][0] for d in env["definitions"] if "node" in d)  # roots need the arch
+    for combination in COMBINATIONS[context]:
+        # alone, not unified with the env's roots (which hold the other value of the variant)
+        out = spack("-c", "concretizer:unify:false", "spec", f"{combination} {node}",
+                    env_dir=staged / "envs" / context, timeout=900).stdout
+        root = out.splitlines()[0]
+        name, variant = combination.split()
+        assert f" {name}@" in root and variant in root and "target=neoverse_v2" in root, root
+
+
+def test_openmpi_configure_is_the_seed_build(build_args):
+    a = build_args["openmpi"]
+    prefix, args = a["prefix"], a["configure"]
+    # seed 000: --with-ofi --with-ucx --enable-oshmem --with-cuda=<cuda> --with-cuda-libdir=<cuda>/lib64/stubs
+    assert f"--with-ofi={prefix['libfabric']}" in args and f"--with-ucx={prefix['ucx']}" in args
+    assert "--enable-oshmem" in args and f"--with-cuda={prefix['cuda']}" in args
+    assert [x for x in args if x.startswith("--with-cuda-libdir=")] == [f"--with-cuda-libdir={prefix['cuda']}/lib64/stubs"]
+    assert "--with-cma" in args and "--with-slurm" in args and f"--with-pmix={prefix['pmix']}" in args
+
+
+def test_osu_configure_links_cuda_from_the_stubs(build_args):
+    a = build_args["osu-micro-benchmarks"]
+    cuda, args = a["prefix"]["cuda"], a["configure"]
+    assert f"CC={a['prefix']['openmpi']}/bin/mpicc" in args
+    assert "--enable-cuda" in args and f"--with-cuda-include={cuda}/include" in args
+    assert f"--with-cuda-libpath={cuda}/lib64" in args
+    assert f"LDFLAGS=-lrt -L{cuda}/lib64/stubs" in args and "LIBS=-lcuda -lnvidia-ml" in args
+    assert not any(x == "LDFLAGS=-lrt" for x in args)
+    assert any(x.startswith("NVCCFLAGS=") and "code=sm_90" in x for x in args)
+
+
+def test_nccl_tests_make_is_mpi_for_sm90(build_args):
+    a = build_args["nccl-tests"]
+    p = a["prefix"]
+    assert a["make"] == [f"CUDA_HOME={p['cuda']}", f"NCCL_HOME={p['nccl']}", f"MPI_HOME={p['openmpi']}", "MPI=1"]
+    assert "arch=compute_90,code=sm_90" in a["env"]["NVCC_GENCODE"]
+    assert "sm_80" not in a["env"]["NVCC_GENCODE"]
+
+
+def test_pingpong_make_is_cuda_with_the_env_mpi(build_args):
+    a = build_args["mpi-pingpong"]
+    p = a["prefix"]
+    assert a["make"] == [f"MPICC={p['openmpi']}/bin/mpicc", "CUDA=1", f"CUDA_HOME={p['cuda']}"]
