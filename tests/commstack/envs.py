@@ -93,11 +93,14 @@ def stage(dest: Path) -> Path:
     return dest
 
 
-def concretize(spack: Spack, name: str, staged: Path) -> Concrete:
+def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = (),
+               extra_env: dict | None = None) -> Concrete:
+    """One env of a staged copy, in its own Spack process (options: extra `spack -c` settings)."""
     copy = staged / env_dir(name)
     out = copy / "concrete.json"
     start = time.perf_counter()
-    proc = spack("python", str(staged / "dump.py"), str(out), env_dir=copy, check=False, timeout=1800)
+    proc = spack(*options, "python", str(staged / "dump.py"), str(out), env_dir=copy, check=False,
+                 timeout=1800, extra_env=extra_env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0 or not out.exists():
         raise EnvError(f"env {name}: concretization failed (exit {proc.returncode})\n"
@@ -106,11 +109,12 @@ def concretize(spack: Spack, name: str, staged: Path) -> Concrete:
     return Concrete(name, copy, seconds, data["seconds"], data["roots"], data["nodes"])
 
 
-def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 0) -> dict[str, Concrete]:
+def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 0,
+                   options: tuple[str, ...] = (), extra_env: dict | None = None) -> dict[str, Concrete]:
     """Concretize several envs of one staged copy, `workers` Spack processes at a time (0: all)."""
     (staged / "dump.py").write_text(DUMP)
     with ThreadPoolExecutor(max_workers=workers or len(names)) as pool:
-        futures = {n: pool.submit(concretize, spack, n, staged) for n in names}
+        futures = {n: pool.submit(concretize, spack, n, staged, options, extra_env) for n in names}
         return {n: f.result() for n, f in futures.items()}
 
 
