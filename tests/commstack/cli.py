@@ -4,6 +4,7 @@
   test [ARGS]  the test suite (pytest ARGS), JUnit XML under results/
   setup        the pinned Spack (toolchain.yaml) and this repo's package repository
   lock [ENV]   re-concretize the GH200 envs and write their spack.lock
+  preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   slurm        start | stop | status of the local embedded Slurm
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .envs import LOCKED, concretize_all, env_dir, lock_diff, stage
+from .envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
 from .errors import CommstackError
 from .localslurm import LocalSlurm
 from .spack import TOP, Spack, find_spack
@@ -163,6 +164,17 @@ def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
+    """Before `spack install` on a real system: does every external of the env exist here?"""
+    checks = preflight(need_spack(), TOP / env_dir(args.env))
+    for c in checks:
+        print(f"  {c.line()}")
+    missing = [c for c in checks if c.problems]
+    print(f"preflight {args.env}: {len(checks)} externals, "
+          + (f"{len(missing)} missing: {', '.join(c.name for c in missing)}" if missing else "all present"))
+    return 1 if missing else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="commstack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
     s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
     s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
+    s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
+    s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
     args, extra = parser.parse_known_args(argv)
-    handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock}
+    handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
+                "preflight": cmd_preflight}
     try:
         return handlers[args.cmd](args, extra)
     except CommstackError as e:
