@@ -1,0 +1,70 @@
+"""bin/commstack setup, run from a copy of the harness so the repo's own .spack/ is never touched."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from commstack.spack import TOP, find_spack
+
+
+def harness_copy(tmp: Path, tag: str | None = None) -> Path:
+    shutil.copytree(TOP / "tests" / "commstack", tmp / "tests" / "commstack",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(TOP / "repo", tmp / "repo")
+    pins = yaml.safe_load((TOP / "toolchain.yaml").read_text())
+    if tag:
+        pins["spack"]["tag"] = tag
+    (tmp / "toolchain.yaml").write_text(yaml.safe_dump(pins))
+    return tmp
+
+
+def setup(copy: Path, *args: str, spack_root: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}
+    env["PYTHONPATH"] = str(copy / "tests")
+    if spack_root:
+        env["SPACK_ROOT"] = spack_root
+    return subprocess.run([sys.executable, "-m", "commstack.cli", "setup", *args], cwd=copy, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_offline_setup_names_the_two_ways_out(tmp_path):
+    copy = harness_copy(tmp_path)
+    proc = setup(copy, "--spack-source", str(tmp_path / "no-such-mirror.git"))
+    assert proc.returncode == 2
+    assert f"cannot clone {tmp_path / 'no-such-mirror.git'}" in proc.stderr
+    assert "Offline? Either point SPACK_ROOT at an existing Spack v1.1.0" in proc.stderr
+    assert "--spack-source /path/to/spack.git --packages /path/to/spack-packages" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_spack_root_without_spack_is_refused(tmp_path):
+    proc = setup(harness_copy(tmp_path), spack_root=str(tmp_path))
+    assert proc.returncode == 2 and f"SPACK_ROOT={tmp_path} has no bin/spack" in proc.stderr
+
+
+@pytest.mark.spack
+def test_another_major_minor_is_refused_unless_forced(tmp_path):
+    copy = harness_copy(tmp_path, tag="v0.23.1")
+    proc = setup(copy, spack_root=str(find_spack().parents[1]))
+    assert proc.returncode == 2
+    assert "SPACK_ROOT has Spack 1.1.0, commstack is pinned to 0.23.1 (major.minor differ)" in proc.stderr
+    assert not (copy / ".spack" / "repos.yaml").exists()
+
+
+@pytest.mark.spack
+def test_setup_with_a_local_packages_checkout(tmp_path):
+    builtin = yaml.safe_load((TOP / ".spack" / "repos.yaml").read_text())["repos"]["builtin"]
+    checkout = Path(builtin).parents[2]  # <checkout>/repos/spack_repo/builtin
+    copy = harness_copy(tmp_path)
+    proc = setup(copy, "--packages", str(checkout), spack_root=str(find_spack().parents[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert "setup: using Spack 1.1.0" in proc.stdout
+    repos = yaml.safe_load((copy / ".spack" / "repos.yaml").read_text())["repos"]
+    assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
+    externals = yaml.safe_load((copy / ".spack" / "externals.yaml").read_text())["packages"]
+    assert "gcc" in externals and ({"openmpi", "mpich"} & set(externals))
