@@ -5,6 +5,8 @@
   setup        the pinned Spack (toolchain.yaml) and this repo's package repository
   lock [ENV]   re-concretize the GH200 envs and write their spack.lock
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
+  containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
+  images       image references and the podman commands that build and push them
   slurm        start | stop | status of the local embedded Slurm
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from . import containers
 from .envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
 from .errors import CommstackError
 from .localslurm import LocalSlurm
@@ -175,6 +178,37 @@ def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
     return 1 if missing else 0
 
 
+def cmd_containerize(args: argparse.Namespace, extra: list[str]) -> int:
+    """Render containers/<image>/ (Containerfile by spack containerize, EDFs); --check: diff only."""
+    spack = need_spack()
+    chosen = [containers.image(n) for n in args.images] or list(containers.images().values())
+    diffs = []
+    for img in chosen:
+        files = containers.rendered(spack, img)  # raises before anything is written
+        found = containers.drift(files)
+        diffs += found
+        if not args.check:
+            containers.write(files)
+        print(f"{img.name}: {len(files)} files, " + (f"{len(found)} changed" if found else "unchanged"))
+    if args.check and diffs:
+        print("\n".join(diffs))
+        print("containers drifted from their envs: run bin/commstack containerize", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
+    """Each image's reference, files, and the commands that build and push it (no engine needed)."""
+    for img in containers.images().values():
+        rel = img.containerfile.relative_to(TOP)
+        print(f"{img.name}: {img.ref}\n"
+              f"  podman build --platform linux/arm64 -f {rel} -t {img.ref} .\n"
+              f"  podman push {img.ref}")
+        for name in img.edfs:
+            print(f"  EDF {rel.parent / (name + '.toml')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="commstack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,9 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
     s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
     s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
+    s = sub.add_parser("containerize", help="render containers/<image>/ from envs/images and images.yaml")
+    s.add_argument("images", nargs="*", help="default: all")
+    s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
+    sub.add_parser("images", help="image references and their build/push commands")
     args, extra = parser.parse_known_args(argv)
     handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
-                "preflight": cmd_preflight}
+                "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images}
     try:
         return handlers[args.cmd](args, extra)
     except CommstackError as e:

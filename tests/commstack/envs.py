@@ -19,7 +19,8 @@ from .errors import ConfigError
 from .spack import TOP, Spack, SpackError
 
 #: env name -> its directory, relative to the repo root
-ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray")}
+ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
+        **{f"images/{p.name}": Path("envs/images") / p.name for p in sorted((TOP / "envs" / "images").iterdir())}}
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it
 LOCKED = ("gh200-ompi", "gh200-cray")

@@ -40,7 +40,8 @@ class Spack:
     log_dir: Path
 
     def __call__(self, *args: str, env_dir: Path | None = None, check: bool = True,
-                 timeout: int = 1800, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+                 timeout: int = 1800, extra_env: dict | None = None,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess:
         argv = [str(self.exe)]
         if env_dir is not None:
             argv += ["-e", str(env_dir)]
@@ -50,7 +51,7 @@ class Spack:
         log = self.log_dir / f"{next(_SEQ):03d}-{name}.log"
         # clingo comes from PyPI in the interpreter running us: no bootstrap download
         env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable), **(extra_env or {})}
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
         log.write_text(f"$ {' '.join(argv)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
         if check and proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
