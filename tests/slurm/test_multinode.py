@@ -1,0 +1,187 @@
+"""The multi-node local cluster for real: 2 network-namespace nodes on a veth bridge, one slurmd each,
+mpi-pingpong across them over TCP, a node that dies during a step, and a stop that leaves nothing.
+
+The tests run in file order: the last two kill a node and stop the cluster.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from commstack.errors import NodeFailureError
+from commstack.launch import Allocation, Launcher, Step, write_atomic
+from commstack.localslurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
+from commstack.parse import parse_pingpong
+from commstack.systems import load_system
+
+pytestmark = pytest.mark.multinode
+TOP = Path(__file__).resolve().parents[2]
+OWNED: list[LocalSlurm] = []  # clusters these tests started, and so may stop
+
+
+@pytest.fixture(scope="module")
+def cluster(pytestconfig, results_dir):
+    mode = pytestconfig.getoption("--slurm")
+    if mode in ("off", "external"):
+        pytest.skip(f"multinode: --slurm={mode}; this tier starts its own local cluster")
+    if os.geteuid() != 0:
+        pytest.skip("multinode: network namespaces need root")
+    missing = [p for p in ("ip", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
+    if missing:
+        pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"multinode: `ip netns list` fails: {probe.stderr.strip()}")
+    c = LocalSlurm.multinode(2)
+    started = not c.running()  # someone else's multi-node cluster is used, not stopped
+    if started:
+        OWNED.append(c)
+    try:
+        c.start()
+    except NamespaceError as e:
+        pytest.skip(f"multinode: {e}")
+    try:
+        yield c
+    finally:
+        if (c.root / "log").is_dir():
+            shutil.copytree(c.root / "log", results_dir / "multinode-slurm-logs", dirs_exist_ok=True)
+        if started:
+            c.stop()
+
+
+@pytest.fixture(scope="module")
+def env(cluster):
+    """Clients of this cluster only: no job of an outer allocation leaks in."""
+    return {k: v for k, v in cluster.env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+
+
+@pytest.fixture(scope="module")
+def system():
+    return load_system("local-multinode")
+
+
+@pytest.fixture(scope="module")
+def pingpong(results_dir):
+    """mpi-pingpong built with make and the system's mpicc (Debian Open MPI)."""
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc on PATH to build mpi-pingpong (install libopenmpi-dev: ci/install-deps.sh)")
+    out = results_dir / "build" / "multinode" / "mpi-pingpong"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={out}"],
+                          capture_output=True, text=True)
+    write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"building mpi-pingpong failed:\n{proc.stderr}"
+    return out
+
+
+def test_srun_hostname_on_both_nodes(cluster, env):
+    proc = subprocess.run(["srun", "-N2", "-n2", "--ntasks-per-node=1", "-t1", "hostname"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == ["node1", "node2"]
+
+
+def test_pingpong_crosses_the_virtual_network(cluster, env, system, pingpong, step_dir, record):
+    step = Step("mpi-pingpong-2nodes", [str(pingpong), "-m", "cpu", "-b", "8", "-e", "4M", "-n", "20"],
+                nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=120,
+                env={"OMPI_MCA_btl_base_verbose": "100"})  # names the BTL used per peer, on stderr
+    with Allocation(system, env, nodes=2, ntasks=2) as alloc:
+        launcher = Launcher(system, "srun", slurm_env=env, allocation=alloc)
+        before = _counters(cluster)
+        result = launcher.run(step, step_dir)
+        after = _counters(cluster)
+    sweep = parse_pingpong(result.stdout)
+    # every size, both ways: warm-up and timed round trips
+    payload = (sweep.meta["warmup"] + sweep.meta["loops"]) * sum(sweep.sizes)
+    grown = {n: {k: after[n][k] - before[n][k] for k in ("rx", "tx")} for n in after}
+    used = sorted(set(re.findall(r"^\[(node\d+):\d+\] mca: bml: Using (\w+) btl for send to \S+ on node (node\d+)",
+                                 result.stderr, re.M)))
+    record.update(command=result.command, nodelist=result.nodelist, rows=sweep.rows, payload_bytes=payload,
+                  veth_bytes=grown, btl=used)
+    assert sweep.complete and sweep.sizes == [8 << i for i in range(20)]
+    assert all(r["check"] == "Pass" for r in sweep.rows)
+    assert sorted(result.nodelist) == ["node1", "node2"]
+    # host side of a node's veth: RX is what the node sent, TX what it received
+    for node, g in grown.items():
+        assert g["rx"] >= payload and g["tx"] >= payload, f"{node}: {g} < {payload} payload bytes"
+    cross = {(a, btl, b) for a, btl, b in used if a != b}
+    assert cross == {("node1", "tcp", "node2"), ("node2", "tcp", "node1")}, used
+
+
+def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir, record):
+    step = Step("mpi-pingpong-long", [str(pingpong), "-b", "8", "-e", "8", "-n", "2000000000"],
+                nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=180)
+    outcome: dict = {}
+    with Allocation(system, env, nodes=2, ntasks=2) as alloc:
+        launcher = Launcher(system, "srun", slurm_env=env, allocation=alloc)
+
+        def run() -> None:
+            try:
+                outcome["result"] = launcher.run(step, step_dir)
+            except Exception as e:  # noqa: BLE001 - judged below
+                outcome["error"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        ns = NETNS_PREFIX + "2"
+        deadline = time.monotonic() + 60
+        while not any("mpi-pingpong" in _cmdline(p) for p in _netns_pids(ns)):
+            assert time.monotonic() < deadline and t.is_alive(), "the step never started on node2"
+            time.sleep(0.2)
+        time.sleep(2)  # MPI wired up, ranks ping-ponging
+        killed = _netns_pids(ns)
+        for pid in killed:  # node2 crashes: slurmd, slurmstepd and the rank, all at once
+            os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        t.join(timeout=170)
+        assert not t.is_alive(), "srun still running after node2 died"
+    err = outcome.get("error")
+    record.update(killed=len(killed), detected_after_s=round(time.monotonic() - t0, 1), error=repr(err))
+    assert isinstance(err, NodeFailureError), err or outcome.get("result")
+    assert err.raw == str(step_dir)
+    assert "Node failure on node2" in (step_dir / "stderr.txt").read_text()
+    assert "# mpi-pingpong v" in (step_dir / "stdout.txt").read_text()
+    assert '"error": "NodeFailureError"' in (step_dir / "step.json").read_text()
+
+
+def test_stop_leaves_nothing_behind(cluster):
+    if cluster not in OWNED:
+        pytest.skip("multinode: the cluster was running before these tests; it is left running")
+    cluster.stop()
+    cluster.stop()  # idempotent
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    procs = subprocess.run(["pgrep", "-af", str(cluster.root)], capture_output=True, text=True).stdout
+    assert not re.search(rf"^{NETNS_PREFIX}\d", netns, re.M), netns
+    assert not re.search(rf"^\d+: ({VETH_PREFIX}\d|{BRIDGE})", links, re.M), links
+    assert not procs.strip(), procs
+    assert not cluster.root.exists()
+
+
+def _counters(cluster: LocalSlurm) -> dict[str, dict[str, int]]:
+    stats = Path("/sys/class/net")
+    return {n: {k: int((stats / cluster.veth(n) / "statistics" / f"{k}_bytes").read_text()) for k in ("rx", "tx")}
+            for n in cluster.node_names}
+
+
+def _netns_pids(ns: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _path() -> str:
+    return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
