@@ -7,6 +7,8 @@
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
   images       image references and the podman commands that build and push them
+  suite NAME   run a suite (tests/suites) on --system, or print its srun lines with --dry-run
+  report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,7 +25,10 @@ from pathlib import Path
 
 import yaml
 
-from . import containers
+from . import containers, report, suites
+from .judge import load_references
+from .launch import Launcher
+from .systems import load_system
 from .envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
 from .errors import CommstackError
 from .localslurm import LocalSlurm
@@ -46,22 +52,34 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
-    cluster = LocalSlurm()
-    if args.action == "start":
-        cluster.start()
-        print(f"local Slurm up; use it with: export SLURM_CONF={cluster.conf}")
-    elif args.action == "stop":
-        cluster.stop()
-        print("local Slurm stopped")
-    else:
-        print(cluster.status())
+    """--nodes 1 (start's default): the single-node cluster; N>1: the multi-node one (namespaces, root);
+    stop and status without --nodes: both."""
+    if args.nodes is not None and args.nodes < 1:
+        raise CommstackError("--nodes must be 1 or more")
+    n = args.nodes or (1 if args.action == "start" else None)
+    clusters = []
+    if n in (None, 1):
+        clusters.append(LocalSlurm())
+    if n != 1:
+        clusters.append(LocalSlurm.multinode(n))  # None: as many nodes as its slurm.conf names
+    for cluster in clusters:
+        what = f"local Slurm ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''})"
+        if args.action == "start":
+            cluster.start()
+            print(f"{what} up: {', '.join(cluster.node_names)}; use it with: export SLURM_CONF={cluster.conf}")
+        elif args.action == "stop":
+            cluster.stop()
+            print(f"{what} stopped")
+        else:
+            print(f"{what}:\n{cluster.status()}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    """The main job on the embedded default: everything the slurm tier does, then its report."""
-    print("commstack run: local Slurm, mpi-pingpong under srun --mpi=pmix, judged and reported", flush=True)
-    return cmd_test(args, ["-m", "slurm", "--system", "local", *extra])
+    """The main job on the embedded default: the smoke suite on the local Slurm, judged, reported."""
+    print("commstack run: local Slurm, smoke suite under srun --mpi=pmix, judged and reported", flush=True)
+    return cmd_test(args, ["-m", "slurm", "tests/slurm/test_suite.py", "--suite", "smoke", "--system", "local",
+                           *extra])
 
 
 def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
@@ -209,6 +227,35 @@ def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
+    """--dry-run: the srun lines of a suite on a system; else run it in the slurm tier."""
+    system = load_system(args.system)
+    if args.dry_run:
+        steps = suites.expand(suites.load_suite(args.name), system)
+        launcher = Launcher(system, "srun", {})
+        for s in steps:
+            print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
+        print(f"# suite {args.name} on {system.name}: {len(steps)} steps")
+        return 0
+    return cmd_test(args, ["-m", "slurm", "tests/slurm/test_suite.py", "--suite", args.name,
+                           "--system", args.system, *extra])
+
+
+def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
+    results = Path(args.results)
+    records = report.load_records(results)
+    system = load_system(records[0]["system"])
+    path = report.write_report(results, load_references(system.references) if system.references else None)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    changes = report.compare(Path(args.baseline), Path(args.results), args.tolerance)
+    print(report.compare_table(changes), end="")
+    return 1 if any(c.verdict == "regression" for c in changes) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="commstack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -217,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("test", help="run the tests (extra args go to pytest)")
     s = sub.add_parser("slurm", help="local embedded Slurm")
     s.add_argument("action", choices=("start", "stop", "status"))
+    s.add_argument("--nodes", type=int, default=None,
+                   help="1 (start's default): single node; N>1: N network-namespace nodes (root); "
+                        "stop/status without it: both clusters")
     s = sub.add_parser("setup", help="pinned Spack and package repositories")
     s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
@@ -230,9 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("images", nargs="*", help="default: all")
     s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
     sub.add_parser("images", help="image references and their build/push commands")
+    s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
+    s.add_argument("name", help="a suite under tests/suites")
+    s.add_argument("--system", default="local")
+    s.add_argument("--dry-run", action="store_true")
+    s = sub.add_parser("report", help="write results/<run>/report/ (Markdown, CSV, plots) again")
+    s.add_argument("results", help="a results directory")
+    s = sub.add_parser("compare", help="a result set against a baseline; exit 1 on a regression")
+    s.add_argument("baseline")
+    s.add_argument("results")
+    s.add_argument("--tolerance", type=float, default=0.05, help="relative change always allowed (0.05)")
     args, extra = parser.parse_known_args(argv)
     handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
-                "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images}
+                "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
+                "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
     try:
         return handlers[args.cmd](args, extra)
     except CommstackError as e:

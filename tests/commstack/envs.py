@@ -20,7 +20,8 @@ from .spack import TOP, Spack, SpackError
 
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
-        **{f"images/{p.name}": Path("envs/images") / p.name for p in sorted((TOP / "envs" / "images").iterdir())}}
+        **{f"images/{p.parent.name}": Path("envs/images") / p.parent.name
+           for p in sorted((TOP / "envs" / "images").glob("*/spack.yaml"))}}
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it
 LOCKED = ("gh200-ompi", "gh200-cray")
@@ -215,7 +216,7 @@ for s in nodes:
             found, r["note"] = [], f"detection failed: {e}"
         versions = sorted({str(getattr(f, "spec", f).versions) for f in found})
         r["found"] = versions
-        if versions and not any(spack.spec.Spec(f"{s.name}@{v}").satisfies(f"{s.name}@{s.versions}") for v in versions):
+        if versions and not any(spack.spec.Spec(f"{s.name}@{v}").intersects(f"{s.name}@{s.versions}") for v in versions):
             r["problems"].append(f"claims @{s.versions}, {s.external_path} has {', '.join(versions)}")
     out.append(r)
 json.dump(sorted(out, key=lambda r: r["name"]), open(sys.argv[1], "w"))

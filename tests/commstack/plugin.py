@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from .launch import Allocation, Launcher, write_atomic, write_json
 from .localslurm import LocalSlurm
 from .envs import stage
 from .spack import Spack, find_spack
+from .judge import load_references
+from .report import write_report
 from .systems import load_system
 
 TOP = Path(__file__).resolve().parents[2]
@@ -34,6 +37,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--launcher", choices=("srun", "mpirun"), default="srun",
                 help="mpirun runs on this host without Slurm; only when asked for")
     g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
+    g.addoption("--suite", default=None,
+                help="benchmark suite under tests/suites to run in the slurm tier (default: smoke on system local)")
+    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+                help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi); default $COMMSTACK_OSU_PREFIX, "
+                     "else the local Spack env's osu-micro-benchmarks when installed")
     g.addoption("--pingpong", default=None,
                 help="mpi-pingpong binary (default: spack install in the local env, else make in src/mpi-pingpong)")
 
@@ -134,6 +142,24 @@ def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, tmp_path_fac
     return build / "mpi-pingpong"
 
 
+@pytest.fixture(scope="session")
+def osu_dir(pytestconfig: pytest.Config, results_dir: Path, tmp_path_factory) -> Path:
+    """libexec/osu-micro-benchmarks/mpi of the given prefix, else of the local env's OSU install."""
+    prefix = pytestconfig.getoption("--osu-prefix")
+    if not prefix and find_spack():
+        spack = Spack(find_spack(), results_dir / "spack-logs")
+        proc = spack("location", "-i", "osu-micro-benchmarks", env_dir=stage(tmp_path_factory.mktemp("osu-env")),
+                     check=False)
+        prefix = proc.stdout.strip() if proc.returncode == 0 else None
+    if not prefix:
+        pytest.skip("no OSU micro-benchmarks: pass --osu-prefix or set COMMSTACK_OSU_PREFIX "
+                    "(or spack install osu-micro-benchmarks in the local env)")
+    mpi = Path(prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
+    if not (mpi / "pt2pt" / "osu_latency").is_file():
+        pytest.fail(f"--osu-prefix {prefix}: no {mpi}/pt2pt/osu_latency")
+    return mpi
+
+
 @pytest.fixture
 def step_dir(request, results_dir: Path) -> Path:
     name = request.node.nodeid.replace("/", ".").replace("::", "--")
@@ -151,6 +177,7 @@ def record(request) -> dict:
     return data
 
 
+PROGRESS = pytest.StashKey[dict]()
 STEP_DIR = pytest.StashKey[Path]()
 RECORD = pytest.StashKey[dict]()
 
@@ -168,11 +195,44 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     return rep
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[PROGRESS] = {"total": sum("suite_step" in getattr(i, "fixturenames", ()) for i in session.items),
+                                      "done": [], "start": None}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A suite shows which step runs, how many are left, and an estimate of the time left."""
+    if "suite_step" not in getattr(item, "fixturenames", ()):
+        return
+    prog = item.config.stash[PROGRESS]
+    done = prog["done"]
+    left = prog["total"] - len(done)
+    eta = f", about {statistics.mean(done) * left:.0f} s left" if done else ""
+    tr = item.config.pluginmanager.get_plugin("terminalreporter")
+    if tr:
+        tr.write_line(f"[suite {len(done) + 1}/{prog['total']}] {item.callspec.id}{eta}")
+    prog["start"] = time.monotonic()
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    prog = item.config.stash.get(PROGRESS, None)
+    if prog and prog["start"] is not None and "suite_step" in getattr(item, "fixturenames", ()):
+        prog["done"].append(time.monotonic() - prog["start"])
+        prog["start"] = None
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     records = session.config.stash[RECORDS]
     if not records:
         return
     root = session.config.stash[RESULTS]
+    if any(r.get("suite") and r.get("repeats") for r in records):
+        system = load_system(session.config.getoption("--system"))
+        refs = load_references(system.references) if system.references else None
+        report = write_report(root, refs)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line(f"commstack: report {report}")
     lines = ["# commstack test session", "", f"results: `{root}`", "",
              "| test | outcome | verdict | duration (s) |", "|---|---|---|---:|"]
     for r in records:

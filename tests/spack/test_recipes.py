@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from commstack.spack import TOP
 
@@ -96,9 +95,9 @@ def test_a_version_without_checksum_is_caught(spack, tmp_path):
 
 
 @pytest.mark.parametrize("context", COMBINATIONS)
-def test_documented_combinations_concretize(spack, staged, context):
-    env = yaml.safe_load((TOP / "envs" / context / "spack.yaml").read_text())["spack"]
-    node = next(d["node"][0] for d in env["definitions"] if "node" in d)  # roots need the arch
+def test_documented_combinations_concretize(spack, staged, concrete, context):
+    root = next(n for n in concrete[context].nodes if n["name"] in concrete[context].roots)
+    node = f"arch=linux-{root['os']}-{root['target']}"  # roots need the arch (envs/common/gh200.yaml)
     for combination in COMBINATIONS[context]:
         # alone, not unified with the env's roots (which hold the other value of the variant)
         out = spack("-c", "concretizer:unify:false", "spec", f"{combination} {node}",
