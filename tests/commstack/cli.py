@@ -231,14 +231,16 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """--dry-run: the srun lines of a suite on a system; else run it in the slurm tier."""
     system = load_system(args.system)
     if args.dry_run:
-        steps = suites.expand(suites.load_suite(args.name), system)
+        steps = suites.expand(suites.load_suite(args.name), system, memory_only=args.memory,
+                              native_only=args.native_only)
         launcher = Launcher(system, "srun", {})
         for s in steps:
             print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
         print(f"# suite {args.name} on {system.name}: {len(steps)} steps")
         return 0
+    memory = (["--memory", args.memory] if args.memory else []) + (["--native-only"] if args.native_only else [])
     return cmd_test(args, ["-m", "slurm", "tests/slurm/test_suite.py", "--suite", args.name,
-                           "--system", args.system, *extra])
+                           "--system", args.system, *memory, *extra])
 
 
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
@@ -284,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("name", help="a suite under tests/suites")
     s.add_argument("--system", default="local")
     s.add_argument("--dry-run", action="store_true")
+    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
+    s.add_argument("--native-only", action="store_true", help="drop the container runs")
     s = sub.add_parser("report", help="write results/<run>/report/ (Markdown, CSV, plots) again")
     s.add_argument("results", help="a results directory")
     s = sub.add_parser("compare", help="a result set against a baseline; exit 1 on a regression")

@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
     g.addoption("--suite", default=None,
                 help="benchmark suite under tests/suites to run in the slurm tier (default: smoke on system local)")
+    g.addoption("--memory", choices=("host", "device"), default=None,
+                help="run only the suite's steps in this memory (a scaled-down suite on a system without GPUs)")
+    g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
     g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
                 help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi); default $COMMSTACK_OSU_PREFIX, "
                      "else the local Spack env's osu-micro-benchmarks when installed")
@@ -76,7 +79,7 @@ def _reachable_slurm() -> bool:
 
 
 @pytest.fixture(scope="session")
-def slurm_env(pytestconfig: pytest.Config):
+def slurm_env(pytestconfig: pytest.Config, system):
     """Environment for Slurm clients: a reachable cluster, else the local one we start and stop."""
     mode = pytestconfig.getoption("--slurm")
     if pytestconfig.getoption("--launcher") == "mpirun" or mode == "off":
@@ -86,7 +89,8 @@ def slurm_env(pytestconfig: pytest.Config):
         return
     if mode == "external":
         pytest.fail("--slurm=external but no Slurm cluster answers sinfo")
-    cluster = LocalSlurm()
+    # system local-multinode: the namespaced N-node cluster; any other: the single-node one
+    cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
     started = not cluster.running()
     try:
         cluster.start()
@@ -100,10 +104,13 @@ def slurm_env(pytestconfig: pytest.Config):
 
 
 @pytest.fixture(scope="session")
-def allocation(system, slurm_env):
+def allocation(request, system, slurm_env):
     """One allocation for the whole session; every step runs in it. Released on any exit."""
-    nodes = min(system.nodes, 2)
-    with Allocation(system, slurm_env, nodes=nodes, ntasks=2 * nodes) as alloc:
+    steps = [item.callspec.params["suite_step"].step for item in request.session.items
+             if hasattr(item, "callspec") and "suite_step" in item.callspec.params]
+    nodes = max([min(system.nodes, 2)] + [st.nodes for st in steps])  # as large as the largest step
+    ntasks = max([2 * nodes] + [st.ntasks for st in steps])
+    with Allocation(system, slurm_env, nodes=nodes, ntasks=ntasks) as alloc:
         yield alloc
 
 

@@ -52,11 +52,7 @@ def medians(record: dict) -> dict[int, tuple[float, float, int]]:
 
 
 def _label(r: dict) -> str:
-    t = r["tags"]
-    parts = [t.get("environment", "native"), t.get("memory", "host"), f"N{t['nodes']} n{t['ntasks']}"]
-    if t.get("mode"):
-        parts.insert(0, t["mode"])
-    return " ".join(parts)
+    return r["step"]  # unique in a suite: benchmark, mode, nodes, ranks, memory, environment
 
 
 def _title(records: list[dict], what: str, date: str) -> str:

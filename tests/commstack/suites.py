@@ -117,9 +117,12 @@ def _size_args(tool: str, sizes: list[int]) -> list[str]:
     return ["-b", str(lo), "-e", str(hi)] + (["-f", "2"] if tool == "nccl-tests" else [])
 
 
-def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None) -> list[SuiteStep]:
+def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
+           memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
     """Every concrete step of `suite` on `system`. `binaries`: tool -> prefix or path (native runs);
-    where one is missing the dry run shows $OSU_MPI, $PINGPONG or $NCCL_TESTS instead."""
+    where one is missing the dry run shows $OSU_MPI, $PINGPONG or $NCCL_TESTS instead.
+    `memory_only`: keep the steps in that memory (host: the suite scaled down to a CPU system);
+    `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}
     out: list[SuiteStep] = []
     for raw in suite.steps:
@@ -127,7 +130,11 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None)
         tool = _tool(bench)
         memories = raw.get("memory", ["host"])
         memories = [memories] if isinstance(memories, str) else memories
+        if memory_only:
+            memories = [m for m in memories if m == memory_only]
         envs = raw.get("environments", ["native"])
+        if native_only:
+            envs = [e for e in envs if e == "native"]
         counts = raw.get("node_counts", [raw.get("nodes", 1)])
         if isinstance(counts, dict):  # {max: M}: 2, 4, ... up to M or the system's size
             top = min(int(counts["max"]), system.nodes)
@@ -153,6 +160,9 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None)
             odd = raw.get("odd", False) and ntasks % 2 == 0
             if odd:
                 ntasks -= 1  # seed 004: an odd count defeats pairwise shortcuts in alltoall
+                if ntasks < n_nodes:
+                    raise SuiteError(f"{where}: an odd rank count on {n_nodes} nodes x {rpn} would leave "
+                                     f"{ntasks} ranks, fewer than the nodes; use more nodes or NICs per node")
             argv = _program(tool, bench, raw, memory, environment, binaries, mode, suite.device_args)
             step = Step(name="", argv=argv, nodes=n_nodes, ntasks=ntasks,
                         ntasks_per_node=None if odd else rpn, timeout_s=int(raw.get("timeout_s", 600)),

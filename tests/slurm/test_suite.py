@@ -28,7 +28,9 @@ def pytest_generate_tests(metafunc):
     if "suite_step" not in metafunc.fixturenames:
         return
     name = chosen_suite(metafunc.config)
-    steps = expand(load_suite(name), load_system(metafunc.config.getoption("--system"))) if name else []
+    system = load_system(metafunc.config.getoption("--system"))
+    steps = expand(load_suite(name), system, memory_only=metafunc.config.getoption("--memory"),
+                   native_only=metafunc.config.getoption("--native-only")) if name else []
     metafunc.parametrize("suite_step", steps, ids=[s.id for s in steps])
 
 
