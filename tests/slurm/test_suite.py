@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from commstack.facts import mpi_facts, nccl_net, node_facts
 from commstack.judge import check_correctness, judge, load_references
 from commstack.parse import parse_nccl, parse_osu, parse_pingpong
 from commstack.suites import expand, load_suite
@@ -56,7 +57,8 @@ def binaries(request, suite_step):
 
 def test_step(suite_step, binaries, launcher, system, step_dir, record):
     argv = [binaries.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):] for a in suite_step.step.argv]
-    step = dataclasses.replace(suite_step.step, argv=argv)
+    env = {"NCCL_DEBUG": "INFO"} if suite_step.tool == "nccl-tests" else {}  # the net plugin NCCL picks
+    step = dataclasses.replace(suite_step.step, argv=argv, env={**suite_step.step.env, **env})
     refs = load_references(system.references) if system.references else None
     sweeps, commands = [], []
     for r in range(suite_step.repeats):
@@ -68,7 +70,10 @@ def test_step(suite_step, binaries, launcher, system, step_dir, record):
                   tool=suite_step.tool, benchmark=suite_step.benchmark, metric=suite_step.metric,
                   title=sweeps[0].title, version=sweeps[0].version, commands=commands,
                   nodelist=result.nodelist, repeats=[s.rows for s in sweeps], verdict=verdict.status,
-                  verdict_detail=verdict.summary())
+                  verdict_detail=verdict.summary(),
+                  stack={**(mpi_facts(argv[0]) if not step.environment else {}), **node_facts(),
+                         "gpu_binding": system.gpu_binding,
+                         "nccl_net": nccl_net(result.stdout + result.stderr) if suite_step.tool == "nccl-tests" else None})
     for s in sweeps:
         assert s.complete is not False, f"{suite_step.id}: the sweep stopped early"
         assert check_correctness(s) == [], check_correctness(s)
