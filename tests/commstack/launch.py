@@ -148,6 +148,8 @@ class Launcher:
         outdir.mkdir(parents=True, exist_ok=True)
         cmd = self.command(step)
         env = {**self.env, **self.system.env, **step.env}
+        if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
         write_json(outdir / "env.json", {k: env[k] for k in sorted(env) if _interesting(k)})
         prog = step.argv[0]
