@@ -90,6 +90,8 @@ def stage(dest: Path) -> Path:
     ignore = shutil.ignore_patterns(".spack-env", "spack.lock", "__pycache__")
     for sub in ("envs", "repo"):
         shutil.copytree(TOP / sub, dest / sub, ignore=ignore, dirs_exist_ok=True)
+    if (TOP / ".git").exists() and not (dest / ".git").exists():
+        (dest / ".git").symlink_to(TOP / ".git")  # mpi-pingpong's recipe fetches from this git history
     (dest / ".spack").mkdir(exist_ok=True)
     for f in (TOP / ".spack").glob("*.yaml"):
         shutil.copy(f, dest / ".spack" / f.name)
