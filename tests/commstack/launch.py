@@ -6,6 +6,7 @@ its own directory before anything is judged, so a failure loses nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -103,6 +104,17 @@ class Allocation:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
+    @functools.cached_property
+    def hosts(self) -> list[str]:
+        """The allocation's node names, asked once (a node that fails later stays in the list)."""
+        q = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%N"], env=self.env,
+                           capture_output=True, text=True)
+        nodes = q.stdout.strip()
+        if not nodes:
+            return []
+        h = subprocess.run(["scontrol", "show", "hostnames", nodes], env=self.env, capture_output=True, text=True)
+        return h.stdout.split() or [nodes]
+
     def release(self) -> None:
         if self.owned and self.job_id:
             subprocess.run(["scancel", self.job_id], env=self.env, capture_output=True)
@@ -131,6 +143,8 @@ class Launcher:
         if self.allocation and self.allocation.job_id:
             argv.append(f"--jobid={self.allocation.job_id}")
         argv += [f"--mpi={s.mpi}", f"-N{step.nodes}"]
+        if self._hosts_for(step):
+            argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
         argv += [f"-t{max(1, -(-step.timeout_s // 60))}"]
         if step.environment:
@@ -173,7 +187,7 @@ class Launcher:
             raise
         elapsed = time.monotonic() - t0
         _save(outdir, out, err)
-        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(env), outdir)
+        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
         try:
             self._classify(result, timed_out)
         except LaunchError as e:
@@ -183,16 +197,15 @@ class Launcher:
         write_json(outdir / "step.json", result.record())
         return result
 
-    def _nodelist(self, env: dict[str, str]) -> list[str]:
+    def _nodelist(self, step: Step) -> list[str]:
         if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
             return [os.uname().nodename]
-        q = subprocess.run(["squeue", "-h", "-j", self.allocation.job_id, "-o", "%N"], env=env,
-                           capture_output=True, text=True)
-        nodes = q.stdout.strip()
-        if not nodes:
-            return []
-        h = subprocess.run(["scontrol", "show", "hostnames", nodes], env=env, capture_output=True, text=True)
-        return h.stdout.split() or [nodes]
+        return self._hosts_for(step) or self.allocation.hosts
+
+    def _hosts_for(self, step: Step) -> list[str]:
+        """A step on fewer nodes than the allocation gets named ones, so its node list is known."""
+        hosts = self.allocation.hosts if self.allocation and self.allocation.job_id else []
+        return hosts[:step.nodes] if 0 < step.nodes < len(hosts) else []
 
     @staticmethod
     def _classify(r: StepResult, timed_out: bool) -> None:
