@@ -260,4 +260,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "spack" in item.keywords:
                 item.add_marker(skip)
-

@@ -43,6 +43,12 @@ def parse(tool: str, text: str):
     return parse_nccl(text) if tool == "nccl-tests" else parse_pingpong(text)
 
 
+def resolve(arg: str, binaries: dict[str, str]) -> str:
+    """`$OSU_MPI/pt2pt/osu_bw` -> the real path; other arguments unchanged."""
+    head, sep, rest = arg.partition("/")
+    return binaries.get(head, head) + sep + rest
+
+
 @pytest.fixture
 def binaries(request, suite_step):
     """Native binaries this step needs; only those are looked up (a missing one skips the step)."""
@@ -56,7 +62,7 @@ def binaries(request, suite_step):
 
 
 def test_step(suite_step, binaries, launcher, system, step_dir, record):
-    argv = [binaries.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):] for a in suite_step.step.argv]
+    argv = [resolve(a, binaries) for a in suite_step.step.argv]
     env = {"NCCL_DEBUG": "INFO"} if suite_step.tool == "nccl-tests" else {}  # the net plugin NCCL picks
     step = dataclasses.replace(suite_step.step, argv=argv, env={**suite_step.step.env, **env})
     refs = load_references(system.references) if system.references else None

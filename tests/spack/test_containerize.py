@@ -7,7 +7,6 @@ import shutil
 import pytest
 
 from commstack import containers
-from commstack.spack import TOP
 
 pytestmark = pytest.mark.spack
 
