@@ -47,7 +47,7 @@ def test_env_container_section_follows_the_pins(name):
     assert conf["images"] == {"build": f"nvidia/cuda:{cuda}-devel-ubuntu24.04",
                               "final": f"nvidia/cuda:{cuda}-runtime-ubuntu24.04"}
     assert conf["labels"] == {"io.commstack.env": f"envs/images/{name}", "io.commstack.image": name}
-    assert conf["strip"] is True and conf["format"] == "docker"
+    assert conf.get("strip", True) is True and conf["format"] == "docker"
 
 
 @pytest.mark.parametrize("name", IMAGES)
