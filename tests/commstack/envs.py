@@ -244,7 +244,7 @@ class ExternalCheck:
 
 def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
     """Check every external an env uses exists on this machine (prefix or module, and version)."""
-    script, out = Path(tempfile.mkdtemp(prefix="commstack-preflight-")) / "preflight.py", None
+    script = Path(tempfile.mkdtemp(prefix="commstack-preflight-")) / "preflight.py"
     script.write_text(PREFLIGHT)
     out = script.with_suffix(".json")
     spack("python", str(script), str(out), env_dir=env)

@@ -123,7 +123,16 @@ def launcher(pytestconfig: pytest.Config, system, request) -> Launcher:
 
 
 @pytest.fixture(scope="session")
-def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, tmp_path_factory) -> Path:
+def local_env(results_dir: Path, tmp_path_factory) -> tuple[Spack, Path] | None:
+    """Spack and a staged copy of the local env, where Spack is; None elsewhere."""
+    exe = find_spack()
+    if exe is None:
+        return None
+    return Spack(exe, results_dir / "spack-logs"), stage(tmp_path_factory.mktemp("local-env"))
+
+
+@pytest.fixture(scope="session")
+def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, request) -> Path:
     """mpi-pingpong: the given binary, else built by Spack (local env) where Spack is, else by make."""
     given = pytestconfig.getoption("--pingpong")
     if given:
@@ -131,9 +140,9 @@ def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, tmp_path_fac
         if not path.is_file():
             pytest.fail(f"--pingpong {given}: no such file")
         return path
-    if find_spack():
-        spack = Spack(find_spack(), results_dir / "spack-logs")
-        staged = stage(tmp_path_factory.mktemp("local-env"))
+    local = request.getfixturevalue("local_env")
+    if local:
+        spack, staged = local
         spack("install", "--fail-fast", "mpi-pingpong", env_dir=staged, timeout=1800)
         prefix = spack("location", "-i", "mpi-pingpong", env_dir=staged).stdout.strip()
         return Path(prefix) / "bin" / "mpi-pingpong"
@@ -150,13 +159,13 @@ def pingpong_binary(pytestconfig: pytest.Config, results_dir: Path, tmp_path_fac
 
 
 @pytest.fixture(scope="session")
-def osu_dir(pytestconfig: pytest.Config, results_dir: Path, tmp_path_factory) -> Path:
+def osu_dir(pytestconfig: pytest.Config, request) -> Path:
     """libexec/osu-micro-benchmarks/mpi of the given prefix, else of the local env's OSU install."""
     prefix = pytestconfig.getoption("--osu-prefix")
-    if not prefix and find_spack():
-        spack = Spack(find_spack(), results_dir / "spack-logs")
-        proc = spack("location", "-i", "osu-micro-benchmarks", env_dir=stage(tmp_path_factory.mktemp("osu-env")),
-                     check=False)
+    local = None if prefix else request.getfixturevalue("local_env")
+    if local:
+        spack, staged = local
+        proc = spack("location", "-i", "osu-micro-benchmarks", env_dir=staged, check=False)
         prefix = proc.stdout.strip() if proc.returncode == 0 else None
     if not prefix:
         pytest.skip("no OSU micro-benchmarks: pass --osu-prefix or set COMMSTACK_OSU_PREFIX "
