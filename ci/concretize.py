@@ -6,7 +6,7 @@ and compare the locked ones (gh200-ompi, gh200-cray) with their committed spack.
                                      an env does not concretize or its lock drifted
   ci/concretize.py --report-only     the drift canary (ci/drift-canary.sh): every env, report only
 
-The same code as the spack tier and `bin/commstack lock` (commstack.envs), so a failure names the
+The same code as the spack tier and `bin/commstack lock` (commstack.spack.envs), so a failure names the
 env and the lines of its files at fault, and a drift prints as `bin/commstack lock` prints it.
 One env failing does not hide the others. Nothing in the repository is written; Spack's logs go
 to results/spack-logs/. Run with the venv's Python (ci/spack-tier.sh does).
@@ -20,12 +20,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TOP / "tests"))
-
-from commstack.cli import need_spack  # noqa: E402
-from commstack.envs import DUMP, ENVS, LOCKED, concretize, env_dir, lock_diff, stage  # noqa: E402
-from commstack.errors import CommstackError  # noqa: E402
+from commstack.cli import need_spack
+from commstack.spack.envs import DUMP, ENVS, LOCKED, concretize, env_dir, lock_diff, stage
+from commstack.errors import CommstackError
 
 
 def main() -> int:

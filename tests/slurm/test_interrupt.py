@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slurm
 
 TOP = Path(__file__).resolve().parents[2]
 LONG = '''
-from commstack.launch import Step
+from commstack.run.launch import Step
 
 def test_long(launcher, step_dir):
     launcher.run(Step("long", ["bash", "-c", "echo started; sleep 300"], ntasks=1, timeout_s=600), step_dir)
@@ -36,9 +36,9 @@ def new_steps(env: dict, before: set[str]) -> list[str]:
 def test_ctrl_c_cancels_steps_and_allocation(slurm_env, tmp_path):
     (tmp_path / "test_long.py").write_text(LONG)
     before = jobs(slurm_env)
-    env = {**slurm_env, "PYTHONPATH": str(TOP / "tests")}
+    env = dict(slurm_env)
     session = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "commstack.plugin", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
          "--rootdir", str(tmp_path), "--results", str(tmp_path / "results"), str(tmp_path / "test_long.py")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from commstack.launch import Launcher, Step
-from commstack.parse import parse_pingpong
-from commstack.systems import load_system
+from commstack.run.launch import Launcher, Step
+from commstack.results.parse import parse_pingpong
+from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not shutil.which("mpirun") or not shutil.which("mpicc"),
@@ -29,8 +29,8 @@ def test_pingpong_under_mpirun(tmp_path):
 def test_mpirun_is_never_chosen_silently(tmp_path):
     """With --slurm off and the default launcher, the slurm tier is skipped, not run by mpirun."""
     (tmp_path / "test_one.py").write_text("def test_one(launcher):\n    assert False, 'must not run'\n")
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "commstack.plugin", "-p", "no:cacheprovider",
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                           "-rs", "--rootdir", str(tmp_path), "--results", str(tmp_path / "r"), "--slurm", "off",
                           str(tmp_path / "test_one.py")], cwd=tmp_path, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(TOP / "tests"), "PATH": "/usr/bin:/bin"})
+                         env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and "slurm tier off (--slurm=off, --launcher=srun)" in out.stdout, out.stdout

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from commstack.errors import NodeFailureError
-from commstack.launch import Allocation, Launcher, Step, write_atomic
-from commstack.localslurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
-from commstack.parse import parse_pingpong
-from commstack.systems import load_system
+from commstack.run.launch import Allocation, Launcher, Step, write_atomic
+from commstack.slurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
+from commstack.results.parse import parse_pingpong
+from commstack.config import load_system
 
 pytestmark = pytest.mark.multinode
 TOP = Path(__file__).resolve().parents[2]

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from commstack.errors import BinaryNotFoundError, StepCrashedError, StepTimeoutError
-from commstack.judge import check_correctness, judge
-from commstack.launch import Step
-from commstack.parse import parse_pingpong
+from commstack.results.judge import check_correctness, judge
+from commstack.run.launch import Step
+from commstack.results.parse import parse_pingpong
 
 pytestmark = pytest.mark.slurm
 

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from commstack.facts import mpi_facts, nccl_net, node_facts
-from commstack.judge import check_correctness, judge, load_references
-from commstack.parse import parse_nccl, parse_osu, parse_pingpong
-from commstack.suites import expand, load_suite
-from commstack.systems import load_system
+from commstack.run.facts import mpi_facts, nccl_net, node_facts
+from commstack.results.judge import check_correctness, judge, load_references
+from commstack.results.parse import parse_nccl, parse_osu, parse_pingpong
+from commstack.run.steps import expand, load_suite
+from commstack.config import load_system
 
 pytestmark = pytest.mark.slurm
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.envs import ENVS, Concrete, concretize_all, stage
+from commstack.spack.envs import ENVS, Concrete, concretize_all, stage
 from commstack.spack import Spack, find_spack
 
 

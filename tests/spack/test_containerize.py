@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from commstack import containers
+from commstack.spack import containers
 
 pytestmark = pytest.mark.spack
 

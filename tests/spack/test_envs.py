@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from commstack.envs import ENVS, LOCKED, EnvError, concretize_all, env_dir, lock_diff, stage
+from commstack.spack.envs import ENVS, LOCKED, EnvError, concretize_all, env_dir, lock_diff, stage
 from commstack.errors import ConfigError
-from commstack.spack import TOP
+from commstack.paths import TOP
 
 pytestmark = pytest.mark.spack
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from commstack.envs import preflight, stage
+from commstack.spack.envs import preflight, stage
 
 pytestmark = pytest.mark.spack
 

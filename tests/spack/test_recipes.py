@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.spack import TOP
+from commstack.paths import TOP
 
 pytestmark = pytest.mark.spack
 
@@ -86,7 +86,7 @@ def test_every_version_of_ours_has_a_sha256_or_commit(spack, staged):
 
 
 def test_a_version_without_checksum_is_caught(spack, tmp_path):
-    from commstack.envs import stage
+    from commstack.spack.envs import stage
     staged = stage(tmp_path)
     recipe = staged / "repo" / "spack_repo" / "commstack" / "packages" / "nccl_tests" / "package.py"
     recipe.write_text(recipe.read_text().replace('    version("2.17.1"', '    version("2.18.0")\n    version("2.17.1"'))

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from commstack import containers
+from commstack.spack import containers
 from commstack.errors import ConfigError
-from commstack.spack import TOP
+from commstack.paths import TOP
 
 IMAGES = containers.images()
 SEEDS = TOP.parent / "shared" / "seeds"
@@ -61,9 +61,10 @@ def test_containerfile_is_a_multistage_arm64_build_of_the_repo(name):
                      f"--platform=linux/arm64 nvidia/cuda:{cuda}-runtime-ubuntu24.04"]
     copies = instructions(img, "COPY")
     for src, dest in (("repo", "/opt/commstack/repo"), ("envs", "/opt/commstack/envs"),
-                      ("bin", "/opt/commstack/bin")):
+                      ("bin", "/opt/commstack/bin"), ("lib", "/opt/commstack/lib")):
         assert f"{src} {dest}" in copies
-    assert "toolchain.yaml requirements.txt /opt/commstack/" in copies
+    assert "toolchain.yaml requirements.txt pyproject.toml README.md /opt/commstack/" in copies
+    assert not any(c.startswith("tests") for c in copies)  # the package, not the tests
     assert f"--from=builder /opt/commstack/envs/images/{name} /opt/commstack/envs/images/{name}" in copies
     assert "--from=builder /opt/software /opt/software" in copies
     runs = instructions(img, "RUN")

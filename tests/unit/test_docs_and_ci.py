@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commstack.envs import ENVS
-from commstack.systems import load_system
+from commstack.spack.envs import ENVS
+from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv's bin: mkdocs and check-jsonschema come with requirements.txt
@@ -31,7 +31,7 @@ GITLAB = TOP / "ci" / "gitlab-ci.yml"
 GITHUB = TOP / ".github" / "workflows" / "ci.yml"
 DOCS = sorted((TOP / "docs").glob("*.md"))
 PROSE = [*DOCS, TOP / "README.md", TOP / "DEVELOPERS.md"]
-ENV = {**os.environ, "PYTHONPATH": str(TOP / "tests"), "NO_MKDOCS_2_WARNING": "1"}
+ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 
 
 def run(*argv: str, **kw) -> subprocess.CompletedProcess:
@@ -214,10 +214,10 @@ OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
 @functools.cache
 def cli() -> dict[str, set[str]]:
     """Each subcommand and its options, from the argparse help of the CLI itself."""
-    top = run(sys.executable, "-m", "commstack.cli", "--help")
+    top = run(sys.executable, "-m", "commstack", "--help")
     assert top.returncode == 0, top.stderr
     subs = re.search(r"\{([\w,-]+)\}", top.stdout).group(1).split(",")
-    options = {sub: set(OPTION.findall(run(sys.executable, "-m", "commstack.cli", sub, "--help").stdout))
+    options = {sub: set(OPTION.findall(run(sys.executable, "-m", "commstack", sub, "--help").stdout))
                for sub in subs}
     # bin/commstack handles these itself, before Python (`bin/commstack venv`)
     for sub in re.findall(r'\[ "\$\{1:-\}" = (\w+) \]', (TOP / "bin" / "commstack").read_text()):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.facts import mpi_facts, node_facts
+from commstack.run.facts import mpi_facts, node_facts
 
 
 @pytest.mark.skipif(not shutil.which("mpicc"), reason="no mpicc (ci/install-deps.sh installs Open MPI)")

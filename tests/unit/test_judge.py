@@ -4,13 +4,14 @@ from pathlib import Path
 
 import pytest
 
+from commstack.paths import TOP
 from commstack.errors import CommstackError, ConfigError
-from commstack.judge import judge, load_references
-from commstack.parse import parse_nccl, parse_osu
+from commstack.results.judge import judge, load_references
+from commstack.results.parse import parse_nccl, parse_osu
 
-HERE = Path(__file__).resolve().parent.parent
-SEEDS = HERE / "data" / "seeds"
-REFS = load_references(HERE / "references" / "alps-gh200.yaml")
+HERE = TOP / "systems" / "references"
+SEEDS = HERE / "seeds"
+REFS = load_references(HERE / "alps-gh200.yaml")
 INTER = {"memory": "host", "nodes": 2, "cxi_hook": True}
 
 

@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from commstack.paths import TOP
 from commstack.errors import ParseError, UnknownFormatError
-from commstack.judge import check_correctness
-from commstack.parse import parse_nccl, parse_osu, parse_pingpong
+from commstack.results.judge import check_correctness
+from commstack.results.parse import parse_nccl, parse_osu, parse_pingpong
 
-SEEDS = Path(__file__).resolve().parent.parent / "data" / "seeds"
+SEEDS = TOP / "systems" / "references" / "seeds"
 INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
 
 

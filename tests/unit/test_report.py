@@ -7,12 +7,13 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from commstack.judge import load_references
-from commstack.parse import parse_osu
-from commstack.report import ReportError, compare, compare_table, load_records, write_report
-from commstack.systems import load_system
+from commstack.paths import TOP
+from commstack.results.judge import load_references
+from commstack.results.parse import parse_osu
+from commstack.results.report import ReportError, compare, compare_table, load_records, write_report
+from commstack.config import load_system
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "seeds"
+DATA = TOP / "systems" / "references" / "seeds"
 REFS = load_references(load_system("alps-gh200").references)
 
 

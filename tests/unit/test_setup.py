@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commstack.spack import TOP, find_spack
+from commstack.paths import TOP
+from commstack.spack import find_spack
 
 
 def harness_copy(tmp: Path, tag: str | None = None) -> Path:
-    shutil.copytree(TOP / "tests" / "commstack", tmp / "tests" / "commstack",
-                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(TOP / "repo", tmp / "repo")
     pins = yaml.safe_load((TOP / "toolchain.yaml").read_text())
     if tag:
@@ -25,10 +24,10 @@ def harness_copy(tmp: Path, tag: str | None = None) -> Path:
 
 def setup(copy: Path, *args: str, spack_root: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}
-    env["PYTHONPATH"] = str(copy / "tests")
+    env["COMMSTACK_HOME"] = str(copy)
     if spack_root:
         env["SPACK_ROOT"] = spack_root
-    return subprocess.run([sys.executable, "-m", "commstack.cli", "setup", *args], cwd=copy, env=env,
+    return subprocess.run([sys.executable, "-m", "commstack", "setup", *args], cwd=copy, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

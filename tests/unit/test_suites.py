@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commstack.launch import Launcher
-from commstack.suites import SuiteError, expand, known_suites, load_suite
-from commstack.systems import load_system
+from commstack.paths import TOP
+from commstack.run.launch import Launcher
+from commstack.run.steps import SuiteError, expand, known_suites, load_suite
+from commstack.config import load_system
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "seeds"
+DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
 GPU_WRAPPER = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu"]
 
@@ -108,7 +109,7 @@ def test_container_vs_native_scales_in_powers_of_two():
 
 
 def test_bad_suites_are_named_errors(tmp_path, monkeypatch):
-    import commstack.suites as suites
+    import commstack.run.steps as suites
     with pytest.raises(SuiteError, match="unknown suite 'nope'; known: container-vs-native, cscs-images"):
         load_suite("nope")
     (tmp_path / "bad.yaml").write_text("steps:\n- {benchmark: osu_bw, ranks: 2}\n")

@@ -3,8 +3,8 @@
 import pytest
 
 from commstack.errors import ConfigError, UnknownSystemError
-from commstack.launch import Allocation, Launcher, Step
-from commstack.systems import known_systems, load_system
+from commstack.run.launch import Allocation, Launcher, Step
+from commstack.config import known_systems, load_system
 
 
 def test_provided_systems():

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ParseError, UnknownFormatError
+from commstack.errors import ParseError, UnknownFormatError
 
 # Lines that are not the benchmark's own output but appear in real transcripts (seed 000, 002).
 NOISE = [

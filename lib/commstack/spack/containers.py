@@ -14,9 +14,10 @@ from pathlib import Path
 import tomli_w
 import yaml
 
-from .errors import ConfigError
-from .launch import write_atomic
-from .spack import TOP, Spack, SpackError
+from commstack.errors import ConfigError
+from commstack.run.launch import write_atomic
+from commstack.paths import TOP
+from commstack.spack import Spack, SpackError
 
 CONTAINERS = TOP / "containers"
 IMAGES = CONTAINERS / "images.yaml"

@@ -9,7 +9,7 @@
 
 Target: ci-cold and ci-warm <= 0.5 x the serial sum on 2 cores.
 
-  SPACK_ROOT=... bin/commstack venv && PYTHONPATH=tests .venv/bin/python benchmarks/concretize.py
+  SPACK_ROOT=... bin/commstack venv && .venv/bin/python perf/concretize.py
 """
 
 import argparse
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from commstack.envs import ENVS, concretize_all, stage
+from commstack.spack.envs import ENVS, concretize_all, stage
 from commstack.spack import Spack, find_spack
 
 DEFAULTS = ("-c", "concretizer:duplicates:strategy:minimal", "-c", "concretizer:static_analysis:false",

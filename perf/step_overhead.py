@@ -4,7 +4,7 @@ N mpi-pingpong steps (a) as job steps in one allocation, the harness's way, and 
 each (plain srun), the way a naive per-test runner does it. Prints wall time / sum of the steps'
 own times for both. Target for (a): <= 1.05.
 
-  bin/commstack venv && PYTHONPATH=tests .venv/bin/python benchmarks/step_overhead.py [-n 20]
+  bin/commstack venv && .venv/bin/python perf/step_overhead.py [-n 20]
 """
 
 import argparse
@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from commstack.launch import Allocation, Launcher, Step
-from commstack.localslurm import LocalSlurm
-from commstack.systems import load_system
+from commstack.run.launch import Allocation, Launcher, Step
+from commstack.slurm import LocalSlurm
+from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[1]
 

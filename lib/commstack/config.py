@@ -1,4 +1,4 @@
-"""Systems are data: tests/systems/<name>.yaml. This module loads and checks them."""
+"""Systems are data: systems/<name>.yaml. This module loads and checks them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, UnknownSystemError
+from commstack.errors import ConfigError, UnknownSystemError
 
-SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
+from commstack.paths import SYSTEMS as SYSTEMS_DIR
 MPI_PLUGINS = ("pmix", "pmi2", "cray_shasta", "none")
 GPU_BINDINGS = ("none", "localid", "gpus-per-task")
 

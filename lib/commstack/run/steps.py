@@ -1,4 +1,4 @@
-"""Suites are data: tests/suites/<name>.yaml. This module expands a suite for a system into
+"""Suites are data: suites/<name>.yaml. This module expands a suite for a system into
 concrete job steps (what the dry run prints and what the slurm tier runs).
 
 Placement rules are the suite's, not the user's: `ranks_per_node` may be a number or `nic`,
@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
-from .launch import Step
-from .systems import System
+from commstack.errors import ConfigError
+from commstack.run.launch import Step
+from commstack.config import System
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+from commstack.paths import SUITES as SUITES_DIR
 
 #: OSU benchmark -> its directory under libexec/osu-micro-benchmarks/mpi
 OSU_DIRS = {"osu_latency": "pt2pt", "osu_bw": "pt2pt", "osu_bibw": "pt2pt", "osu_mbw_mr": "pt2pt",
@@ -172,7 +172,7 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             step.name = "-".join(str(p) for p in parts if p)
             tags = {"benchmark": bench, "nodes": n_nodes, "ntasks": ntasks, "ranks_per_node": rpn,
                     "memory": memory, "environment": environment, "suite": suite.name,
-                    # what the references select on (tests/references): the CE hooks in use
+                    # what the references select on (systems/references): the CE hooks in use
                     "cxi_hook": not environment.endswith("no-cxi")}
             if tool == "nccl-tests":
                 tags["aws_ofi_nccl_hook"] = not environment.endswith("no-awsofinccl")

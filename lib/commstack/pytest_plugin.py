@@ -1,6 +1,6 @@
 """pytest plugin: command-line options, the Slurm cluster and allocation fixtures, per-test records.
 
-Loaded by pytest.ini (-p commstack.plugin). Every test that runs a step gets a directory under
+Loaded by pytest.ini (-p commstack.pytest_plugin). Every test that runs a step gets a directory under
 --results with the raw output, and a JSON record written atomically when it ends, whatever
 the outcome; the session ends with summary.md.
 """
@@ -16,21 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from .errors import SlurmUnavailableError
-from .launch import Allocation, Launcher, write_atomic, write_json
-from .localslurm import LocalSlurm
-from .envs import stage
-from .spack import Spack, find_spack
-from .judge import load_references
-from .report import write_report
-from .systems import load_system
+from commstack.paths import TOP
+from commstack.errors import SlurmUnavailableError
+from commstack.run.launch import Allocation, Launcher, write_atomic, write_json
+from commstack.slurm import LocalSlurm
+from commstack.spack.envs import stage
+from commstack.spack import Spack, find_spack
+from commstack.results.judge import load_references
+from commstack.results.report import write_report
+from commstack.config import load_system
 
-TOP = Path(__file__).resolve().parents[2]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("commstack")
-    g.addoption("--system", default="local", help="system file name under tests/systems (default: local)")
+    g.addoption("--system", default="local", help="system file name under systems/ (default: local)")
     g.addoption("--slurm", choices=("auto", "local", "external", "off"), default="auto",
                 help="auto: use a reachable cluster, else start the local one; local: always the local one; "
                      "external: only a reachable cluster; off: skip the slurm tier")
@@ -38,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="mpirun runs on this host without Slurm; only when asked for")
     g.addoption("--results", default=None, help="results directory (default: results/<date-time>)")
     g.addoption("--suite", default=None,
-                help="benchmark suite under tests/suites to run in the slurm tier (default: smoke on system local)")
+                help="benchmark suite under suites/ to run in the slurm tier (default: smoke on system local)")
     g.addoption("--memory", choices=("host", "device"), default=None,
                 help="run only the suite's steps in this memory (a scaled-down suite on a system without GPUs)")
     g.addoption("--native-only", action="store_true", help="drop a suite's container runs")

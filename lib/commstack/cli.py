@@ -7,7 +7,7 @@
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
   images       image references and the podman commands that build and push them
-  suite NAME   run a suite (tests/suites) on --system, or print its srun lines with --dry-run
+  suite NAME   run a suite (suites/) on --system, or print its srun lines with --dry-run
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
 """
@@ -25,14 +25,17 @@ from pathlib import Path
 
 import yaml
 
-from . import containers, report, suites
-from .judge import load_references
-from .launch import Launcher
-from .systems import load_system
-from .envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
-from .errors import CommstackError
-from .localslurm import LocalSlurm
-from .spack import TOP, Spack, find_spack
+from commstack.results import report
+from commstack.run import steps as suites
+from commstack.spack import containers
+from commstack.results.judge import load_references
+from commstack.run.launch import Launcher
+from commstack.config import load_system
+from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
+from commstack.errors import CommstackError
+from commstack.slurm import LocalSlurm
+from commstack.paths import TOP
+from commstack.spack import Spack, find_spack
 
 TOOLCHAIN = TOP / "toolchain.yaml"
 
@@ -283,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
     sub.add_parser("images", help="image references and their build/push commands")
     s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
-    s.add_argument("name", help="a suite under tests/suites")
+    s.add_argument("name", help="a suite under suites/")
     s.add_argument("--system", default="local")
     s.add_argument("--dry-run", action="store_true")
     s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")

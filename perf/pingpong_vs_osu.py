@@ -5,7 +5,7 @@ Each round runs both programs once with the same sizes, iterations and warm-up; 
 the median over the rounds and the ratio pingpong / osu per size. Target: |ratio - 1| <= 5 % for
 sizes >= 64 KiB.
 
-  bin/commstack venv && PYTHONPATH=tests .venv/bin/python benchmarks/pingpong_vs_osu.py \
+  bin/commstack venv && .venv/bin/python perf/pingpong_vs_osu.py \
       --pingpong PATH --osu-latency PATH [--rounds 5]
 """
 
@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from commstack.launch import Allocation, Launcher, Step
-from commstack.localslurm import LocalSlurm
-from commstack.parse import parse_osu, parse_pingpong
-from commstack.systems import load_system
+from commstack.run.launch import Allocation, Launcher, Step
+from commstack.slurm import LocalSlurm
+from commstack.results.parse import parse_osu, parse_pingpong
+from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[1]
 OSU = "/opt/osu-micro-benchmarks/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency"

@@ -22,8 +22,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .errors import CommstackError  # noqa: E402
-from .judge import UNITS, HIGHER_IS_BETTER, References  # noqa: E402
+from commstack.errors import CommstackError  # noqa: E402
+from commstack.results.judge import UNITS, HIGHER_IS_BETTER, References  # noqa: E402
 
 
 class ReportError(CommstackError):

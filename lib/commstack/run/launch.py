@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
+from commstack.errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
                      StepCrashedError, StepTimeoutError)
-from .systems import System
+from commstack.config import System
 
 
 @dataclass

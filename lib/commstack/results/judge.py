@@ -1,6 +1,6 @@
 """Judge parsed sweeps: correctness first, then performance against per-system references.
 
-References are YAML (tests/references/<system>.yaml). Each one points at a recorded real output
+References are YAML (systems/references/<system>.yaml). Each one points at a recorded real output
 and the sizes to hold it to, so the seed tables exist once, as recorded, and are parsed by the
 same parser as a live run.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from .errors import CommstackError, ConfigError
-from .parse import Sweep, parse_nccl, parse_osu, parse_pingpong
+from commstack.errors import CommstackError, ConfigError
+from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
 
 HIGHER_IS_BETTER = {"bandwidth_MBps": True, "message_rate": True, "oop_busbw_GBps": True, "ip_busbw_GBps": True,
                     "oop_algbw_GBps": True, "bandwidth_GiBps": True, "latency_us": False, "oop_time_us": False,

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SlurmUnavailableError
+from commstack.errors import SlurmUnavailableError
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 DEFAULT_DIR = Path(os.environ.get("COMMSTACK_SLURM_DIR", "/tmp/commstack-slurm"))

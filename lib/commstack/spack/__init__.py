@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CommstackError
+from commstack.errors import CommstackError
+from commstack.paths import TOP
 
-TOP = Path(__file__).resolve().parents[2]
 
 
 class SpackError(CommstackError):

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
-from .spack import TOP, Spack, SpackError
+from commstack.errors import ConfigError
+from commstack.paths import TOP
+from commstack.spack import Spack, SpackError
 
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),

@@ -1,0 +1,7 @@
+"""python -m commstack: the same as the `commstack` command."""
+
+import sys
+
+from commstack.cli import main
+
+sys.exit(main())
