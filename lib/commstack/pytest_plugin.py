@@ -18,7 +18,8 @@ import pytest
 
 from commstack.paths import TOP
 from commstack.errors import SlurmUnavailableError
-from commstack.run.launch import Allocation, Launcher, write_atomic, write_json
+from commstack.files import write_atomic, write_json
+from commstack.run.launch import Allocation, Launcher
 from commstack.slurm import LocalSlurm
 from commstack.spack.envs import stage
 from commstack.spack import Spack, find_spack

@@ -7,7 +7,6 @@ its own directory before anything is judged, so a failure loses nothing.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from typing import Any
 from commstack.errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
                      StepCrashedError, StepTimeoutError)
 from commstack.config import System
+from commstack.files import write_atomic, write_json
 
 
 @dataclass
@@ -53,16 +53,6 @@ class StepResult:
         return {"step": asdict(self.step), "command": self.command, "returncode": self.returncode,
                 "started": self.started, "elapsed_s": self.elapsed_s, "nodelist": self.nodelist,
                 "outdir": str(self.outdir), "error": self.error}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"

@@ -15,7 +15,7 @@ import tomli_w
 import yaml
 
 from commstack.errors import ConfigError
-from commstack.run.launch import write_atomic
+from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.spack import Spack, SpackError
 

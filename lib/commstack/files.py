@@ -1,0 +1,74 @@
+"""Every file commstack writes goes through here: atomically (a temporary file in the same
+directory, fsync, rename), never through a symlink, and private where it holds state or secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from commstack.errors import CommstackError
+
+
+class UnsafePathError(CommstackError):
+    """A path commstack would write or keep state in is a symlink, or belongs to someone else."""
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a part.
+    The temporary file is created with `mode` (0600 for secrets) before a byte is written;
+    a symlink at `path` is replaced, not followed."""
+    path = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can use: created 0700 if missing; refused when it is a
+    symlink, belongs to another user, or is open to group or others."""
+    path = Path(path)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError(f"{path} is a symlink; commstack keeps state only in a real directory of its own")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{path} exists and is not a directory")
+    if st.st_uid != os.geteuid():
+        raise UnsafePathError(f"{path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
+                              "remove it or choose another directory")
+    if st.st_mode & 0o077:
+        raise UnsafePathError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700 "
+                              f"(chmod 700 {path}, or remove it)")
+    return path
