@@ -1,15 +1,18 @@
-"""bin/commstack: the commands a newcomer and CI use.
+"""commstack: the commands a site engineer and CI use.
 
-  run          main job on this machine: local Slurm, mpi-pingpong, judged, report
-  test [ARGS]  the test suite (pytest ARGS), JUnit XML under results/
+  run          the main job on this machine: the smoke suite on the local Slurm, judged, reported
+  test         the tests (paths, or pytest options after --), JUnit XML under results/
   setup        the pinned Spack (toolchain.yaml) and this repo's package repository
   lock [ENV]   re-concretize the GH200 envs and write their spack.lock
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
   images       image references and the podman commands that build and push them
-  suite NAME   run a suite (suites/) on --system, or print its srun lines with --dry-run
+  suite NAME   run a suite (suites/NAME.yaml) on --system, or print its srun lines with --dry-run
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
+
+Exit status of run, suite and report: 0 every step ran and passed; 1 some step did not pass;
+3 every step that ran passed but some did not run (--allow-not-run: 0); 2 bad input; 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,14 +26,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 
-from commstack.results import report
-from commstack.run import steps as suites
-from commstack.spack import containers
+import commstack
+from commstack.config import known_systems, load_suite, load_system
+from commstack.results.compare import compare, compare_table
 from commstack.results.judge import load_references
+from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.config import load_system
+from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE, Binaries, exit_status, new_run_dir
+from commstack.run.steps import expand
+from commstack.spack import containers
 from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
 from commstack.errors import CommstackError
 from commstack.slurm import LocalSlurm
@@ -45,12 +52,13 @@ def pins() -> dict:
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
+    """The test tiers (tests/), through pytest in its own process; JUnit XML in results/junit.xml."""
     results = TOP / "results"
     results.mkdir(exist_ok=True)
     spack = find_spack()
     print(f"commstack test: spack tier {'runs with ' + str(spack) if spack else 'SKIPPED: no Spack found'}",
           flush=True)
-    argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *extra]
+    argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *args.paths, *extra]
     return subprocess.call(argv, cwd=TOP)
 
 
@@ -80,9 +88,9 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     """The main job on the embedded default: the smoke suite on the local Slurm, judged, reported."""
-    print("commstack run: local Slurm, smoke suite under srun --mpi=pmix, judged and reported", flush=True)
-    return cmd_test(args, ["-m", "slurm", "tests/slurm/test_suite.py", "--suite", "smoke", "--system", "local",
-                           *extra])
+    args.name = "smoke"
+    print(f"commstack run: suite smoke on system {args.system}, srun --mpi=pmix, judged and reported", flush=True)
+    return cmd_suite(args, extra)
 
 
 def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
@@ -231,42 +239,101 @@ def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
-    """--dry-run: the srun lines of a suite on a system; else run it in the slurm tier."""
-    system = load_system(args.system)
+    """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
+    system, suite = load_system(args.system), load_suite(args.name)
     if args.dry_run:
-        steps = suites.expand(suites.load_suite(args.name), system, memory_only=args.memory,
-                              native_only=args.native_only)
-        launcher = Launcher(system, "srun", {})
-        for s in steps:
+        return _dry_run(args, system, suite)
+    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
+            "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
+            "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini")]
+    for opt in ("osu_prefix", "pingpong", "memory"):
+        if getattr(args, opt):
+            argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
+    if args.native_only:
+        argv.append("--native-only")
+    rc = pytest.main(argv + extra)
+    if rc == pytest.ExitCode.INTERRUPTED:
+        print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if rc == pytest.ExitCode.USAGE_ERROR:
+        return EXIT_USAGE
+    return _summary(results, args.allow_not_run)
+
+
+def _dry_run(args: argparse.Namespace, system, suite) -> int:
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path("<run>/build")), {}
+    for tool, look in (("osu", binaries.osu_dir), ("mpi-pingpong", binaries.pingpong_binary)):
+        try:
+            given[tool] = str(look()) if tool == "osu" or args.pingpong else str(TOP / "results" / "<run>" /
+                                                                                 "build" / "mpi-pingpong")
+        except CommstackError as e:
+            print(f"# {tool}: {e}")
+    steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
+    launcher = Launcher(system, args.launcher, {})
+    for s in steps:
+        if s.not_run:
+            print(f"# not run on {system.name}: {s.id}: {s.not_run}")
+        else:
             print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
-        print(f"# suite {args.name} on {system.name}: {len(steps)} steps")
-        return 0
-    memory = (["--memory", args.memory] if args.memory else []) + (["--native-only"] if args.native_only else [])
-    return cmd_test(args, ["-m", "slurm", "tests/slurm/test_suite.py", "--suite", args.name,
-                           "--system", args.system, *memory, *extra])
-
-
-def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
-    results = Path(args.results)
-    records = report.load_records(results)
-    system = load_system(records[0]["system"])
-    path = report.write_report(results, load_references(system.references) if system.references else None)
-    print(f"report: {path}")
+    print(f"# suite {suite.name} on {system.name}: {len(steps)} steps, "
+          f"{sum(1 for s in steps if s.not_run)} not runnable here")
     return 0
 
 
+def _summary(results: Path, allow_not_run: bool) -> int:
+    records = read_run(results)
+    for r in records:
+        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
+    status = exit_status(records, allow_not_run)
+    print(f"results: {results} (report: {results / 'report' / 'index.html'}); exit {status}")
+    return status
+
+
+def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
+    from commstack.results.report import write_report
+    results = Path(args.results)
+    records = read_run(results)
+    system = load_system(records[0].system) if records[0].system in known_systems() else None
+    refs = load_references(system.references) if system and system.references else None
+    path = write_report(results, refs, system.nic_line_rate_MBps if system else None)
+    print(f"report: {path}")
+    return _summary(results, args.allow_not_run)
+
+
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
-    changes = report.compare(Path(args.baseline), Path(args.results), args.tolerance)
-    print(report.compare_table(changes), end="")
-    return 1 if any(c.verdict == "regression" for c in changes) else 0
+    a = read_run(Path(args.baseline))
+    system = load_system(a[0].system) if a[0].system in known_systems() else None
+    refs = load_references(system.references) if system and system.references else None
+    changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
+    print(compare_table(changes), end="")
+    return 1 if any(c.difference for c in changes) else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="commstack", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("run", help="main job on this machine")
-    sub.add_parser("test", help="run the tests (extra args go to pytest)")
+def _run_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
+    s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
+    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+                   help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
+    s.add_argument("--pingpong", help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",
+                   help="auto: a reachable cluster, else the local one; local; external; off")
+    s.add_argument("--launcher", choices=("srun", "mpirun"), default="srun", help="mpirun: this host, no Slurm")
+    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
+    s.add_argument("--native-only", action="store_true", help="drop the container runs")
+    s.add_argument("--allow-not-run", action="store_true",
+                   help="exit 0 when every step that ran passed, even if some did not run")
+    s.add_argument("--dry-run", action="store_true", help="print the srun lines; run nothing")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="commstack", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    _run_options(sub.add_parser("run", help="the main job on this machine: the smoke suite"))
+    s = sub.add_parser("test", help="run the tests; pytest options after --")
+    s.add_argument("paths", nargs="*", help="test files or directories (default: tests/)")
     s = sub.add_parser("slurm", help="local embedded Slurm")
     s.add_argument("action", choices=("start", "stop", "status"))
     s.add_argument("--nodes", type=int, default=None,
@@ -286,26 +353,39 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
     sub.add_parser("images", help="image references and their build/push commands")
     s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
-    s.add_argument("name", help="a suite under suites/")
-    s.add_argument("--system", default="local")
-    s.add_argument("--dry-run", action="store_true")
-    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
-    s.add_argument("--native-only", action="store_true", help="drop the container runs")
-    s = sub.add_parser("report", help="write results/<run>/report/ (Markdown, CSV, plots) again")
+    s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
+    _run_options(s)
+    s = sub.add_parser("report", help="write results/<run>/report/ (HTML, Markdown, CSV, plots) again")
     s.add_argument("results", help="a results directory")
-    s = sub.add_parser("compare", help="a result set against a baseline; exit 1 on a regression")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
+    s = sub.add_parser("compare", help="a run against a baseline run; exit 1 on any difference")
     s.add_argument("baseline")
     s.add_argument("results")
-    s.add_argument("--tolerance", type=float, default=0.05, help="relative change always allowed (0.05)")
-    args, extra = parser.parse_known_args(argv)
-    handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
-                "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-                "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
+    s.add_argument("--tolerance", type=float, default=None,
+                   help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
+    return p
+
+
+HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
+            "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
+            "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if extra and args.cmd not in ("test", "run", "suite"):
+        parser().error(f"{args.cmd} takes no arguments after --")
     try:
-        return handlers[args.cmd](args, extra)
+        return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:
         print(f"commstack {args.cmd}: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -12,13 +12,12 @@ from commstack.results.parse import parse_pingpong
 pytestmark = pytest.mark.slurm
 
 
-def test_pingpong_cpu_two_ranks(launcher, pingpong_binary, step_dir, record):
+def test_pingpong_cpu_two_ranks(launcher, pingpong_binary, step_dir):
     step = Step("mpi-pingpong-cpu", [str(pingpong_binary), "-m", "cpu", "-b", "8", "-e", "4M", "-n", "20"],
                 ntasks=2, timeout_s=120)
     result = launcher.run(step, step_dir)
     sweep = parse_pingpong(result.stdout)
     verdict = judge([sweep], {"mode": "cpu"}, None, "bandwidth_GiBps")
-    record.update(command=result.command, nodelist=result.nodelist, rows=sweep.rows, verdict=verdict.status)
     assert result.returncode == 0
     assert sweep.meta["mode"] == "cpu" and sweep.complete
     assert sweep.sizes == [8 << i for i in range(20)]  # 8 B .. 4 MiB

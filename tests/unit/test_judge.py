@@ -54,7 +54,7 @@ def test_bandwidth_above_line_rate_is_an_error_not_a_success():
     for r in s.rows:
         r["bandwidth_MBps"] *= 1.2  # 28.8 GB/s through a 25 GB/s NIC
     v = judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
-    assert v.status == "error" and "above the physical limit 25000 MB/s" in v.points[-1].reason
+    assert v.status == "fail" and "above the physical limit 25000 MB/s" in v.points[-1].reason
 
 
 def test_repeats_median_and_unstable_instead_of_flapping():
@@ -68,7 +68,26 @@ def test_repeats_median_and_unstable_instead_of_flapping():
 
 def test_unknown_tags_have_no_reference():
     v = judge([osu("cscs-osu-01.txt")], {"memory": "host", "nodes": 64}, REFS, "bandwidth_MBps")
-    assert v.status == "pass" and all(p.reference is None for p in v.points)
+    assert v.status == "no-reference" and all(p.reference is None for p in v.points)
+    assert v.reason == "alps-gh200 has no reference for osu_bw memory=host, nodes=64"
+
+
+def test_a_system_without_references_is_judged_on_correctness():
+    assert judge([osu("cscs-osu-01.txt")], INTER, None, "bandwidth_MBps").status == "pass"
+
+
+def test_zero_latency_is_not_a_measurement():
+    s = osu("cscs-osu-07.txt")
+    s.rows[0]["latency_us"] = 0.0
+    v = judge([s], INTER, None, "latency_us")
+    assert v.status == "fail" and v.reason == f"osu_latency: latency_us is 0.0 at {s.rows[0]['size']} B: not a measurement"
+
+
+def test_sizes_the_reference_holds_but_the_run_lacks_fail():
+    s = osu("cscs-osu-01.txt")
+    s.rows = [r for r in s.rows if r["size"] <= 65536]  # cut before 1 MiB
+    v = judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    assert v.status == "fail" and "no result at 1048576, 4194304 B" in v.reason
 
 
 def test_empty_result_set():
@@ -77,11 +96,15 @@ def test_empty_result_set():
 
 
 @pytest.mark.parametrize("body,match", [
-    ("references: [{id: x, benchmark: osu_bw, metric: speed, points: {8: 1}}]", "unknown metric 'speed'"),
-    ("references: [{id: x, benchmark: osu_bw, metric: latency_us, recorded: nope.txt}]", "No such file"),
-    ("references: [{id: x, benchmark: osu_bw, metric: latency_us}]", "KeyError"),
-    ("refs: []", "needs a 'references' list"),
-    ("references: [", "reference file"),
+    ("system: s\nreferences: [{id: x, benchmark: osu_bw, metric: speed, points: {8: 1}}]", "unknown metric 'speed'"),
+    ("system: s\nreferences: [{id: x, benchmark: osu_bw, metric: latency_us, recorded: nope.txt}]",
+     "recorded output nope.txt: No such file"),
+    ("system: s\nreferences: [{id: x, benchmark: osu_bw, metric: latency_us}]",
+     "references.0: Value error, give exactly one of `recorded`"),
+    ("system: s\nrefs: []", r"references: required key is missing\n  refs: unknown key"),
+    ("system: s\nreferences: [{id: x, benchmark: osu_bw, metric: latency_us, points: {8: fast}}]",
+     r"references.0.points.8: Input should be a valid number"),
+    ("references: [", "not valid YAML"),
 ])
 def test_malformed_reference_file(tmp_path, body, match):
     f = tmp_path / "r.yaml"

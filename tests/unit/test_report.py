@@ -1,4 +1,4 @@
-"""Reports, plots and compare, built from the seeds' recorded real tables."""
+"""Reports, plots and compare, built from the seeds' recorded real tables as typed records."""
 
 import csv
 import json
@@ -7,56 +7,72 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from commstack.config import load_system
 from commstack.paths import TOP
+from commstack.results.compare import CompareError, compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.parse import parse_osu
-from commstack.results.report import ReportError, compare, compare_table, load_records, write_report
-from commstack.config import load_system
+from commstack.results.records import Record, RecordError, read_run
+from commstack.results.report import write_report
 
 DATA = TOP / "systems" / "references" / "seeds"
-REFS = load_references(load_system("alps-gh200").references)
+ALPS = load_system("alps-gh200")
+REFS = load_references(ALPS.references)
 
 
-def record(results: Path, step: str, seed: str, suite: str = "cscs-images", system: str = "alps-gh200",
-           repeats: int = 1, **tags) -> dict:
-    sweep = parse_osu((DATA / seed).read_text())[0]
+def record(results: Path, step: str, seed: str | None, suite: str = "cscs-images", system: str = "alps-gh200",
+           repeats: int = 1, verdict: str = "pass", reason: str = "", **tags) -> Record:
+    sweep = parse_osu((DATA / (seed or "cscs-osu-01.txt")).read_text())[0]
     metric = "bandwidth_MBps" if "bandwidth_MBps" in sweep.columns else "latency_us"
     tags = {"nodes": 2, "ntasks": 2, "memory": "host", "environment": "osu-mb", **tags}
-    rec = {"suite": suite, "step": step, "system": system, "benchmark": sweep.benchmark, "metric": metric,
-           "tags": tags, "repeats": [sweep.rows] * repeats, "verdict": "pass", "nodelist": ["nid001", "nid002"],
-           "commands": [["srun", "-N2", "--mpi=pmix", sweep.benchmark]]}
-    d = results / "steps" / step
-    d.mkdir(parents=True)
-    (d / "record.json").write_text(json.dumps(rec))
+    rec = Record(run_id=results.name, index=len(list(results.glob('steps/*'))), suite=suite, step=step, system=system, benchmark=sweep.benchmark,
+                 tool="osu", metric=metric, unit="MB/s" if metric == "bandwidth_MBps" else "us", tags=tags,
+                 repeats=[sweep.rows] * repeats if seed else [], verdict=verdict, reason=reason,
+                 nodelist=["nid001", "nid002"], commands=[["srun", "-N2", "--mpi=pmix", sweep.benchmark]])
+    rec.write(results)
     return rec
 
 
 def test_report_from_seed_tables(tmp_path):
     record(tmp_path, "osu_bw-cxi", "cscs-osu-01.txt", cxi_hook=True)
-    record(tmp_path, "osu_bw-no-cxi", "cscs-osu-10.txt", environment="osu-mb-no-cxi", cxi_hook=False)
+    record(tmp_path, "osu_bw-no-cxi", "cscs-osu-10.txt", environment="osu-mb-no-cxi", cxi_hook=False,
+           verdict="degraded", reason="4194304 B: 3121.42 MB/s vs reference 23982.2")
     record(tmp_path, "osu_latency", "cscs-osu-07.txt", cxi_hook=True)
-    md = write_report(tmp_path, REFS).read_text()
+    record(tmp_path, "osu_alltoall", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    page = write_report(tmp_path, REFS, ALPS.nic_line_rate_MBps)
     out = tmp_path / "report"
+    md = (out / "report.md").read_text()
     pngs = sorted(out.glob("*.png"))
     assert [p.name for p in pngs] == ["osu_bw-host.png", "osu_latency-host.png"]
     for p in pngs:
         img = matplotlib.image.imread(p)
-        assert p.stat().st_size > 10_000 and img.shape[0] > 300 and img.shape[1] > 500
+        assert p.stat().st_size > 10_000 and img.shape[0] > 400 and img.shape[1] > 700
+    assert "**4 steps: 2 pass, 1 degraded, 1 not-run**" in md  # counts per verdict at the top
+    assert "| `osu_alltoall` | not-run | no OSU micro-benchmarks here |" in md  # every step is listed
     assert "| 4194304 | 23982.18 | 3121.42 |" in md  # seed 000: CXI hook vs none, 4 MiB
-    assert "![osu_bw host](osu_bw-host.png)" in md and "# commstack report: cscs-images on alps-gh200" in md
+    html = page.read_text()
+    assert page.name == "index.html" and html.count("src='data:image/png;base64,") == 2  # self-contained
+    assert "<td>not-run</td><td>no OSU micro-benchmarks here</td>" in html
     rows = list(csv.DictReader((out / "rows.csv").open()))
     assert len(rows) == 23 + 23 + 23
     big = [r for r in rows if r["step"] == "osu_bw-cxi" and r["size"] == "4194304"]
     assert float(big[0]["value"]) == 23982.18
 
 
-def test_container_vs_native_report_has_bars_with_error_bars(tmp_path):
-    record(tmp_path, "lat-cxi", "cscs-osu-07.txt", suite="container-vs-native", repeats=3)
-    record(tmp_path, "lat-no-cxi", "cscs-osu-12.txt", suite="container-vs-native", repeats=3,
-           environment="osu-mb-no-cxi")
-    md = write_report(tmp_path).read_text()
+def test_report_is_swapped_in_not_rebuilt_in_place(tmp_path):
+    record(tmp_path, "osu_bw", "cscs-osu-01.txt")
+    first = write_report(tmp_path).resolve()
+    second = write_report(tmp_path).resolve()
+    assert first != second and second.is_file() and not first.exists()  # the old one went after the swap
+    assert (tmp_path / "report").is_symlink()
+
+
+def test_container_vs_native_report_has_mean_and_error_bars(tmp_path):
+    record(tmp_path, "lat-native", "cscs-osu-07.txt", suite="container-vs-native", repeats=3, environment="native")
+    record(tmp_path, "lat-image", "cscs-osu-12.txt", suite="container-vs-native", repeats=3)
+    write_report(tmp_path)
     assert (tmp_path / "report" / "osu_latency-host.png").stat().st_size > 10_000
-    assert "± 0.00" in md  # three identical repeats: mean with its (zero) spread
+    assert "± 0.00" in (tmp_path / "report" / "report.md").read_text()  # three identical repeats
 
 
 def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
@@ -69,19 +85,57 @@ def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
     assert {c.verdict for c in compare(a, a)} == {"same"}
 
 
-def test_bad_inputs_are_clear_and_leave_no_half_report(tmp_path):
-    with pytest.raises(ReportError, match="no suite results"):
-        (tmp_path / "empty").mkdir() or load_records(tmp_path / "empty")
-    with pytest.raises(ReportError, match="no baseline at"):
-        compare(tmp_path / "missing", tmp_path / "empty")
+def test_compare_reports_a_step_or_size_missing_on_either_side(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     record(a, "osu_bw", "cscs-osu-01.txt")
-    record(b, "osu_bw", "cscs-osu-01.txt", system="local")
-    with pytest.raises(ReportError, match=r"different systems: \['alps-gh200'\] vs \['local'\]"):
+    record(a, "osu_latency", "cscs-osu-07.txt")
+    cut = record(b, "osu_bw", "cscs-osu-01.txt")
+    cut.repeats = [cut.repeats[0][:-1]]  # the last size is gone
+    cut.write(b)
+    changes = compare(a, b)
+    assert [(c.step, c.size, c.verdict) for c in changes if c.difference] == [
+        ("cscs-images/osu_bw", 4194304, "missing in B"), ("cscs-images/osu_latency", None, "missing in B")]
+
+
+def test_compare_never_calls_nan_or_zero_the_same(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    bad = record(b, "osu_bw", "cscs-osu-01.txt")
+    bad.repeats[0][0]["bandwidth_MBps"] = 0.0
+    bad.repeats[0][1]["bandwidth_MBps"] = float("nan")
+    bad.write(b)
+    verdicts = [c.verdict for c in compare(a, b)]
+    assert verdicts[:2] == ["invalid", "invalid"] and set(verdicts[2:]) == {"same"}
+
+
+def test_compare_refuses_other_metrics_and_systems(tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(b, "osu_bw", "cscs-osu-07.txt")  # a latency table under the same step
+    with pytest.raises(CompareError, match="A measures bandwidth_MBps in MB/s, B latency_us in us"):
         compare(a, b)
-    broken = record(tmp_path / "c", "x", "cscs-osu-01.txt")
-    broken["metric"] = "furlongs"
-    (tmp_path / "c" / "steps" / "x" / "record.json").write_text(json.dumps(broken))
+    record(c, "osu_bw", "cscs-osu-01.txt", system="local")
+    with pytest.raises(CompareError, match=r"different systems: \['alps-gh200'\] vs \['local'\]"):
+        compare(a, c)
+
+
+def test_truncated_record_is_a_named_error_not_a_traceback(tmp_path):
+    path = record(tmp_path, "osu_bw", "cscs-osu-01.txt").write(tmp_path)
+    path.write_text(path.read_text()[:200])
+    with pytest.raises(RecordError, match="record.json: not a commstack record"):
+        read_run(tmp_path)
+    with pytest.raises(RecordError, match="no step records"):
+        (tmp_path / "empty").mkdir() or read_run(tmp_path / "empty")
+    json.loads(json.dumps({}))
+
+
+def test_a_failed_report_leaves_the_previous_one(tmp_path):
+    record(tmp_path, "osu_bw", "cscs-osu-01.txt")
+    good = write_report(tmp_path).resolve()
+    broken = record(tmp_path, "x", "cscs-osu-01.txt")
+    broken.metric = "furlongs"
+    broken.write(tmp_path)
     with pytest.raises(KeyError):
-        write_report(tmp_path / "c")
-    assert [p.name for p in (tmp_path / "c").iterdir()] == ["steps"]  # nothing half-written
+        write_report(tmp_path)
+    assert (tmp_path / "report" / "index.html").resolve() == good and good.is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report-") and p != good.parent]

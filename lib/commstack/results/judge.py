@@ -1,19 +1,24 @@
 """Judge parsed sweeps: correctness first, then performance against per-system references.
 
-References are YAML (systems/references/<system>.yaml). Each one points at a recorded real output
-and the sizes to hold it to, so the seed tables exist once, as recorded, and are parsed by the
-same parser as a live run.
+References are YAML (systems/references/<system>.yaml, schema: config.ReferencesFile). Each one
+points at a recorded real output and the sizes to hold it to, so the seed tables exist once, as
+recorded, and are parsed by the same parser as a live run.
+
+Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
+allows), unstable (repeats spread, or better than plausible), no-reference (the system has
+references but none for this step), pass. A system without a references file is judged on
+correctness alone. `not-run` is given by the runner to steps that never ran.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from commstack.config import ReferencesFile, load
 from commstack.errors import CommstackError, ConfigError
 from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
 
@@ -25,7 +30,8 @@ UNITS = {"bandwidth_MBps": "MB/s", "message_rate": "msg/s", "latency_us": "us", 
          "bandwidth_GiBps": "GiB/s", "time_s": "s"}
 # how many NICs' line rate one pair may use: bibw sends both ways at once
 LINE_RATE_FACTOR = {"osu_bw": 1, "osu_bibw": 2}
-SEVERITY = ["pass", "unstable", "degraded", "error"]
+#: every verdict, best first; a step's verdict is the worst of its points and checks
+VERDICTS = ("pass", "no-reference", "unstable", "degraded", "fail", "not-run")
 
 
 def check_correctness(sweep: Sweep) -> list[str]:
@@ -103,47 +109,45 @@ class References:
 
 
 def load_references(path: Path) -> References:
+    spec = load(ReferencesFile, path)
+    refs, diags = [], []
+    for i, entry in enumerate(spec.references):
+        where = f"{path}: references.{i} ({entry.id})"
+        if entry.metric not in HIGHER_IS_BETTER:
+            raise ConfigError(f"{where}: unknown metric {entry.metric!r}; known: {sorted(HIGHER_IS_BETTER)}")
+        if entry.recorded:
+            sweep = _recorded(path, entry.recorded, where)
+            sizes = entry.sizes or sweep.sizes
+            try:
+                points = {s: float(sweep.row(s)[entry.metric]) for s in sizes}
+            except KeyError as e:
+                raise ConfigError(f"{where}: {entry.recorded} has {e.args[0]}") from None
+            source = str(entry.recorded)
+        else:
+            points, source = dict(entry.points), "points"
+        t = {**spec.tolerance.model_dump(), **entry.tolerance}
+        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
+                              t["lower"], t["upper"], source))
+    for i, d in enumerate(spec.diagnoses):
+        where = f"{path}: diagnoses.{i}"
+        if d.recorded:
+            try:
+                bad = _recorded(path, d.recorded, where).row(d.size)[d.metric]
+            except KeyError as e:
+                raise ConfigError(f"{where}: {d.recorded} has {e.args[0]}") from None
+        else:
+            bad = d.value
+        diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
+    return References(spec.system, refs, diags, spec.unstable_spread)
+
+
+def _recorded(refs: Path, name: Path, where: str) -> Sweep:
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"reference file {path}: {e}") from None
-    if not isinstance(data, dict) or "references" not in data:
-        raise ConfigError(f"reference file {path}: needs a 'references' list")
-    tol = data.get("tolerance", {"lower": -0.10, "upper": 0.10})
-    refs = []
-    for i, entry in enumerate(data["references"]):
-        where = f"reference file {path}, entry {i} ({entry.get('id', '?')})"
-        try:
-            metric = entry["metric"]
-            if metric not in HIGHER_IS_BETTER:
-                raise ConfigError(f"{where}: unknown metric {metric!r}; known: {sorted(HIGHER_IS_BETTER)}")
-            if "recorded" in entry:
-                sweep = load_recorded((path.parent / entry["recorded"]).resolve())
-                sizes = entry.get("sizes") or sweep.sizes
-                points = {int(s): float(sweep.row(int(s))[metric]) for s in sizes}
-                source = entry["recorded"]
-            else:
-                points = {int(k): float(v) for k, v in entry["points"].items()}
-                source = "points"
-            t = {**tol, **entry.get("tolerance", {})}
-            refs.append(Reference(entry["id"], entry["benchmark"], dict(entry.get("tags", {})), metric, points,
-                                  float(t["lower"]), float(t["upper"]), source))
-        except (KeyError, TypeError, ValueError, OSError) as e:
-            raise ConfigError(f"{where}: {type(e).__name__}: {e}") from None
-        except CommstackError as e:
-            raise ConfigError(f"{where}: {e}") from None
-    diags = []
-    for i, d in enumerate(data.get("diagnoses", [])):
-        try:
-            if "recorded" in d:
-                bad = load_recorded((path.parent / d["recorded"]).resolve()).row(int(d["size"]))[d["metric"]]
-            else:
-                bad = d["value"]
-            diags.append(Diagnosis(d["benchmark"], d["metric"], int(d["size"]), float(bad), float(d["within"]),
-                                   d["message"], dict(d.get("tags", {}))))
-        except (KeyError, TypeError, ValueError, OSError, CommstackError) as e:
-            raise ConfigError(f"reference file {path}, diagnosis {i}: {e}") from None
-    return References(data.get("system", path.stem), refs, diags, float(data.get("unstable_spread", 0.10)))
+        return load_recorded((refs.parent / name).resolve())
+    except OSError as e:
+        raise ConfigError(f"{where}: recorded output {name}: {e.strerror}") from None
+    except CommstackError as e:
+        raise ConfigError(f"{where}: recorded output {name}: {e}") from None
 
 
 @dataclass
@@ -163,17 +167,22 @@ class Verdict:
     benchmark: str
     metric: str
     unit: str
-    status: str
+    status: str           # one of VERDICTS
+    reason: str           # the first thing wrong, in one line; "" for pass
     points: list[Point]
     failures: list[str]
     diagnosis: list[str]
 
     def summary(self) -> str:
-        lines = [f"{self.benchmark} [{self.metric}]: {self.status}"]
-        lines += [f"  {p.size} B: {p.status} — {p.reason}" for p in self.points if p.status != "pass"]
+        lines = [f"{self.benchmark} [{self.metric}]: {self.status}" + (f" - {self.reason}" if self.reason else "")]
+        lines += [f"  {p.size} B: {p.status} - {p.reason}" for p in self.points if p.status != "pass"]
         lines += [f"  correctness: {f}" for f in self.failures]
         lines += [f"  diagnosis: {d}" for d in self.diagnosis]
         return "\n".join(lines)
+
+
+def worst(statuses) -> str:
+    return max(statuses, key=VERDICTS.index, default="pass")
 
 
 def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, metric: str,
@@ -183,24 +192,35 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         raise CommstackError("nothing to judge: no result")
     bench = repeats[0].benchmark
     failures = [f for s in repeats for f in check_correctness(s)]
-    ref = refs.find(bench, tags) if refs else None
     higher = HIGHER_IS_BETTER[metric]
+    for s in repeats:
+        # a time must be > 0; a rate may print 0.00 where the message is tiny (nccl-tests at 8 B)
+        bad = [r["size"] for r in s.rows if not math.isfinite(r[metric]) or r[metric] < 0
+               or (r[metric] == 0 and not higher)]
+        if bad:
+            failures.append(f"{bench}: {metric} is {s.row(bad[0])[metric]!r} at {bad[0]} B: not a measurement")
+        if not s.rows:
+            failures.append(f"{bench}: no data rows")
+    ref = refs.find(bench, tags) if refs else None
     points, diagnosis = [], []
-    for size in repeats[0].sizes:
+    sizes = sorted({size for s in repeats for size in s.sizes})
+    for size in sizes:
         values = [s.row(size)[metric] for s in repeats if size in s.sizes]
         med = statistics.median(values)
-        spread = (max(values) - min(values)) / med if med else 0.0
+        spread = (max(values) - min(values)) / med if med > 0 else 0.0
         p = Point(size, values, med, spread, None, None, "pass")
         limit_factor = LINE_RATE_FACTOR.get(bench)
-        if line_rate_MBps and limit_factor and metric == "bandwidth_MBps" and tags.get("nodes", 1) >= 2 \
+        if len(values) < len(repeats):
+            p.status, p.reason = "fail", f"{len(repeats) - len(values)} of {len(repeats)} repeats lack this size"
+        elif line_rate_MBps and limit_factor and metric == "bandwidth_MBps" and tags.get("nodes", 1) >= 2 \
                 and med > line_rate_MBps * limit_factor:
-            p.status = "error"
+            p.status = "fail"
             p.reason = (f"{med:.1f} MB/s is above the physical limit {line_rate_MBps * limit_factor:.0f} MB/s "
                         f"(NIC line rate x{limit_factor}): the measurement is wrong")
-        elif ref and size in ref.points:
+        elif ref and size in ref.points and med > 0:
             p.reference = ref.points[size]
-            p.ratio = med / p.reference if p.reference else None
-            change = (p.ratio - 1.0) if higher else (1.0 / p.ratio - 1.0) if p.ratio else 0.0
+            p.ratio = med / p.reference
+            change = (p.ratio - 1.0) if higher else (1.0 / p.ratio - 1.0)
             if change < ref.lower:
                 p.status = "degraded"
                 p.reason = f"{med:g} {ref.unit} vs reference {p.reference:g} ({change:+.1%}, allowed {ref.lower:+.0%})"
@@ -215,7 +235,19 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
             diagnosis += [f"{size} B at {med:g}: {d.message}" for d in refs.diagnoses
                           if d.metric == metric and d.applies(bench, tags, size, med)]
         points.append(p)
-    status = max((p.status for p in points), key=SEVERITY.index, default="pass")
+    if ref:
+        missing = sorted(set(ref.points) - set(sizes))
+        if missing:
+            failures.append(f"{bench}: no result at {', '.join(map(str, missing))} B, which reference "
+                            f"{ref.id} holds it to (sweep cut short?)")
+    status = worst(p.status for p in points)
+    reason = next((f"{p.size} B: {p.reason}" for p in points if p.status == status and p.reason), "")
     if failures:
-        status = "error"
-    return Verdict(bench, metric, UNITS[metric], status, points, failures, diagnosis)
+        status, reason = "fail", failures[0]
+    elif refs and not ref and status == "pass":
+        status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
+    return Verdict(bench, metric, UNITS[metric], status, reason, points, failures, diagnosis)
+
+
+def _tags(tags: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k not in ("suite", "benchmark"))

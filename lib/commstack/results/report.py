@@ -1,19 +1,20 @@
-"""Reports of a session's suite results: Markdown with tables and plots (matplotlib), CSV of every
-row, and `compare` of two result sets. Inputs are the JSON records the harness keeps per test.
+"""The report of a run: every step with its verdict and reason, counts per verdict at the top,
+curves per benchmark (matplotlib), the rows as CSV, as one self-contained index.html with the plots
+inline and as Markdown beside it.
 
-Nothing is half-written: files are rendered in a scratch directory and moved into place at the end.
+Nothing is half-written: the report is rendered into a directory of its own, and `report` is a
+symlink swapped onto it in one rename; the previous report is removed only after the swap.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
-import io
-import json
+import html
+import os
+import secrets
 import shutil
-import statistics
-import tempfile
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -21,208 +22,237 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from commstack.errors import CommstackError  # noqa: E402
-from commstack.results.judge import UNITS, HIGHER_IS_BETTER, References  # noqa: E402
+from commstack.results.judge import HIGHER_IS_BETTER, LINE_RATE_FACTOR, VERDICTS, References  # noqa: E402
+from commstack.results.records import Record, read_run  # noqa: E402
 
 
 class ReportError(CommstackError):
-    """No results to report or compare, a missing baseline, sets from different systems."""
+    """No results to report, or a report that cannot be made from them."""
 
 
-def load_records(results: Path) -> list[dict]:
-    """Suite records of a results directory (steps/*/record.json), in name order."""
-    if not results.is_dir():
-        raise ReportError(f"no results directory {results}")
-    records = [json.loads(p.read_text()) for p in sorted(results.glob("steps/*/record.json"))]
-    records = [r for r in records if r.get("suite") and r.get("repeats")]
-    if not records:
-        raise ReportError(f"{results}: no suite results (steps/*/record.json with rows)")
-    return records
+#: how a metric is shown: label, unit, factor from the recorded unit
+SHOWN = {"bandwidth_MBps": ("bandwidth", "GB/s", 1e-3), "latency_us": ("latency", "µs", 1.0),
+         "message_rate": ("message rate", "messages/s", 1.0), "oop_busbw_GBps": ("bus bandwidth", "GB/s", 1.0),
+         "bandwidth_GiBps": ("bandwidth", "GiB/s", 1.0)}
+#: the sizes seed 001 shows for osu_alltoall against node counts
+SEED_001_SIZES = (1024, 32768, 65536, 1048576)
 
 
-def medians(record: dict) -> dict[int, tuple[float, float, int]]:
-    """size -> (median, standard deviation, repeats) of the record's metric."""
-    by_size: dict[int, list[float]] = defaultdict(list)
-    for rows in record["repeats"]:
-        for row in rows:
-            by_size[row["size"]].append(row[record["metric"]])
-    return {s: (statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-            for s, v in sorted(by_size.items())}
+def _bytes(x: float, _pos: object = None) -> str:
+    for unit, n in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
+        if x >= n and x % n == 0:
+            return f"{int(x // n)}{unit}"
+    return f"{int(x)}" if x >= 1 else f"{x:g}"
 
 
-def _label(r: dict) -> str:
-    return r["step"]  # unique in a suite: benchmark, mode, nodes, ranks, memory, environment
+def _shown(metric: str) -> tuple[str, str, float]:
+    return SHOWN.get(metric, (metric, "", 1.0))
 
 
-def _title(records: list[dict], what: str, date: str) -> str:
+def _title(records: list[Record], what: str, date: str) -> str:
     r = records[0]
-    envs = sorted({x["tags"].get("environment", "native") for x in records})  # native or the image's EDF
-    return f"{what} - system {r['system']}, suite {r['suite']}, {' / '.join(envs)}, {date}"
+    return f"{what} — system {r.system}, suite {r.suite}, {date}"
 
 
-def plot_curves(records: list[dict], refs: References | None, path: Path, date: str) -> None:
-    """Metric against message size, log axes, one line per run, the reference band if any."""
+def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
+                date: str) -> None:
+    """The metric against message size: one line per step, reference points with their tolerance
+    bars (never interpolated), and the NIC line rate where the system declares it."""
     first = records[0]
-    metric = first["metric"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    label, unit, factor = _shown(first.metric)
+    fig, ax = plt.subplots(figsize=(8, 5))
     for r in records:
-        m = medians(r)
+        m = r.medians()
         sizes = list(m)
-        ax.errorbar(sizes, [m[s][0] for s in sizes], yerr=[m[s][1] for s in sizes], marker="o", ms=3,
-                    capsize=2, label=_label(r))
-        ref = refs.find(r["benchmark"], r["tags"]) if refs else None
+        ax.errorbar(sizes, [m[s][0] * factor for s in sizes], yerr=[m[s][1] * factor for s in sizes], marker="o",
+                    ms=3, capsize=2, label=r.step)
+        ref = refs.find(r.benchmark, r.tags) if refs else None
         if ref:
-            pts = sorted(ref.points.items())
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            lo, hi = (1 + ref.lower, 1 + ref.upper) if HIGHER_IS_BETTER[metric] else (1 - ref.upper, 1 - ref.lower)
-            ax.fill_between(xs, [y * lo for y in ys], [y * hi for y in ys], alpha=0.2, label=f"reference {ref.id}")
+            xs = sorted(ref.points)
+            ys = [ref.points[x] * factor for x in xs]
+            lo, hi = (ref.lower, ref.upper) if HIGHER_IS_BETTER[first.metric] else (-ref.upper, -ref.lower)
+            ax.errorbar(xs, ys, yerr=[[-y * lo for y in ys], [y * hi for y in ys]], fmt="D", ms=5, capsize=4,
+                        color="black", label=f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})")
+    limit = LINE_RATE_FACTOR.get(first.benchmark)
+    if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
+        ax.axhline(line_rate_MBps * limit * factor, color="red", ls="--", lw=1,
+                   label=f"NIC line rate x{limit} ({line_rate_MBps * limit * factor:g} {unit})")
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
     ax.set_yscale("log")
-    ax.set_xlabel("message size (B)")
-    ax.set_ylabel(f"{metric} ({UNITS[metric]})")
-    ax.set_title(_title(records, first["benchmark"], date), fontsize=9)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(f"{label} ({unit})")
+    ax.set_title(_title(records, f"{first.benchmark}, {first.tags.get('memory', 'host')} memory", date), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def plot_bars(records: list[dict], path: Path, date: str) -> None:
-    """Native against container per node count: mean and standard deviation (seed 001's figures)."""
+def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
+    """Seed 001's figures: the mean with standard-deviation error bars, one series per environment;
+    against message size on one node count, else against node count for a few message sizes."""
     first = records[0]
-    sizes = sorted({s for r in records for s in medians(r)})
-    counts = sorted({r["tags"]["nodes"] for r in records})
-    envs = sorted({r["tags"]["environment"] for r in records})
-    fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 4), squeeze=False)
-    width = 0.8 / len(envs)
-    for ax, size in zip(axes[0], sizes):
-        for i, env in enumerate(envs):
-            vals, errs = [], []
-            for n in counts:
-                m = [medians(r).get(size) for r in records if r["tags"]["nodes"] == n and r["tags"]["environment"] == env]
-                vals.append(m[0][0] if m and m[0] else 0.0)
-                errs.append(m[0][1] if m and m[0] else 0.0)
-            ax.bar([c + i * width for c in range(len(counts))], vals, width, yerr=errs, capsize=2, label=env)
-        ax.set_xticks([c + width * (len(envs) - 1) / 2 for c in range(len(counts))], [str(n) for n in counts])
-        ax.set_xlabel("nodes")
-        ax.set_title(f"{size} B", fontsize=9)
-    axes[0][0].set_ylabel(f"{first['metric']} ({UNITS[first['metric']]})")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(_title(records, f"{first['benchmark']}: native vs container", date), fontsize=9)
+    label, unit, factor = _shown(first.metric)
+    envs = sorted({r.tags["environment"] for r in records}, key=lambda e: (e != "native", e))
+    counts = sorted({r.tags["nodes"] for r in records})
+    if len(counts) == 1:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for env in envs:
+            for r in (r for r in records if r.tags["environment"] == env):
+                m = r.medians()
+                means = {s: _mean_sd(r, s) for s in m}
+                ax.errorbar(list(means), [v[0] * factor for v in means.values()],
+                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3, label=env)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(f"{label} ({unit}), mean ± sd")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.suptitle(_title(records, f"{first.benchmark} on {counts[0]} nodes: native vs container", date),
+                     fontsize=10)
+    else:
+        sizes = sorted({s for r in records for s in r.medians()})
+        shown = [s for s in SEED_001_SIZES if s in sizes] or sizes[:: max(1, len(sizes) // 4)][:4]
+        cols = 2 if len(shown) > 1 else 1
+        rows = -(-len(shown) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+        for ax, size in zip(axes.flat, shown):
+            for env in envs:
+                pts = sorted((r.tags["nodes"], _mean_sd(r, size)) for r in records
+                             if r.tags["environment"] == env and size in r.medians())
+                ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
+                            marker="o", ms=4, capsize=3, label=env)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(counts, [str(n) for n in counts])
+            ax.set_xlabel("nodes")
+            ax.set_ylabel(f"{label} ({unit}), mean ± sd")
+            ax.set_title(f"{_bytes(size)}B messages", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        for ax in list(axes.flat)[len(shown):]:
+            ax.set_visible(False)
+        fig.suptitle(_title(records, f"{first.benchmark}: native vs container", date), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def write_report(results: Path, refs: References | None = None) -> Path:
-    """results/report/{report.md, rows.csv, *.png}; returns the report's path."""
-    records = load_records(results)
-    systems = {r["system"] for r in records}
-    date = datetime.fromtimestamp(results.stat().st_mtime).strftime("%Y-%m-%d")
-    scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=results))
+def _mean_sd(r: Record, size: int) -> tuple[float, float]:
+    values = [float(row[r.metric]) for rows in r.repeats for row in rows if row["size"] == size]
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    return mean, sd
+
+
+def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:
+    """run_dir/report/{index.html, report.md, rows.csv, *.png}; returns the HTML page's path."""
+    records = read_run(run_dir)
+    date = datetime.fromtimestamp(run_dir.stat().st_mtime).strftime("%Y-%m-%d")
+    out = run_dir / f".report-{secrets.token_hex(4)}"
+    out.mkdir()
     try:
-        _render(records, refs, scratch, date, systems)
-        final = results / "report"
-        if final.exists():
-            shutil.rmtree(final)
-        scratch.rename(final)
+        _render(records, refs, line_rate_MBps, out, date)
+        link = run_dir / f".report-link-{secrets.token_hex(4)}"
+        link.symlink_to(out.name)
+        final = run_dir / "report"
+        old = final.resolve() if final.is_symlink() else None
+        if final.exists() and not final.is_symlink():  # a report of an older commstack: set it aside first
+            final.rename(run_dir / f".report-old-{secrets.token_hex(4)}")
+            old = None
+        os.replace(link, final)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
         raise
-    return final / "report.md"
+    if old and old.is_dir() and old != out.resolve():
+        shutil.rmtree(old, ignore_errors=True)
+    return final / "index.html"
 
 
-def _render(records: list[dict], refs: References | None, out: Path, date: str, systems: set[str]) -> None:
+def _render(records: list[Record], refs: References | None, line_rate: float | None, out: Path, date: str) -> None:
     with open(out / "rows.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["suite", "step", "system", "benchmark", "repeat", "size", "metric", "value", "verdict"])
+        w.writerow(["suite", "step", "system", "benchmark", "repeat", "size", "metric", "unit", "value", "verdict"])
         for r in records:
-            for i, rows in enumerate(r["repeats"]):
+            for i, rows in enumerate(r.repeats):
                 for row in rows:
-                    w.writerow([r["suite"], r["step"], r["system"], r["benchmark"], i, row["size"], r["metric"],
-                                row[r["metric"]], r["verdict"]])
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+                    w.writerow([r.suite, r.step, r.system, r.benchmark, i, row["size"], r.metric, r.unit,
+                                row[r.metric], r.verdict])
+    counts = Counter(r.verdict for r in records)
+    summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
+    suites = sorted({r.suite for r in records})
+    systems = sorted({r.system for r in records})
+    head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
+    md = [f"# {head}", "", f"{date}, run `{records[0].run_id}`: **{len(records)} steps: {summary}**. "
+          "Rows in [rows.csv](rows.csv).", "",
+          "| step | verdict | reason | nodes | command |", "|---|---|---|---|---|"]
+    page = [f"<h1>{html.escape(head)}</h1>",
+            f"<p>{date}, run <code>{html.escape(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
+            "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
+            "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th></tr>"]
     for r in records:
-        groups[(r["benchmark"], r["tags"].get("memory", "host"))].append(r)
-    suites = sorted({r["suite"] for r in records})
-    md = [f"# commstack report: {', '.join(suites)} on {', '.join(sorted(systems))}", "",
-          f"{date}; {len(records)} steps; rows in [rows.csv](rows.csv).", "",
-          "| step | verdict | nodes | command |", "|---|---|---|---|"]
+        command = " ".join(r.commands[0]) if r.commands else ""
+        md.append(f"| `{r.step}` | {r.verdict} | {r.reason.replace('|', '/')} | {', '.join(r.nodelist)} | "
+                  + (f"`{command}` |" if command else " |"))
+        page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
+                    f"<td>{r.verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
+                    f"<td><code>{html.escape(command)}</code></td></tr>")
+    page.append("</table>")
+    groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
-        md.append(f"| `{r['step']}` | {r['verdict']} | {', '.join(r.get('nodelist') or [])} | "
-                  f"`{' '.join(r['commands'][0])}` |")
-    for (bench, memory), rs in sorted(groups.items()):
-        name = f"{bench}-{memory}.png"
-        if rs[0]["suite"] == "container-vs-native":
-            plot_bars(rs, out / name, date)
+        if r.repeats:
+            groups[(r.suite, r.benchmark, r.tags.get("memory", "host"))].append(r)
+    for (suite, bench, memory), rs in sorted(groups.items()):
+        name = f"{bench}-{memory}.png" if len(suites) == 1 else f"{suite}-{bench}-{memory}.png"
+        if len({r.tags.get("environment") for r in rs}) > 1 and suite == "container-vs-native":
+            plot_native_vs_container(rs, out / name, date)
         else:
-            plot_curves(rs, refs, out / name, date)
-        metric = rs[0]["metric"]
+            plot_curves(rs, refs, line_rate, out / name, date)
+        label, unit, factor = _shown(rs[0].metric)
         md += ["", f"## {bench}, {memory} memory", "", f"![{bench} {memory}]({name})", "",
-               "| size (B) | " + " | ".join(_label(r) for r in rs) + " |",
-               "|---:|" + "---:|" * len(rs)]
-        sizes = sorted({s for r in rs for s in medians(r)})
+               "| size (B) | " + " | ".join(r.step for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
+        sizes = sorted({s for r in rs for s in r.medians()})
+        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html.escape(r.step)}</th>" for r in rs) + "</tr>"]
         for size in sizes:
             cells = []
             for r in rs:
-                m = medians(r).get(size)
-                cells.append(f"{m[0]:.2f} ± {m[1]:.2f}" if m and m[2] > 1 else f"{m[0]:.2f}" if m else "")
+                m = r.medians().get(size)
+                cells.append("" if not m else f"{m[0]:.2f} ± {m[1]:.2f}" if m[2] > 1 else f"{m[0]:.2f}")
             md.append(f"| {size} | " + " | ".join(cells) + " |")
-        md.append(f"\n{metric} in {UNITS[metric]}; median (± standard deviation over repeats).")
+            table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        note = f"{rs[0].metric} in {rs[0].unit}; median (± standard deviation over repeats)."
+        md.append(f"\n{note}")
+        png = base64.b64encode((out / name).read_bytes()).decode()
+        page += [f"<h2>{html.escape(bench)}, {memory} memory</h2>",
+                 f"<img alt='{html.escape(bench)} {memory}' src='data:image/png;base64,{png}'>",
+                 "".join(table) + "</table>", f"<p>{note}</p>"]
         for r in rs:
-            if r["verdict"] != "pass":
-                md += ["", "```", r.get("verdict_detail", r["verdict"]), "```"]
+            if r.verdict != "pass" and r.detail:
+                md += ["", "```", r.detail, "```"]
+                page.append(f"<pre>{html.escape(r.detail)}</pre>")
     (out / "report.md").write_text("\n".join(md) + "\n")
+    (out / "index.html").write_text(_HTML.format(title=html.escape(head), body="\n".join(page)))
 
 
-# ---- compare ---------------------------------------------------------------------------------------
-
-@dataclass
-class Change:
-    step: str
-    size: int
-    a: float
-    b: float
-    ratio: float
-    verdict: str  # same | better | regression
-
-
-def compare(a_dir: Path, b_dir: Path, tolerance: float = 0.05) -> list[Change]:
-    """B against baseline A, per step and size. A change counts when it exceeds both the tolerance
-    and twice the larger relative spread (standard deviation / median) of the two repeat sets."""
-    if not a_dir.exists():
-        raise ReportError(f"no baseline at {a_dir}")
-    a, b = load_records(a_dir), load_records(b_dir)
-    sa, sb = {r["system"] for r in a}, {r["system"] for r in b}
-    if sa != sb:
-        raise ReportError(f"cannot compare results of different systems: {sorted(sa)} vs {sorted(sb)}")
-    base = {r["step"]: r for r in a}
-    out = []
-    for r in b:
-        if r["step"] not in base:
-            continue
-        ma, mb = medians(base[r["step"]]), medians(r)
-        higher = HIGHER_IS_BETTER[r["metric"]]
-        for size in sorted(set(ma) & set(mb)):
-            (va, da, _), (vb, db, _) = ma[size], mb[size]
-            ratio = vb / va if va else float("inf")
-            noise = 2 * max(da / va if va else 0, db / vb if vb else 0)
-            change = (ratio - 1) if higher else (1 / ratio - 1 if ratio else 0)
-            threshold = max(tolerance, noise)
-            verdict = "regression" if change < -threshold else "better" if change > threshold else "same"
-            out.append(Change(r["step"], size, va, vb, ratio, verdict))
-    if not out:
-        raise ReportError(f"{a_dir} and {b_dir} have no step in common")
-    return out
-
-
-def compare_table(changes: list[Change]) -> str:
-    buf = io.StringIO()
-    buf.write(f"{'step':40s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  verdict\n")
-    for c in changes:
-        buf.write(f"{c.step:40s} {c.size:>10d} {c.a:>12.3f} {c.b:>12.3f} {c.ratio:>7.3f}  {c.verdict}\n")
-    n = sum(c.verdict == "regression" for c in changes)
-    buf.write(f"{len(changes)} points, {n} regressions\n")
-    return buf.getvalue()
+_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }}
+tr.pass td:nth-child(2) {{ background: #d9f2d9; }}
+tr.fail td:nth-child(2), tr.degraded td:nth-child(2) {{ background: #f8d0d0; }}
+tr.unstable td:nth-child(2), tr.no-reference td:nth-child(2) {{ background: #fdf1c7; }}
+tr.not-run td:nth-child(2) {{ background: #e4e4e4; }}
+img {{ max-width: 100%; }}
+pre {{ background: #f6f6f6; padding: 0.6em; overflow-x: auto; }}
+</style></head><body>
+{body}
+</body></html>
+"""

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from commstack.errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
-                     StepCrashedError, StepTimeoutError)
 from commstack.config import System
+from commstack.errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
+                              StepCrashedError, StepTimeoutError)
 from commstack.files import write_atomic, write_json
 
 
@@ -81,7 +81,7 @@ class Allocation:
         if not shutil.which("salloc"):
             raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
         argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
-                "--job-name=commstack", *self.system.salloc_flags]
+                "--job-name=commstack", *self.system.launcher.salloc_flags]
         if self.system.partition:
             argv.append(f"--partition={self.system.partition}")
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
@@ -127,23 +127,23 @@ class Launcher:
             argv = ["mpirun", "-np", str(step.ntasks)]
             if step.ntasks_per_node:
                 argv += ["--map-by", f"ppr:{step.ntasks_per_node}:node"]
-            argv += s.mpirun_flags
+            argv += s.launcher.mpirun_flags
             return argv + step.argv
         argv = ["srun"]
         if self.allocation and self.allocation.job_id:
             argv.append(f"--jobid={self.allocation.job_id}")
-        argv += [f"--mpi={s.mpi}", f"-N{step.nodes}"]
+        argv += [f"--mpi={s.launcher.mpi}", f"-N{step.nodes}"]
         if self._hosts_for(step):
             argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
         argv += [f"-t{max(1, -(-step.timeout_s // 60))}"]
         if step.environment:
             argv.append(f"--environment={step.environment}")
-        if step.gpus and s.gpu_binding == "gpus-per-task":
+        if step.gpus and s.launcher.gpu_binding == "gpus-per-task":
             argv.append("--gpus-per-task=1")
-        argv += s.srun_flags
+        argv += s.launcher.srun_flags
         prog = list(step.argv)
-        if step.gpus and s.gpu_binding == "localid":
+        if step.gpus and s.launcher.gpu_binding == "localid":
             # one GPU per local rank; the wrapper runs on the compute node
             prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
         return argv + prog

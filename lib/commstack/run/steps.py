@@ -4,23 +4,18 @@ concrete job steps (what the dry run prints and what the slurm tier runs).
 Placement rules are the suite's, not the user's: `ranks_per_node` may be a number or `nic`,
 `core`, `gpu` (per node, from the system file); `nodes: all` is the whole system; `odd: true`
 makes the total rank count odd (nodes x ranks_per_node - 1 when that product is even, seed 004).
-A suite asking for more than the system has is refused before anything is submitted.
+A step asking for more than the system has is kept with the reason it cannot run there.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from commstack.config import StepSpec, Suite, System
 from commstack.errors import ConfigError
 from commstack.run.launch import Step
-from commstack.config import System
-
-from commstack.paths import SUITES as SUITES_DIR
 
 #: OSU benchmark -> its directory under libexec/osu-micro-benchmarks/mpi
 OSU_DIRS = {"osu_latency": "pt2pt", "osu_bw": "pt2pt", "osu_bibw": "pt2pt", "osu_mbw_mr": "pt2pt",
@@ -35,12 +30,10 @@ IMAGE_VIEW = "/opt/view"
 #: what a step's rows are judged on, by benchmark
 METRICS = {"osu_bw": "bandwidth_MBps", "osu_bibw": "bandwidth_MBps", "osu_mbw_mr": "bandwidth_MBps",
            "mpi-pingpong": "bandwidth_GiBps"}
-STEP_KEYS = {"benchmark", "sizes", "nodes", "ranks_per_node", "odd", "memory", "environments", "args",
-             "repeats", "node_counts", "timeout_s", "mode", "id"}
 
 
 class SuiteError(ConfigError):
-    """A suite that is malformed, or asks for more than the system has."""
+    """A suite that asks for something no system file can say (a node count that is not a count)."""
 
 
 @dataclass
@@ -51,6 +44,7 @@ class SuiteStep:
     step: Step
     tags: dict[str, Any] = field(default_factory=dict)
     repeats: int = 1
+    not_run: str | None = None    # why this system cannot run the step (no GPU, too few nodes)
 
     @property
     def metric(self) -> str:
@@ -63,32 +57,8 @@ class SuiteStep:
 DEVICE_ARGS = {"pt2pt": ["-d", "cuda", "D", "D"], "one-sided": ["-d", "cuda", "D", "D"], "collective": ["-d", "cuda"]}
 
 
-@dataclass
-class Suite:
-    name: str
-    description: str
-    steps: list[dict]
-    path: Path
-    device_args: dict[str, list[str]] = field(default_factory=lambda: dict(DEVICE_ARGS))
-
-
-def known_suites() -> list[str]:
-    return sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
-
-
-def load_suite(name: str) -> Suite:
-    path = SUITES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise SuiteError(f"unknown suite {name!r}; known: {', '.join(known_suites())}")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not data["steps"]:
-        raise SuiteError(f"{path}: a suite is a mapping with a non-empty `steps:` list")
-    for i, s in enumerate(data["steps"]):
-        extra = set(s) - STEP_KEYS
-        if extra or "benchmark" not in s:
-            raise SuiteError(f"{path}: step {i + 1}: " + (f"unknown keys {sorted(extra)}" if extra else "no benchmark"))
-    device = {**DEVICE_ARGS, **{k: [str(a) for a in v] for k, v in (data.get("device_args") or {}).items()}}
-    return Suite(data.get("name", name), data.get("description", ""), data["steps"], path, device)
+def known_benchmarks() -> set[str]:
+    return set(OSU_DIRS) | NCCL | {"mpi-pingpong"}
 
 
 def _tool(benchmark: str) -> str:
@@ -101,16 +71,16 @@ def _tool(benchmark: str) -> str:
     raise SuiteError(f"unknown benchmark {benchmark!r}")
 
 
-def _per_node(value: Any, system: System, where: str) -> int:
+def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
+    """Ranks per node, or None and why the system cannot give them."""
     counts = {"nic": system.nics_per_node, "core": system.cores_per_node, "gpu": system.gpus_per_node}
-    n = counts[value] if value in counts else value
-    if not isinstance(n, int) or n < 1:
-        have = f"; system {system.name} has {n} per node" if value in counts else ""
-        raise SuiteError(f"{where}: ranks_per_node {value!r} gives no ranks{have}")
-    return n
+    n = counts.get(value, value)
+    if n < 1:
+        return None, f"ranks_per_node {value}: system {system.name} has {n} {value}s per node"
+    return n, None
 
 
-def _size_args(tool: str, sizes: list[int]) -> list[str]:
+def _size_args(tool: str, sizes: tuple) -> list[str]:
     lo, hi = sizes
     if tool == "osu":
         return ["-m", f"{lo}:{hi}"]
@@ -119,57 +89,52 @@ def _size_args(tool: str, sizes: list[int]) -> list[str]:
 
 def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
            memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
-    """Every concrete step of `suite` on `system`. `binaries`: tool -> prefix or path (native runs);
-    where one is missing the dry run shows $OSU_MPI, $PINGPONG or $NCCL_TESTS instead.
-    `memory_only`: keep the steps in that memory (host: the suite scaled down to a CPU system);
+    """Every concrete step of `suite` on `system`, in suite order. A step the system cannot run (no
+    GPUs, too few nodes or NICs) stays in the list with `not_run` saying why, so a report shows it.
+    `binaries`: tool -> prefix or path (native runs); where one is missing the dry run shows
+    $OSU_MPI, $PINGPONG or $NCCL_TESTS instead. `memory_only`: keep the steps in that memory;
     `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}
+    device_args = {**DEVICE_ARGS, **suite.device_args}
     out: list[SuiteStep] = []
-    for raw in suite.steps:
-        bench = raw["benchmark"]
+    for spec in suite.steps:
+        bench = spec.benchmark
         tool = _tool(bench)
-        memories = raw.get("memory", ["host"])
-        memories = [memories] if isinstance(memories, str) else memories
-        if memory_only:
-            memories = [m for m in memories if m == memory_only]
-        envs = raw.get("environments", ["native"])
-        if native_only:
-            envs = [e for e in envs if e == "native"]
-        counts = raw.get("node_counts", [raw.get("nodes", 1)])
+        memories = [m for m in spec.memory if not memory_only or m == memory_only]
+        envs = [e for e in spec.environments if not native_only or e == "native"]
+        counts: list = spec.node_counts or [spec.nodes]
         if isinstance(counts, dict):  # {max: M}: 2, 4, ... up to M or the system's size
-            top = min(int(counts["max"]), system.nodes)
+            top = min(counts["max"], system.nodes)
             counts = [2 ** k for k in range(1, top.bit_length()) if 2 ** k <= top]
-        modes = raw.get("mode", ["cpu"]) if tool == "mpi-pingpong" else [None]
-        modes = [modes] if isinstance(modes, str) else modes
+        modes = (spec.mode or ["cpu"]) if tool == "mpi-pingpong" else [None]
         for memory, environment, nodes, mode in itertools.product(memories, envs, counts, modes):
             if mode in ("staged", "cuda-aware"):
                 memory = "device"  # the ping-pong's GPU modes
-            where = f"suite {suite.name}, {bench}"
             n_nodes = system.nodes if nodes == "all" else nodes
-            if not isinstance(n_nodes, int) or n_nodes < 1:
-                raise SuiteError(f"{where}: nodes {nodes!r} is not a count")
-            if n_nodes > system.nodes:
-                raise SuiteError(f"{where}: needs {n_nodes} nodes, system {system.name} has {system.nodes}")
-            if memory == "device" and system.gpus_per_node < 1:
-                raise SuiteError(f"{where}: device memory needs GPUs, system {system.name} has "
-                                 f"{system.gpus_per_node} per node")
-            rpn = _per_node(raw.get("ranks_per_node", 1), system, where)
-            if raw.get("ranks_per_node") == "gpu" and rpn > system.gpus_per_node:
-                raise SuiteError(f"{where}: {rpn} GPUs per node needed, system has {system.gpus_per_node}")
+            rpn, why = _per_node(spec.ranks_per_node, system)
+            if why is None and n_nodes > system.nodes:
+                why = f"needs {n_nodes} nodes, system {system.name} has {system.nodes}"
+            if why is None and memory == "device" and system.gpus_per_node < 1:
+                why = f"device memory needs GPUs, system {system.name} has none"
+            if why is None and spec.ranks_per_node == "gpu" and rpn > system.gpus_per_node:
+                why = f"{rpn} GPUs per node needed, system {system.name} has {system.gpus_per_node}"
+            rpn = rpn or 1
             ntasks = n_nodes * rpn
-            odd = raw.get("odd", False) and ntasks % 2 == 0
+            odd = spec.odd and ntasks % 2 == 0
             if odd:
                 ntasks -= 1  # seed 004: an odd count defeats pairwise shortcuts in alltoall
-                if ntasks < n_nodes:
-                    raise SuiteError(f"{where}: an odd rank count on {n_nodes} nodes x {rpn} would leave "
-                                     f"{ntasks} ranks, fewer than the nodes; use more nodes or NICs per node")
-            argv = _program(tool, bench, raw, memory, environment, binaries, mode, suite.device_args)
-            step = Step(name="", argv=argv, nodes=n_nodes, ntasks=ntasks,
-                        ntasks_per_node=None if odd else rpn, timeout_s=int(raw.get("timeout_s", 600)),
+                if why is None and ntasks < n_nodes:
+                    why = (f"an odd rank count on {n_nodes} nodes x {rpn} would leave {ntasks} ranks, "
+                           "fewer than the nodes")
+            if why is None and ntasks < 2:
+                why = f"{ntasks} rank on {n_nodes} node{'s' if n_nodes > 1 else ''}: {bench} needs at least 2"
+            argv = _program(tool, bench, spec, memory, environment, binaries, mode, device_args)
+            parts = [spec.id or bench, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
+            name = "-".join(str(p) for p in parts if p)
+            step = Step(name=name, argv=argv, nodes=n_nodes, ntasks=ntasks,
+                        ntasks_per_node=None if odd else rpn, timeout_s=spec.timeout_s,
                         environment=None if environment == "native" else environment,
                         gpus=memory == "device" or tool == "nccl-tests")
-            parts = [raw.get("id", bench), mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
-            step.name = "-".join(str(p) for p in parts if p)
             tags = {"benchmark": bench, "nodes": n_nodes, "ntasks": ntasks, "ranks_per_node": rpn,
                     "memory": memory, "environment": environment, "suite": suite.name,
                     # what the references select on (systems/references): the CE hooks in use
@@ -178,24 +143,23 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
                 tags["aws_ofi_nccl_hook"] = not environment.endswith("no-awsofinccl")
             if mode:
                 tags["mode"] = mode
-            out.append(SuiteStep(step.name, bench, tool, step, tags, int(raw.get("repeats", 1))))
+            out.append(SuiteStep(name, bench, tool, step, tags, spec.repeats, why))
     return out
 
 
-def _program(tool: str, bench: str, raw: dict, memory: str, environment: str, binaries: dict,
+def _program(tool: str, bench: str, spec: StepSpec, memory: str, environment: str, binaries: dict,
              mode: str | None, device_args: dict[str, list[str]]) -> list[str]:
     container = environment != "native"
-    args = [str(a) for a in raw.get("args", [])]
-    sizes = raw.get("sizes")
+    args = spec.argv
+    size_args = _size_args(tool, spec.sizes) if spec.sizes else []
     if tool == "osu":
         exe = (f"./{OSU_DIRS[bench]}/{bench}" if container  # the osu-mb image's WORKDIR
                else f"{binaries.get('osu', '$OSU_MPI')}/{OSU_DIRS[bench]}/{bench}")
-        size_args = _size_args(tool, sizes) if sizes else []
         if memory == "device":
             return [exe, *args, *size_args, *device_args[OSU_DIRS[bench]]]
         return [exe, *args, *size_args]
     if tool == "mpi-pingpong":
         exe = f"{IMAGE_VIEW}/bin/mpi-pingpong" if container else binaries.get("mpi-pingpong", "$PINGPONG")
-        return [exe, "-m", mode, *(_size_args(tool, sizes) if sizes else []), *args]
+        return [exe, "-m", mode, *size_args, *args]
     exe = f"{IMAGE_VIEW}/bin/{bench}" if container else f"{binaries.get('nccl-tests', '$NCCL_TESTS')}/bin/{bench}"
-    return [exe, *(_size_args(tool, sizes) if sizes else []), *args]
+    return [exe, *size_args, *args]

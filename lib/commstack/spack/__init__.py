@@ -14,7 +14,6 @@ from commstack.errors import CommstackError
 from commstack.paths import TOP
 
 
-
 class SpackError(CommstackError):
     pass
 

@@ -1,0 +1,102 @@
+"""Compare run B against baseline run A, per step and per message size.
+
+A step or size on one side only is a difference, reported as such; metrics and units must match;
+the tolerance comes from the system's references or --tolerance; a value that is not a finite
+positive number never equals anything. A change counts when it exceeds both the tolerance and twice
+the larger relative spread (standard deviation / median) of the two repeat sets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from commstack.errors import CommstackError
+from commstack.results.judge import HIGHER_IS_BETTER, References
+from commstack.results.records import Record, read_run
+
+
+class CompareError(CommstackError):
+    """Runs that cannot be compared: different systems, different metrics for one step."""
+
+
+@dataclass
+class Change:
+    step: str
+    size: int | None          # None: the whole step
+    a: float | None
+    b: float | None
+    verdict: str              # same | better | regression | missing in A | missing in B | invalid
+
+    @property
+    def ratio(self) -> float | None:
+        return self.b / self.a if self.a and self.b is not None else None
+
+    @property
+    def difference(self) -> bool:
+        return self.verdict != "same" and self.verdict != "better"
+
+
+def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
+            refs: References | None = None) -> list[Change]:
+    a, b = read_run(a_dir), read_run(b_dir)
+    sa, sb = {r.system for r in a}, {r.system for r in b}
+    if sa != sb:
+        raise CompareError(f"cannot compare results of different systems: {sorted(sa)} vs {sorted(sb)}")
+    base = {r.key: r for r in a}
+    new = {r.key: r for r in b}
+    out: list[Change] = []
+    for key in sorted(set(base) | set(new)):
+        name = f"{key[0]}/{key[1]}"
+        ra, rb = base.get(key), new.get(key)
+        if ra is None or rb is None or not ra.repeats or not rb.repeats:
+            side = "A" if ra is None or not ra.repeats else "B"
+            out.append(Change(name, None, None, None, f"missing in {side}"))
+            continue
+        if (ra.metric, ra.unit) != (rb.metric, rb.unit):
+            raise CompareError(f"{name}: A measures {ra.metric} in {ra.unit}, B {rb.metric} in {rb.unit}")
+        out += _sizes(name, ra, rb, _tolerance(rb, tolerance, refs))
+    return out
+
+
+def _tolerance(r: Record, given: float | None, refs: References | None) -> float:
+    if given is not None:
+        return given
+    ref = refs.find(r.benchmark, r.tags) if refs else None
+    return -ref.lower if ref else 0.05
+
+
+def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
+    ma, mb = ra.medians(), rb.medians()
+    higher = HIGHER_IS_BETTER[rb.metric]
+    out = []
+    for size in sorted(set(ma) | set(mb)):
+        if size not in ma or size not in mb:
+            out.append(Change(name, size, ma.get(size, (None,))[0], mb.get(size, (None,))[0],
+                              f"missing in {'A' if size not in ma else 'B'}"))
+            continue
+        (va, da, _), (vb, db, _) = ma[size], mb[size]
+        if not all(math.isfinite(v) and v > 0 for v in (va, vb)):
+            out.append(Change(name, size, va, vb, "invalid"))
+            continue
+        ratio = vb / va
+        noise = 2 * max(da / va, db / vb)
+        change = (ratio - 1) if higher else (1 / ratio - 1)
+        threshold = max(tolerance, noise)
+        verdict = "regression" if change < -threshold else "better" if change > threshold else "same"
+        out.append(Change(name, size, va, vb, verdict))
+    return out
+
+
+def compare_table(changes: list[Change]) -> str:
+    def num(v: float | None, fmt: str) -> str:
+        return format(v, fmt) if v is not None else "-"
+    lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  verdict"]
+    for c in changes:
+        lines.append(f"{c.step:48s} {num(c.size, 'd') if c.size is not None else 'all':>10s} {num(c.a, '.3f'):>12s} "
+                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.verdict}")
+    n = sum(c.difference for c in changes)
+    lines.append(f"{len(changes)} points, {sum(c.verdict == 'regression' for c in changes)} regressions, "
+                 f"{n} differences")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,94 @@
+"""Records: what one step of a run left, written once as steps/<step>/record.json and read back
+through the same type. A record that is cut short or malformed is a RecordError naming the file."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from commstack.errors import CommstackError
+from commstack.files import write_atomic
+
+Verdict = Literal["pass", "no-reference", "unstable", "degraded", "fail", "not-run"]
+RECORD = "record.json"
+
+
+class RecordError(CommstackError):
+    """A record.json that is missing, truncated or not a record."""
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    index: int                             # the step's place in the run, for reports in suite order
+    suite: str
+    system: str
+    step: str                              # unique in its suite: benchmark, mode, nodes, ranks, memory, environment
+    benchmark: str
+    tool: str
+    tags: dict[str, Any]
+    metric: str
+    unit: str
+    verdict: Verdict
+    reason: str = ""                       # the first thing wrong, in one line
+    error_kind: str | None = None          # a named error (ParseError or LaunchError kind), when there was one
+    detail: str = ""                       # the judge's summary, point by point
+    title: str | None = None
+    version: str | None = None
+    commands: list[list[str]] = []
+    nodelist: list[str] = []
+    repeats: list[list[dict[str, Any]]] = []   # parsed rows, one list per repeat
+    outputs: list[str] = []                # raw output directories of the repeats, relative to the run
+    stack: dict[str, Any] = {}
+    started: float | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.suite, self.step
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.suite}--{self.step}"
+
+    def write(self, run_dir: Path) -> Path:
+        path = run_dir / "steps" / self.dirname / RECORD
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, self.model_dump_json(indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "Record":
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except OSError as e:
+            raise RecordError(f"{path}: cannot read: {e.strerror}") from None
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise RecordError(f"{path}: not a commstack record ({first['msg']}{' at ' + where if where else ''}); "
+                              "truncated or written by something else") from None
+
+    def medians(self) -> dict[int, tuple[float, float, int]]:
+        """size -> (median, standard deviation, number of repeats) of the judged metric."""
+        by_size: dict[int, list[float]] = {}
+        for rows in self.repeats:
+            for row in rows:
+                value = row.get(self.metric)  # JSON has no NaN: a non-finite value comes back as null
+                by_size.setdefault(row["size"], []).append(float("nan") if value is None else float(value))
+        return {s: (statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
+                for s, v in sorted(by_size.items())}
+
+
+def read_run(run_dir: Path) -> list[Record]:
+    """Every record of a results directory, in suite and step order."""
+    if not run_dir.is_dir():
+        raise RecordError(f"no results directory {run_dir}")
+    paths = sorted(run_dir.glob(f"steps/*/{RECORD}"))
+    if not paths:
+        raise RecordError(f"{run_dir}: no step records (steps/*/{RECORD})")
+    return sorted((Record.read(p) for p in paths), key=lambda r: (r.index, r.suite, r.step))

@@ -1,0 +1,260 @@
+"""A run: suite steps on one system, in one Slurm allocation, each step launched, parsed, judged and
+recorded. No pytest in here: the pytest plugin drives a Run, one test item per step.
+
+Every step ends with a record, whatever happens: a step the system cannot run, a missing binary or
+no Slurm is `not-run` with the reason and the fix; a crash, a timeout or output that does not parse
+is `fail` with the named error; Ctrl-C records the step as interrupted and re-raises. close()
+releases the allocation, stops the Slurm the run started, and records every step it never reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from commstack.config import System
+from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
+from commstack.files import write_atomic
+from commstack.paths import TOP
+from commstack.results.judge import UNITS, References, judge, load_references
+from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
+from commstack.results.records import Record
+from commstack.run.facts import mpi_facts, nccl_net, node_facts
+from commstack.run.launch import Allocation, Launcher
+from commstack.run.steps import SuiteStep
+from commstack.slurm import LocalSlurm
+
+OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or build it with "
+            "the pinned Spack: bin/commstack setup && spack -e . install osu-micro-benchmarks")
+
+
+def new_run_dir(root: Path) -> Path:
+    """results/<date-time>-<random>, created exclusively, and results/latest pointing at it."""
+    root.mkdir(parents=True, exist_ok=True)
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    path = root / run_id
+    path.mkdir()  # exclusive: two runs in the same second get different random suffixes
+    link = root / f".latest.{run_id}"
+    link.symlink_to(run_id)
+    os.replace(link, root / "latest")
+    return path
+
+
+@dataclasses.dataclass
+class Binaries:
+    """Where the benchmarks a run needs are; looked up once, when the first step needs them."""
+
+    osu_prefix: str | None = None
+    pingpong: str | None = None
+    build_dir: Path | None = None
+
+    def osu_dir(self) -> Path:
+        prefix = self.osu_prefix or _spack_location("osu-micro-benchmarks")
+        if not prefix:
+            raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {OSU_HINT}")
+        mpi = Path(prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
+        if not (mpi / "pt2pt" / "osu_latency").is_file():
+            raise BinaryNotFoundError(f"{prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): {OSU_HINT}")
+        return mpi
+
+    def pingpong_binary(self) -> Path:
+        """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""
+        if self.pingpong:
+            if not Path(self.pingpong).is_file():
+                raise BinaryNotFoundError(f"--pingpong {self.pingpong}: no such file")
+            return Path(self.pingpong)
+        out = self.build_dir / "mpi-pingpong"
+        if out.is_file():
+            return out
+        if not shutil.which("mpicc"):
+            raise BinaryNotFoundError("no mpicc to build mpi-pingpong: install an MPI (Debian: libopenmpi-dev)")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={out}"],
+                              capture_output=True, timeout=300)
+        write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise BinaryNotFoundError(f"building mpi-pingpong failed (log: {out.parent / 'build.log'})")
+        return out
+
+    def resolve(self, s: SuiteStep) -> dict[str, str]:
+        """Placeholder -> path for the native binaries of one step."""
+        if s.step.environment:
+            return {}
+        if s.tool == "osu":
+            return {"$OSU_MPI": str(self.osu_dir())}
+        if s.tool == "mpi-pingpong":
+            return {"$PINGPONG": str(self.pingpong_binary())}
+        raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
+                                  "(environments: [nccl-tests]) or give the system an install")
+
+
+def _spack_location(package: str) -> str | None:
+    """The local env's install of `package`, where Spack is set up and has installed it."""
+    from commstack.spack import find_spack  # only when no prefix was given
+    exe = find_spack()
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
+    """`$OSU_MPI/pt2pt/osu_bw` -> the real path; other arguments unchanged."""
+    out = []
+    for arg in argv:
+        head, sep, rest = arg.partition("/")
+        out.append(binaries.get(head, head) + sep + rest)
+    return out
+
+
+def parse(s: SuiteStep, text: str) -> Sweep:
+    if s.tool == "osu":
+        sweeps = parse_osu(text)
+        if len(sweeps) != 1:
+            raise ParseError(f"expected one OSU table, got {len(sweeps)}")
+        return sweeps[0]
+    return parse_nccl(text) if s.tool == "nccl-tests" else parse_pingpong(text)
+
+
+class Run:
+    """One run of suite steps on a system: its results directory, Slurm, allocation and records."""
+
+    def __init__(self, system: System, results: Path, binaries: Binaries, launcher: str = "srun",
+                 slurm: str = "auto"):
+        self.system, self.dir, self.binaries = system, results, binaries
+        self.id = results.name
+        self.launcher_kind, self.slurm_mode = launcher, slurm
+        self.references: References | None = load_references(system.references) if system.references else None
+        self.planned: list[SuiteStep] = []
+        self.records: dict[tuple[str, str], Record] = {}
+        self._cleanup = contextlib.ExitStack()
+        self._launcher: Launcher | None = None
+        binaries.build_dir = binaries.build_dir or results / "build"
+
+    # ---- resources, made when the first step needs them and released by close()
+
+    def slurm_env(self) -> dict[str, str]:
+        """A reachable cluster's environment, else the local Slurm's, started for this run."""
+        if self.slurm_mode == "off":
+            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
+        if self.slurm_mode in ("auto", "external") and _reachable_slurm():
+            return dict(os.environ)
+        if self.slurm_mode == "external":
+            raise SlurmUnavailableError("--slurm external, but no Slurm cluster answers sinfo")
+        cluster = LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode" else LocalSlurm()
+        if not cluster.running():
+            cluster.start()
+            self._cleanup.callback(cluster.stop)
+        return cluster.env
+
+    def launcher(self) -> Launcher:
+        if self._launcher is None:
+            if self.launcher_kind == "mpirun":
+                self._launcher = Launcher(self.system, "mpirun")
+            else:
+                env = self.slurm_env()
+                runnable = [s.step for s in self.planned if not s.not_run] or [None]
+                nodes = max(min(self.system.nodes, 2), *(st.nodes for st in runnable if st))
+                ntasks = max(2 * nodes, *(st.ntasks for st in runnable if st))
+                alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
+                self._launcher = Launcher(self.system, "srun", slurm_env=env, allocation=alloc)
+        return self._launcher
+
+    # ---- steps
+
+    def execute(self, s: SuiteStep) -> Record:
+        record = Record(run_id=self.id, index=self._index(s), suite=s.tags["suite"], system=self.system.name, step=s.id,
+                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=UNITS[s.metric],
+                        verdict="not-run", reason=s.not_run or "")
+        self.records[record.key] = record
+        if s.not_run:
+            record.write(self.dir)
+            return record
+        record.started = time.time()
+        t0 = time.monotonic()
+        try:
+            self._execute(s, record)
+        except (BinaryNotFoundError, SlurmUnavailableError) as e:
+            record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
+        except (LaunchError, ParseError) as e:
+            record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
+        except KeyboardInterrupt:
+            record.verdict, record.reason = "not-run", "interrupted (Ctrl-C); its output so far is kept"
+            raise
+        finally:
+            record.elapsed_s = time.monotonic() - t0
+            record.write(self.dir)
+        return record
+
+    def _execute(self, s: SuiteStep, record: Record) -> None:
+        argv = substitute(s.step.argv, self.binaries.resolve(s))
+        env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}  # the net plugin NCCL picks
+        step = dataclasses.replace(s.step, argv=argv, env={**s.step.env, **env})
+        launcher = self.launcher()
+        sweeps, out = [], ""
+        for r in range(s.repeats):
+            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
+            record.outputs.append(str(outdir.relative_to(self.dir)))
+            result = launcher.run(step, outdir)
+            record.commands.append(result.command)
+            record.nodelist = result.nodelist
+            out = result.stdout + result.stderr
+            sweeps.append(parse(s, result.stdout))
+            record.repeats.append(sweeps[-1].rows)
+        verdict = judge(sweeps, s.tags, self.references, s.metric, self.system.nic_line_rate_MBps)
+        record.title, record.version = sweeps[0].title, sweeps[0].version
+        record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
+        record.stack = {**(mpi_facts(argv[0]) if not step.environment else {}), **node_facts(),
+                        "gpu_binding": self.system.launcher.gpu_binding,
+                        "nccl_net": nccl_net(out) if s.tool == "nccl-tests" else None}
+
+    def _index(self, s: SuiteStep) -> int:
+        return next((i for i, p in enumerate(self.planned) if p is s), len(self.planned))
+
+    def close(self, interrupted: bool = False) -> list[Record]:
+        """Release what the run holds and record every planned step it never reached."""
+        try:
+            self._cleanup.close()
+        finally:
+            why = "interrupted (Ctrl-C) before this step" if interrupted else "the run ended before this step"
+            for s in self.planned:
+                key = (s.tags["suite"], s.id)
+                if key not in self.records:
+                    self.records[key] = Record(
+                        run_id=self.id, index=self._index(s), suite=key[0], system=self.system.name, step=s.id, benchmark=s.benchmark,
+                        tool=s.tool, tags=s.tags, metric=s.metric, unit=UNITS[s.metric], verdict="not-run",
+                        reason=s.not_run or why)
+                    self.records[key].write(self.dir)
+        return list(self.records.values())
+
+
+def _reachable_slurm() -> bool:
+    if not shutil.which("sinfo"):
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+#: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md
+EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def exit_status(records: list[Record], allow_not_run: bool = False) -> int:
+    """0: every step ran and passed; 1: some step did not pass; 3: the rest passed but some did not run."""
+    if any(r.verdict not in ("pass", "not-run") for r in records):
+        return EXIT_FAILED
+    if any(r.verdict == "not-run" for r in records) and not allow_not_run:
+        return EXIT_NOT_RUN
+    return EXIT_PASS

@@ -1,0 +1,56 @@
+"""The main job as a user types it: `commstack run` on the local Slurm, every step recorded and
+judged, the report written, and an exit status that says whether everything ran and passed."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from commstack.results.records import read_run
+from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS
+
+pytestmark = pytest.mark.slurm
+OSU = os.environ.get("COMMSTACK_OSU_PREFIX")
+
+
+def commstack(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "commstack", *args], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **(env or {})})
+
+
+def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: Path, slurm_env):
+    env = {k: v for k, v in slurm_env.items() if k != "COMMSTACK_OSU_PREFIX"}
+    proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--results", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=900, env=env)
+    records = {r.step: r for r in read_run(tmp_path / "r")}
+    assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
+    assert records.pop("mpi-pingpong-cpu-N1-n2-host-native").verdict == "pass"
+    assert {r.verdict for r in records.values()} == {"not-run"} and len(records) == 4
+    assert all("--osu-prefix PREFIX" in r.reason for r in records.values())  # the way out
+    assert "not-run      smoke/osu_latency-N1-n2-host-native: no OSU micro-benchmarks here" in proc.stdout
+    junit = (tmp_path / "r" / "junit.xml").read_text()
+    assert junit.count("<testcase ") == 5 and junit.count("<skipped ") == 4
+    page = (tmp_path / "r" / "report" / "index.html").read_text()
+    assert "5 steps: 1 pass, 4 not-run" in page
+
+
+@pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX to run the smoke suite's OSU steps")
+def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_env):
+    proc = commstack("run", "--results", str(tmp_path / "r"), "--osu-prefix", OSU, env=slurm_env)
+    records = read_run(tmp_path / "r")
+    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert [r.verdict for r in records] == ["pass"] * 5
+    for r in records:
+        assert r.repeats and r.repeats[0] and r.commands[0][0] == "srun"
+        raw = tmp_path / "r" / r.outputs[0] / "stdout.txt"
+        assert raw.stat().st_size > 0
+    assert json.loads((tmp_path / "r" / "steps" / f"smoke--{records[0].step}" / "record.json").read_text())["verdict"]
+
+
+def test_a_mistyped_flag_is_refused_before_anything_runs(tmp_path: Path):
+    proc = commstack("run", "--sytem", "local", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "unrecognized arguments: --sytem local" in proc.stderr
+    assert not (tmp_path / "r").exists()
