@@ -58,7 +58,12 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     spack = find_spack()
     print(f"commstack test: spack tier {'runs with ' + str(spack) if spack else 'SKIPPED: no Spack found'}",
           flush=True)
-    argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *args.paths, *extra]
+    argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *args.paths]
+    for flag, value in (("-m", args.markers), ("-k", args.keywords), ("--system", args.system),
+                        ("--slurm", args.slurm), ("--launcher", args.launcher), ("--osu-prefix", args.osu_prefix)):
+        if value:
+            argv += [flag, value]
+    argv += extra
     return subprocess.call(argv, cwd=TOP)
 
 
@@ -332,8 +337,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     _run_options(sub.add_parser("run", help="the main job on this machine: the smoke suite"))
-    s = sub.add_parser("test", help="run the tests; pytest options after --")
+    s = sub.add_parser("test", help="run the tests; other pytest options after --")
     s.add_argument("paths", nargs="*", help="test files or directories (default: tests/)")
+    s.add_argument("-m", dest="markers", help='tiers by marker, e.g. -m slurm, -m "not spack"')
+    s.add_argument("-k", dest="keywords", help="only tests whose names match")
+    s.add_argument("--system", help="the system the slurm tier runs on (default: local)")
+    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), help="which Slurm (default: auto)")
+    s.add_argument("--launcher", choices=("srun", "mpirun"), help="mpirun: this host, no Slurm")
+    s.add_argument("--osu-prefix", help="an OSU install for the tests that run OSU")
     s = sub.add_parser("slurm", help="local embedded Slurm")
     s.add_argument("action", choices=("start", "stop", "status"))
     s.add_argument("--nodes", type=int, default=None,
