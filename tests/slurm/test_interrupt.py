@@ -1,5 +1,6 @@
-"""Ctrl-C in the middle of a step cancels the step and the allocation the session made: no job is
-left behind, and what the step wrote is kept. A real pytest session, interrupted for real."""
+"""Ctrl-C on `commstack suite` as a user types it: the running step and the allocation are
+cancelled, the interrupted step keeps its output, every step is recorded, the partial report is
+written, and the command exits 130."""
 
 import os
 import signal
@@ -10,49 +11,50 @@ from pathlib import Path
 
 import pytest
 
+from commstack.results.records import read_run
+from commstack.run.runner import EXIT_INTERRUPTED
+
 pytestmark = pytest.mark.slurm
 
-TOP = Path(__file__).resolve().parents[2]
-LONG = '''
-from commstack.run.launch import Step
-
-def test_long(launcher, step_dir):
-    launcher.run(Step("long", ["bash", "-c", "echo started; sleep 300"], ntasks=1, timeout_s=600), step_dir)
-'''
+LONG = """name: long
+description: a ping-pong that runs for minutes, then one that never starts
+steps:
+- {id: long, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], args: [-n, 2000000000], timeout_s: 600}
+- {id: after, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 64], args: [-n, 10]}
+"""
 
 
 def jobs(env: dict) -> set[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env=env, capture_output=True, text=True, check=True)
-    return set(out.stdout.split("\n")) - {""}
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, check=True,
+                         timeout=30)
+    return set(out.stdout.split())
 
 
-def new_steps(env: dict, before: set[str]) -> list[str]:
-    """Running job steps (not the `extern` one) of jobs that were not there before."""
-    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i %j"], env=env, capture_output=True, text=True).stdout
-    old = {j.split()[0] for j in before}
-    return [line for line in out.splitlines() if line.split(".")[0] not in old and "extern" not in line]
-
-
-def test_ctrl_c_cancels_steps_and_allocation(slurm_env, tmp_path):
-    (tmp_path / "test_long.py").write_text(LONG)
+def test_ctrl_c_cancels_the_step_and_allocation_and_keeps_everything(slurm_env, tmp_path: Path):
+    suite = tmp_path / "suites" / "long.yaml"
+    suite.parent.mkdir()
+    suite.write_text(LONG)
+    results = tmp_path / "r"
     before = jobs(slurm_env)
-    env = dict(slurm_env)
-    session = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-         "--rootdir", str(tmp_path), "--results", str(tmp_path / "results"), str(tmp_path / "test_long.py")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+    cli = subprocess.Popen([sys.executable, "-m", "commstack", "suite", str(suite), "--results", str(results)],
+                           env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    out = results / "steps" / "long--long-cpu-N1-n2-host-native" / "repeat-0"
     deadline = time.monotonic() + 120
-    while not new_steps(slurm_env, before):
-        assert session.poll() is None and time.monotonic() < deadline, "the step never started"
+    while not (out / "command.txt").exists() or not (jobs(slurm_env) - before):
+        assert cli.poll() is None and time.monotonic() < deadline, "the step never started"
         time.sleep(0.5)
-    os.killpg(session.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
-    out, _ = session.communicate(timeout=120)
-    assert session.returncode == 2, out  # pytest: interrupted
-    assert "KeyboardInterrupt" in out
+    time.sleep(2)  # the ping-pong is printing
+    os.killpg(cli.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
+    text, _ = cli.communicate(timeout=120)
+    assert cli.returncode == EXIT_INTERRUPTED, text
+    records = {r.step: r for r in read_run(results)}
+    assert records["long-cpu-N1-n2-host-native"].verdict == "not-run"
+    assert records["long-cpu-N1-n2-host-native"].reason.startswith("interrupted (Ctrl-C)")
+    assert records["after-cpu-N1-n2-host-native"].reason == "interrupted (Ctrl-C) before this step"
+    assert "# mpi-pingpong v" in (out / "stdout.txt").read_text()  # its output so far is kept
+    assert "2 steps: 2 not-run" in (results / "report" / "index.html").read_text()
     deadline = time.monotonic() + 30
-    while jobs(slurm_env) != before and time.monotonic() < deadline:
+    while jobs(slurm_env) - before and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert jobs(slurm_env) == before, f"left behind: {jobs(slurm_env) - before}"
-    kept = list((tmp_path / "results").glob("steps/*/stdout.txt"))
-    assert kept and "started" in kept[0].read_text()
+    assert not jobs(slurm_env) - before, "a job of the interrupted run is left"
