@@ -163,9 +163,9 @@ class Run:
                 self._launcher = Launcher(self.system, "mpirun")
             else:
                 env = self.slurm_env()
-                runnable = [s.step for s in self.planned if not s.not_run] or [None]
-                nodes = max(min(self.system.nodes, 2), *(st.nodes for st in runnable if st))
-                ntasks = max(2 * nodes, *(st.ntasks for st in runnable if st))
+                runnable = [s.step for s in self.planned if not s.not_run]
+                nodes = max([min(self.system.nodes, 2)] + [st.nodes for st in runnable])  # the largest step
+                ntasks = max([2 * nodes] + [st.ntasks for st in runnable])
                 alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
                 self._launcher = Launcher(self.system, "srun", slurm_env=env, allocation=alloc)
         return self._launcher
