@@ -9,6 +9,7 @@
   images       image references and the podman commands that build and push them
   suite NAME   run a suite (suites/) on --system, or print its srun lines with --dry-run
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
+  parse FILE   parse and check any run's output (OSU, nccl-tests, mpi-pingpong); exit 0 only if complete
   slurm        start | stop | status of the local embedded Slurm
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from commstack.results import report
+from commstack.results import parse, report
 from commstack.run import steps as suites
 from commstack.spack import containers
 from commstack.results.judge import load_references
@@ -297,10 +298,18 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("baseline")
     s.add_argument("results")
     s.add_argument("--tolerance", type=float, default=0.05, help="relative change always allowed (0.05)")
+    s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
+                       epilog=parse.PARSE_HELP)
+    s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
+    s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. "-m 1:1048576" (default: none, '
+                                              'so the benchmark\'s default sizes)')
+    s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
+    s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")
     args, extra = parser.parse_known_args(argv)
     handlers = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
                 "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-                "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
+                "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare,
+                "parse": lambda a, _: parse.parse_command(a.file, a.args, a.json, a.ranks)}
     try:
         return handlers[args.cmd](args, extra)
     except CommstackError as e:
