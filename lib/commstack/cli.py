@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
                        epilog=parse.PARSE_HELP)
     s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
-    s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. "-m 1:1048576" (default: none, '
+    s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. --args="-m 1:1048576" (default: none, '
                                               'so the benchmark\'s default sizes)')
     s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
     s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")

@@ -15,16 +15,10 @@ from typing import Any
 import yaml
 
 from commstack.errors import CommstackError, ConfigError
-from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
+from commstack import benchmarks
+from commstack.benchmarks import METRICS
+from commstack.results.parse import Sweep, parse_tables
 
-HIGHER_IS_BETTER = {"bandwidth_MBps": True, "message_rate": True, "oop_busbw_GBps": True, "ip_busbw_GBps": True,
-                    "oop_algbw_GBps": True, "bandwidth_GiBps": True, "latency_us": False, "oop_time_us": False,
-                    "ip_time_us": False, "time_s": False}
-UNITS = {"bandwidth_MBps": "MB/s", "message_rate": "msg/s", "latency_us": "us", "oop_busbw_GBps": "GB/s",
-         "ip_busbw_GBps": "GB/s", "oop_algbw_GBps": "GB/s", "oop_time_us": "us", "ip_time_us": "us",
-         "bandwidth_GiBps": "GiB/s", "time_s": "s"}
-# how many NICs' line rate one pair may use: bibw sends both ways at once
-LINE_RATE_FACTOR = {"osu_bw": 1, "osu_bibw": 2}
 SEVERITY = ["pass", "unstable", "degraded", "error"]
 
 
@@ -45,12 +39,7 @@ def check_correctness(sweep: Sweep) -> list[str]:
 
 
 def load_recorded(path: Path) -> Sweep:
-    text = path.read_text()
-    if "# Collective test starting" in text:
-        return parse_nccl(text)
-    if text.lstrip().startswith(("Transfer size", "# mpi-pingpong")):
-        return parse_pingpong(text)
-    return parse_osu(text)[0]
+    return parse_tables(path.read_text())[0]
 
 
 @dataclass
@@ -66,7 +55,7 @@ class Reference:
 
     @property
     def unit(self) -> str:
-        return UNITS[self.metric]
+        return METRICS[self.metric].unit
 
     def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
         return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
@@ -115,8 +104,8 @@ def load_references(path: Path) -> References:
         where = f"reference file {path}, entry {i} ({entry.get('id', '?')})"
         try:
             metric = entry["metric"]
-            if metric not in HIGHER_IS_BETTER:
-                raise ConfigError(f"{where}: unknown metric {metric!r}; known: {sorted(HIGHER_IS_BETTER)}")
+            if metric not in METRICS:
+                raise ConfigError(f"{where}: unknown metric {metric!r}; known: {sorted(METRICS)}")
             if "recorded" in entry:
                 sweep = load_recorded((path.parent / entry["recorded"]).resolve())
                 sizes = entry.get("sizes") or sweep.sizes
@@ -184,14 +173,14 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
     bench = repeats[0].benchmark
     failures = [f for s in repeats for f in check_correctness(s)]
     ref = refs.find(bench, tags) if refs else None
-    higher = HIGHER_IS_BETTER[metric]
+    higher = METRICS[metric].higher_is_better
     points, diagnosis = [], []
     for size in repeats[0].sizes:
         values = [s.row(size)[metric] for s in repeats if size in s.sizes]
         med = statistics.median(values)
         spread = (max(values) - min(values)) / med if med else 0.0
         p = Point(size, values, med, spread, None, None, "pass")
-        limit_factor = LINE_RATE_FACTOR.get(bench)
+        limit_factor = benchmarks.get(bench).line_rate_factor
         if line_rate_MBps and limit_factor and metric == "bandwidth_MBps" and tags.get("nodes", 1) >= 2 \
                 and med > line_rate_MBps * limit_factor:
             p.status = "error"
@@ -218,4 +207,4 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
     status = max((p.status for p in points), key=SEVERITY.index, default="pass")
     if failures:
         status = "error"
-    return Verdict(bench, metric, UNITS[metric], status, points, failures, diagnosis)
+    return Verdict(bench, metric, METRICS[metric].unit, status, points, failures, diagnosis)

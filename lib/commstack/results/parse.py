@@ -92,6 +92,7 @@ WHOLE = [
 # a whole-line warning whose text ends like a table row may have swallowed one
 ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail)){1,12}\s*$")
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
 
 @dataclass
@@ -135,8 +136,8 @@ def _own_lines(text: str) -> _Text:
     return out
 
 
-def _number(text: str, line: str, lineno: int) -> float:
-    if not NUMBER.fullmatch(text):
+def _number(text: str, line: str, lineno: int, pattern: re.Pattern = NUMBER) -> float:
+    if not pattern.fullmatch(text):
         raise BadNumberError(f"not a number: {text!r}", line, lineno)
     value = float(text)
     if not math.isfinite(value):
@@ -157,6 +158,13 @@ def _assign_warnings(sweeps: list[Sweep], t: _Text) -> None:
                      for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
     for i, s in enumerate(sweeps):
         s.warnings = [w for n, w in t.warnings if starts[i] <= n < starts[i + 1]]
+
+
+def _check_last_line(t: _Text, sweeps: list[Sweep]) -> None:
+    """A last row without its newline may have been cut inside a number: the programs end every row."""
+    last = t.lines[-1]
+    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
+        raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
 
 
 def _cut_row(t: _Text, lineno: int, line: str, message: str) -> ParseError:
@@ -278,7 +286,7 @@ def _osu_tables(t: _Text) -> list[Sweep]:
                     raise _cut_row(t, lineno, line, f"validation is {val!r}, not {' or '.join(OSU_VALIDATION)}")
                 row[col] = OSU_VALIDATION[val]
             else:
-                row[col] = _number(val, line, lineno)
+                row[col] = _number(val, line, lineno, OSU_NUMBER)
         if cur.rows:
             prev = cur.rows[-1]["size"]
             if not sized or row["size"] != (prev * 2 if prev else 1):
@@ -298,6 +306,7 @@ def parse_osu(text: str) -> list[Sweep]:
     """Every OSU table in `text` (a job script may run several), in order."""
     t = _own_lines(text)
     sweeps = _osu_tables(t)
+    _check_last_line(t, sweeps)
     _assign_warnings(sweeps, t)
     if t.mem_limit:
         for s in sweeps:
@@ -418,6 +427,7 @@ def parse_nccl(text: str) -> Sweep:
         sweep.row_lines.append((lineno, line))
     if sweep is None:
         raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
+    _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
     return sweep
 
@@ -477,6 +487,7 @@ def parse_pingpong(text: str) -> Sweep:
         raise UnknownFormatError("not an mpi-pingpong line", line, lineno)
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+    _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
     return sweep
 

@@ -23,7 +23,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from commstack.errors import CommstackError  # noqa: E402
-from commstack.results.judge import UNITS, HIGHER_IS_BETTER, References  # noqa: E402
+from commstack.benchmarks import METRICS  # noqa: E402
+from commstack.results.judge import References  # noqa: E402
 
 
 class ReportError(CommstackError):
@@ -75,12 +76,12 @@ def plot_curves(records: list[dict], refs: References | None, path: Path, date: 
         if ref:
             pts = sorted(ref.points.items())
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            lo, hi = (1 + ref.lower, 1 + ref.upper) if HIGHER_IS_BETTER[metric] else (1 - ref.upper, 1 - ref.lower)
+            lo, hi = (1 + ref.lower, 1 + ref.upper) if METRICS[metric].higher_is_better else (1 - ref.upper, 1 - ref.lower)
             ax.fill_between(xs, [y * lo for y in ys], [y * hi for y in ys], alpha=0.2, label=f"reference {ref.id}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("message size (B)")
-    ax.set_ylabel(f"{metric} ({UNITS[metric]})")
+    ax.set_ylabel(f"{metric} ({METRICS[metric].unit})")
     ax.set_title(_title(records, first["benchmark"], date), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
@@ -108,7 +109,7 @@ def plot_bars(records: list[dict], path: Path, date: str) -> None:
         ax.set_xticks([c + width * (len(envs) - 1) / 2 for c in range(len(counts))], [str(n) for n in counts])
         ax.set_xlabel("nodes")
         ax.set_title(f"{size} B", fontsize=9)
-    axes[0][0].set_ylabel(f"{first['metric']} ({UNITS[first['metric']]})")
+    axes[0][0].set_ylabel(f"{first['metric']} ({METRICS[first['metric']].unit})")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(_title(records, f"{first['benchmark']}: native vs container", date), fontsize=9)
     fig.tight_layout()
@@ -170,7 +171,7 @@ def _render(records: list[dict], refs: References | None, out: Path, date: str, 
                 m = medians(r).get(size)
                 cells.append(f"{m[0]:.2f} ± {m[1]:.2f}" if m and m[2] > 1 else f"{m[0]:.2f}" if m else "")
             md.append(f"| {size} | " + " | ".join(cells) + " |")
-        md.append(f"\n{metric} in {UNITS[metric]}; median (± standard deviation over repeats).")
+        md.append(f"\n{metric} in {METRICS[metric].unit}; median (± standard deviation over repeats).")
         for r in rs:
             if r["verdict"] != "pass":
                 md += ["", "```", r.get("verdict_detail", r["verdict"]), "```"]
@@ -204,7 +205,7 @@ def compare(a_dir: Path, b_dir: Path, tolerance: float = 0.05) -> list[Change]:
         if r["step"] not in base:
             continue
         ma, mb = medians(base[r["step"]]), medians(r)
-        higher = HIGHER_IS_BETTER[r["metric"]]
+        higher = METRICS[r["metric"]].higher_is_better
         for size in sorted(set(ma) & set(mb)):
             (va, da, _), (vb, db, _) = ma[size], mb[size]
             ratio = vb / va if va else float("inf")

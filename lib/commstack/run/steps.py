@@ -16,25 +16,16 @@ from typing import Any
 
 import yaml
 
+from commstack import benchmarks
 from commstack.errors import ConfigError
 from commstack.run.launch import Step
 from commstack.config import System
 
 from commstack.paths import SUITES as SUITES_DIR
 
-#: OSU benchmark -> its directory under libexec/osu-micro-benchmarks/mpi
-OSU_DIRS = {"osu_latency": "pt2pt", "osu_bw": "pt2pt", "osu_bibw": "pt2pt", "osu_mbw_mr": "pt2pt",
-            "osu_multi_lat": "pt2pt", "osu_get_acc_latency": "one-sided", "osu_put_latency": "one-sided",
-            "osu_allreduce": "collective", "osu_alltoall": "collective", "osu_bcast": "collective",
-            "osu_allgather": "collective", "osu_reduce": "collective", "osu_barrier": "collective"}
-NCCL = {"all_reduce_perf", "all_gather_perf", "alltoall_perf", "broadcast_perf", "reduce_scatter_perf",
-        "sendrecv_perf"}
 #: where the images put things (containers/templates: the view, and osu-mb's WORKDIR)
 IMAGE_VIEW = "/opt/view"
 
-#: what a step's rows are judged on, by benchmark
-METRICS = {"osu_bw": "bandwidth_MBps", "osu_bibw": "bandwidth_MBps", "osu_mbw_mr": "bandwidth_MBps",
-           "mpi-pingpong": "bandwidth_GiBps"}
 STEP_KEYS = {"benchmark", "sizes", "nodes", "ranks_per_node", "odd", "memory", "environments", "args",
              "repeats", "node_counts", "timeout_s", "mode", "id"}
 
@@ -54,13 +45,7 @@ class SuiteStep:
 
     @property
     def metric(self) -> str:
-        if self.tool == "nccl-tests":
-            return "oop_busbw_GBps"
-        return METRICS.get(self.benchmark, "latency_us")
-
-
-#: OSU's arguments for device buffers (seed 004: -d cuda D D); a suite may say otherwise
-DEVICE_ARGS = {"pt2pt": ["-d", "cuda", "D", "D"], "one-sided": ["-d", "cuda", "D", "D"], "collective": ["-d", "cuda"]}
+        return benchmarks.get(self.benchmark).metric
 
 
 @dataclass
@@ -69,7 +54,7 @@ class Suite:
     description: str
     steps: list[dict]
     path: Path
-    device_args: dict[str, list[str]] = field(default_factory=lambda: dict(DEVICE_ARGS))
+    device_args: dict[str, list[str]] = field(default_factory=dict)  # the suite's, by OSU directory
 
 
 def known_suites() -> list[str]:
@@ -87,18 +72,14 @@ def load_suite(name: str) -> Suite:
         extra = set(s) - STEP_KEYS
         if extra or "benchmark" not in s:
             raise SuiteError(f"{path}: step {i + 1}: " + (f"unknown keys {sorted(extra)}" if extra else "no benchmark"))
-    device = {**DEVICE_ARGS, **{k: [str(a) for a in v] for k, v in (data.get("device_args") or {}).items()}}
+    device = {k: [str(a) for a in v] for k, v in (data.get("device_args") or {}).items()}
     return Suite(data.get("name", name), data.get("description", ""), data["steps"], path, device)
 
 
 def _tool(benchmark: str) -> str:
-    if benchmark in OSU_DIRS:
-        return "osu"
-    if benchmark in NCCL:
-        return "nccl-tests"
-    if benchmark == "mpi-pingpong":
-        return "mpi-pingpong"
-    raise SuiteError(f"unknown benchmark {benchmark!r}")
+    if benchmark not in benchmarks.BENCHMARKS:
+        raise SuiteError(f"unknown benchmark {benchmark!r}")
+    return benchmarks.BENCHMARKS[benchmark].tool
 
 
 def _per_node(value: Any, system: System, where: str) -> int:
@@ -108,13 +89,6 @@ def _per_node(value: Any, system: System, where: str) -> int:
         have = f"; system {system.name} has {n} per node" if value in counts else ""
         raise SuiteError(f"{where}: ranks_per_node {value!r} gives no ranks{have}")
     return n
-
-
-def _size_args(tool: str, sizes: list[int]) -> list[str]:
-    lo, hi = sizes
-    if tool == "osu":
-        return ["-m", f"{lo}:{hi}"]
-    return ["-b", str(lo), "-e", str(hi)] + (["-f", "2"] if tool == "nccl-tests" else [])
 
 
 def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
@@ -187,15 +161,16 @@ def _program(tool: str, bench: str, raw: dict, memory: str, environment: str, bi
     container = environment != "native"
     args = [str(a) for a in raw.get("args", [])]
     sizes = raw.get("sizes")
+    b = benchmarks.get(bench)
+    size_args = b.sizes.args(*sizes) if sizes else []
     if tool == "osu":
-        exe = (f"./{OSU_DIRS[bench]}/{bench}" if container  # the osu-mb image's WORKDIR
-               else f"{binaries.get('osu', '$OSU_MPI')}/{OSU_DIRS[bench]}/{bench}")
-        size_args = _size_args(tool, sizes) if sizes else []
+        exe = (f"./{b.directory}/{bench}" if container  # the osu-mb image's WORKDIR
+               else f"{binaries.get('osu', '$OSU_MPI')}/{b.directory}/{bench}")
         if memory == "device":
-            return [exe, *args, *size_args, *device_args[OSU_DIRS[bench]]]
+            return [exe, *args, *size_args, *device_args.get(b.directory, b.device_args)]
         return [exe, *args, *size_args]
     if tool == "mpi-pingpong":
         exe = f"{IMAGE_VIEW}/bin/mpi-pingpong" if container else binaries.get("mpi-pingpong", "$PINGPONG")
-        return [exe, "-m", mode, *(_size_args(tool, sizes) if sizes else []), *args]
+        return [exe, "-m", mode, *size_args, *args]
     exe = f"{IMAGE_VIEW}/bin/{bench}" if container else f"{binaries.get('nccl-tests', '$NCCL_TESTS')}/bin/{bench}"
-    return [exe, *(_size_args(tool, sizes) if sizes else []), *args]
+    return [exe, *size_args, *args]
