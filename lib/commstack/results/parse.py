@@ -76,7 +76,8 @@ CRASH = re.compile(
 # Warnings with a known end, stripped where they are glued to the start or end of a line.
 # OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
 GLUED = [
-    re.compile(r"(?:\.{1,2})?/\S*: (?:\.{1,2})?/\S*: no version information available \(required by /\S*\)"),
+    re.compile(r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+               r"\(required by /[^\s()]*\)"),
     re.compile(r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
                r"Increase -M, --mem-limit for higher message sizes\."),
 ]
@@ -90,7 +91,7 @@ WHOLE = [
     re.compile(r"Nodes:\d+ Tasks:\d+ Per Node:\d+"),  # job-script banner (seed 004)
 ]
 # a whole-line warning whose text ends like a table row may have swallowed one
-ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail)){1,12}\s*$")
+ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
@@ -570,6 +571,10 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
         following = last + sweep.meta["step"]
     else:
         following = last * sweep.meta.get("step", 2) if last else 1
+    first = sweep.rows[0]["size"]
+    if bench.sized and first > max(lo, 8):  # datatypes of up to 8 B start a sweep at their size
+        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B, {lo} B was asked for: rows are missing",
+                             *sweep.row_lines[0][::-1])
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
