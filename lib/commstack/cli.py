@@ -31,6 +31,7 @@ import yaml
 
 import commstack
 from commstack.config import known_systems, load_suite, load_system
+from commstack.results import parse
 from commstack.results.compare import compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
@@ -374,12 +375,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("results")
     s.add_argument("--tolerance", type=float, default=None,
                    help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
+    s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
+                       epilog=parse.PARSE_HELP)
+    s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
+    s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. --args="-m 1:1048576" '
+                                              '(default: none, so the benchmark\'s default sizes)')
+    s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
+    s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")
     return p
 
 
 HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
             "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-            "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
+            "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare,
+            "parse": lambda a, _: parse.parse_command(a.file, a.args, a.json, a.ranks)}
 
 
 def main(argv: list[str] | None = None) -> int:

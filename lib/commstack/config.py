@@ -14,6 +14,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
+from commstack.benchmarks import BENCHMARKS
 from commstack.errors import ConfigError, UnknownSystemError
 from commstack.paths import SUITES, SYSTEMS
 
@@ -179,8 +180,7 @@ class StepSpec(Strict):
     @field_validator("benchmark")
     @classmethod
     def _known(cls, v: str) -> str:
-        from commstack.run.steps import known_benchmarks  # imports this module
-        if v not in known_benchmarks():
+        if v not in BENCHMARKS:
             raise ValueError(f"unknown benchmark {v!r}")
         return v
 

@@ -14,16 +14,64 @@ class UnknownSystemError(ConfigError):
 
 
 class ParseError(CommstackError):
-    """Output that does not fit the format its header announced; quotes the line."""
+    """Output that is not a complete, valid benchmark table; quotes the offending line.
+
+    `kind` names the problem in reports and in `commstack parse`, whose exit status is `exit_code`."""
+
+    kind = "parse-error"
+    exit_code = 3
 
     def __init__(self, message: str, line: str | None = None, lineno: int | None = None):
-        self.line, self.lineno = line, lineno
+        self.message, self.line, self.lineno = message, line, lineno
         where = f" (line {lineno}: {line!r})" if line is not None else ""
         super().__init__(message + where)
 
 
+class EmptyOutputError(ParseError):
+    """No benchmark output at all (nothing, or only warnings)."""
+
+    kind = "empty"
+    exit_code = 4
+
+
 class UnknownFormatError(ParseError):
-    """No known benchmark header was found, or the header names unknown columns."""
+    """A title, header or line that no known format has."""
+
+    kind = "unknown-format"
+    exit_code = 5
+
+
+class BadNumberError(ParseError):
+    """A value where a number (or a byte count) should be is not one."""
+
+    kind = "bad-number"
+    exit_code = 6
+
+
+class TruncatedError(ParseError):
+    """The sweep stops before the last size its arguments, or the benchmark's defaults, ask for."""
+
+    kind = "truncated"
+    exit_code = 7
+
+
+class ValidationFailedError(ParseError):
+    """The benchmark's own data check failed (a Fail row, wrong elements, a validation error line)."""
+
+    kind = "validation-failed"
+    exit_code = 8
+
+
+class CrashedError(ParseError):
+    """The output holds a launcher error line or a signal: a rank died."""
+
+    kind = "crashed"
+    exit_code = 9
+
+
+#: every parse error kind, for `commstack parse --help` and reports
+PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
+                CrashedError)
 
 
 class LaunchError(CommstackError):

@@ -1,38 +1,302 @@
-"""Parsers against every recorded real output in the seeds, and corrupted copies of them."""
+"""Parsers against every recorded real output (OSU 7.2 and 5.7 runs, the seeds), through
+`commstack parse`, and corrupted copies of them."""
 
-from pathlib import Path
+import json
+import shlex
+import subprocess
+import sys
 
 import pytest
 import yaml
 
+from commstack import benchmarks, cli
+from commstack.errors import PARSE_ERRORS, ParseError, UnknownFormatError
 from commstack.paths import TOP
-from commstack.errors import ParseError, UnknownFormatError
 from commstack.results.judge import check_correctness
-from commstack.results.parse import parse_nccl, parse_osu, parse_pingpong
+from commstack.results.parse import parse_nccl, parse_osu, parse_output, parse_pingpong, parse_tables
 
 SEEDS = TOP / "systems" / "references" / "seeds"
-INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
+SEED_INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
+OSU = TOP / "tests" / "data" / "osu"
+OSU_INDEX = yaml.safe_load((OSU / "index.yaml").read_text())
+EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS} | {"ok": 0}
 
 
-def parse_any(name: str):
-    text = (SEEDS / name).read_text()
-    if name.startswith("cscs-nccl"):
-        return [parse_nccl(text)]
-    if "pingpong" in name:
-        return [parse_pingpong(text)]
-    return parse_osu(text)
+def swap(text, old, new):
+    """`text` with `old`, which it holds once, replaced."""
+    assert text.count(old) == 1
+    return text.replace(old, new)
 
 
-def test_index_names_every_recorded_output():
-    assert sorted(INDEX) == sorted(p.name for p in SEEDS.glob("*.txt"))
+def osu_text(name: str) -> str:
+    return (OSU / name).read_bytes().decode(errors="replace")
 
 
-@pytest.mark.parametrize("name", sorted(INDEX))
+def commstack_parse(capsys, path, args="", *extra):
+    """`commstack parse` in this process: the same code path as the command, 130 times faster to start."""
+    rc = cli.main(["parse", str(path), f"--args={args}", *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ----------------------------------------------------------------- real OSU 7.2 and 5.7 outputs
+
+
+def test_osu_index_names_every_recorded_output():
+    assert sorted(OSU_INDEX) == sorted(str(p.relative_to(OSU)) for p in OSU.glob("*/*.stdout"))
+    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty"}
+
+
+@pytest.mark.parametrize("name", sorted(OSU_INDEX))
+def test_every_real_osu_output_through_commstack_parse(capsys, name):
+    entry = OSU_INDEX[name]
+    rc, out, err = commstack_parse(capsys, OSU / name, entry["args"], "--ranks", str(entry["ranks"]), "--json")
+    assert rc == EXIT[entry["expect"]], err
+    if entry["expect"] == "ok":
+        doc = json.loads(out)
+        tables = doc if isinstance(doc, list) else [doc]
+        # every data line of the file (counted by its first character) is a row
+        assert sum(len(t["rows"]) for t in tables) == entry["rows"]
+        assert all(t["version"] == name.split("/")[0] and t["columns"][0] == {"name": "size", "unit": "B"}
+                   for t in tables)
+    else:
+        assert f": {entry['expect']}: " in err and "line " in err or entry["expect"] == "empty"
+
+
+@pytest.mark.parametrize("name,kind", [("7.2/osu_bw.stdout", "ok"), ("5.7/osu_latency.stdout", "ok"),
+                                       ("7.2/osu_acc_latency-c.stdout", "truncated"),
+                                       ("5.7/osu_bw-c.stdout", "unknown-format"),
+                                       ("7.2/osu_latency-np1.stdout", "empty")])
+def test_commstack_parse_as_a_user_types_it(name, kind):
+    entry = OSU_INDEX[name]
+    p = subprocess.run([sys.executable, "-m", "commstack", "parse", str(OSU / name), f"--args={entry['args']}"],
+                       capture_output=True, text=True)
+    assert p.returncode == EXIT[kind], p.stderr
+    assert "Traceback" not in p.stderr
+    if kind == "ok":
+        assert "complete and valid" in p.stdout
+    else:
+        assert f": {kind}: " in p.stderr
+
+
+def test_parse_help_documents_every_exit_status():
+    p = subprocess.run([sys.executable, "-m", "commstack", "parse", "--help"], capture_output=True, text=True)
+    help_text = " ".join(p.stdout.split())
+    for e in PARSE_ERRORS:
+        assert f"{e.exit_code} {e.kind}" in help_text
+    assert len({e.exit_code for e in PARSE_ERRORS}) == len(PARSE_ERRORS)
+
+
+def test_json_gives_benchmark_version_columns_with_units_and_rows(capsys):
+    rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_allreduce-f-c.stdout", "-i 20 -x 2 -f -c", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and (doc["benchmark"], doc["version"], doc["meta"]["datatype"]) == ("osu_allreduce", "7.2", "MPI_CHAR")
+    assert [(c["name"], c["unit"]) for c in doc["columns"]] == [
+        ("size", "B"), ("latency_us", "us"), ("min_latency_us", "us"), ("max_latency_us", "us"),
+        ("iterations", None), ("validation", None)]
+    assert doc["rows"][0] == {"size": 1, "latency_us": 14.44, "min_latency_us": 10.65, "max_latency_us": 21.86,
+                              "iterations": 20, "validation": "Pass"}
+
+
+def test_osu_72_point_to_point_prints_the_datatype_after_the_header():
+    s = parse_output(None, osu_text("7.2/osu_latency-c.stdout"), [])
+    assert s.columns == ["size", "latency_us", "validation"] and s.meta["datatype"] == "MPI_CHAR"
+    assert (s.sizes[0], s.sizes[-1], len(s.rows)) == (1, 4194304, 23)
+
+
+def test_osu_57_latency_starts_at_zero_and_has_no_datatype_line():
+    s = parse_output("osu_latency", osu_text("5.7/osu_latency.stdout"), ["-i", "20"])
+    assert s.sizes[:2] == [0, 1] and "datatype" not in s.meta and s.version == "5.7"
+
+
+def test_osu_72_mbw_mr_title_twice_and_pairs_line():
+    s = parse_output(None, osu_text("7.2/osu_mbw_mr-np4.stdout"), [])
+    assert (s.meta["pairs"], s.meta["window_size"]) == (2, 64)
+    assert s.columns == ["size", "bandwidth_MBps", "message_rate"] and s.row(4194304)["message_rate"] == 3326.39
+
+
+def test_osu_one_sided_window_lines_and_passed_validation():
+    s = parse_output(None, osu_text("7.2/osu_get_acc_latency.stdout"), [])
+    assert (s.meta["window_creation"], s.meta["synchronization"]) == ("MPI_Win_create", "MPI_Win_lock/unlock")
+    rows = parse_osu(osu_text("7.2/osu_acc_latency-c.stdout"))[0].rows
+    assert {r["validation"] for r in rows} == {"Pass"}  # written "passed"
+
+
+def test_osu_barrier_has_one_row_without_a_size():
+    s = parse_output(None, osu_text("5.7/osu_barrier-f.stdout"), ["-f"])
+    assert s.rows == [{"size": 0, "latency_us": 11.77, "min_latency_us": 11.52, "max_latency_us": 11.91,
+                       "iterations": 20}]
+
+
+def test_osu_72_all_datatypes_are_one_table_each():
+    text = osu_text("7.2/osu_allreduce-T_all.stdout")
+    tables = parse_tables(text)
+    assert [(t.meta["datatype"], t.sizes[0], t.sizes[-1]) for t in tables] == [
+        ("MPI_CHAR", 1, 64), ("MPI_INT", 4, 64), ("MPI_FLOAT", 4, 64)]
+    with pytest.raises(UnknownFormatError, match="3 tables in one output"):
+        parse_output(None, text, ["-m", "1:64"])
+
+
+def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
+    out, err = osu_text("5.7/osu_cas_latency.stdout"), osu_text("5.7/osu_cas_latency.stderr")
+    assert expect_kind(out, []) == "truncated"
+    e = raises(out + err, [])
+    assert (e.kind, e.line) == ("crashed", "[vm:24709] *** Process received signal ***")
+    killed = osu_text("7.2/osu_latency-rank-killed.stdout") + osu_text("7.2/osu_latency-rank-killed.stderr")
+    assert expect_kind(killed, []) == "crashed"
+
+
+def test_truncated_quotes_the_last_row_and_the_sizes_asked():
+    e = raises(osu_text("7.2/osu_acc_latency-c.stdout"), ["-c"])
+    assert e.kind == "truncated" and e.line.split() == ["2097152", "109.49", "passed"] and e.lineno == 27
+    assert "1..4194304 B" in e.message
+    # the same rows are complete when the arguments asked for no more
+    assert parse_output(None, osu_text("7.2/osu_acc_latency-c.stdout"), ["-m", "1:2097152"]).sizes[-1] == 2097152
+
+
+def test_sizes_from_the_arguments_win_over_the_defaults():
+    text = osu_text("7.2/osu_bw-m8_1M.stdout")
+    assert parse_output(None, text, ["-m", "8:1048576"]).sizes[-1] == 1048576
+    assert expect_kind(text, []) == "truncated"
+    assert expect_kind(text, ["-m", "2097152"]) == "truncated"
+    assert expect_kind(text, ["--message-size=8:1048576"]) == "ok"
+
+
+def test_osu_memory_limit_shortens_a_collective_sweep():
+    text = osu_text("7.2/osu_alltoall.stdout")  # ends at 1 MiB
+    assert expect_kind(text, [], ranks=3) == "ok"
+    assert expect_kind(text, ["-m", "1:4194304"], ranks=3) == "truncated"
+    assert expect_kind(text, ["-m", "1:4194304"], ranks=512) == "ok"  # 512 MiB / 512 ranks = 1 MiB
+    assert expect_kind(text, ["-m", "1:4194304", "-M", "3145728"], ranks=3) == "ok"
+    # 7.x says so on stderr, without a newline: glued to the next line of a 2>&1 transcript
+    glued = swap(text, "# OSU", "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for "
+                                  "higher message sizes.# OSU")
+    s = parse_output(None, glued, ["-m", "1:4194304"])
+    assert s.meta["mem_limit"] == 1048576 and len(s.rows) == 21 and "Limiting" in s.warnings[0]
+
+
+def test_wrong_benchmark_and_usage_text():
+    with pytest.raises(UnknownFormatError, match="expected osu_bw output"):
+        parse_output("osu_bw", osu_text("7.2/osu_latency.stdout"), [])
+    e = raises(osu_text("7.2/osu_barrier-c.stdout"), [])
+    assert e.kind == "unknown-format" and "usage" in e.message and e.line == "Usage: osu_barrier [options]"
+
+
+# ----------------------------------------------------------------------- corrupted copies
+
+
+def raises(text: str, args: list[str], ranks: int | None = None) -> ParseError:
+    with pytest.raises(ParseError) as info:
+        parse_output(None, text, args, ranks)
+    return info.value
+
+
+def expect_kind(text: str, args: list[str], ranks: int | None = None) -> str:
+    try:
+        parse_output(None, text, args, ranks)
+    except ParseError as e:
+        return e.kind
+    return "ok"
+
+
+BW = "7.2/osu_bw-c.stdout"
+
+
+def test_cut_mid_table_is_truncated():
+    text = osu_text(BW)
+    at = text.index("65536")
+    assert raises(text[:at], []).kind == "truncated"                 # after a whole row
+    e = raises(text[:at + 20], [])                                   # inside a row
+    assert e.kind == "truncated" and e.line.startswith("65536")
+
+
+def test_garbled_number_is_bad_number():
+    e = raises(swap(osu_text(BW), " 713.43", " 71z.43"), [])
+    assert (e.kind, e.line.split()[1], e.lineno) == ("bad-number", "71z.43", 19)
+    assert raises(swap(osu_text(BW), " 13.57", "-13.57"), []).kind == "bad-number"
+
+
+def test_non_utf8_bytes_are_bad_number_not_lost():
+    raw = (OSU / BW).read_bytes()
+    assert raw.count(b"713.43") == 1
+    e = raises(raw.replace(b"713.43", b"71\xff.43").decode(errors="replace"), [])
+    assert e.kind == "bad-number" and "\ufffd" in e.line and e.lineno == 19
+
+
+def test_injected_srun_error_lines_are_crashed():
+    text = osu_text(BW)
+    for bad in ("srun: error: nid001234: task 1: Segmentation fault (core dumped)",
+                "srun: Terminating StepId=1234.0",
+                "slurmstepd: error: *** STEP 1234.0 ON nid001234 CANCELLED AT 2025-01-01T00:00:00 ***"):
+        e = raises(swap(text, "65536", bad + "\n65536"), [])
+        assert (e.kind, e.line) == ("crashed", bad)
+
+
+def test_glued_loader_warning_keeps_the_row():
+    warning = ("/usr/local/libexec/osu-micro-benchmarks/mpi/./pt2pt/osu_bw: /usr/lib/aarch64-linux-gnu/"
+               "libnl-3.so.200: no version information available (required by /usr/lib64/libcxi.so.1)")
+    text = osu_text(BW)
+    row = next(line for line in text.splitlines() if line.startswith("65536"))
+    s = parse_output(None, swap(text, row, row + warning), [])
+    assert len(s.rows) == 23 and s.row(65536)["validation"] == "Pass" and s.warnings == [warning]
+    s = parse_output(None, swap(text, row, warning + row), [])
+    assert len(s.rows) == 23 and s.warnings == [warning]
+
+
+def test_glued_unknown_text_is_an_error_not_a_lost_row():
+    text = osu_text(BW)
+    row = next(line for line in text.splitlines() if line.startswith("65536"))
+    e = raises(swap(text, row, row + " WARNING: something odd"), [])
+    assert e.kind == "unknown-format" and e.line.endswith("something odd")
+    ucx = "[1700000000.123456] [nid001:1234:0]  ucp_context.c:1234 UCX  WARN  transport 'cxi' is not available"
+    assert len(parse_output(None, swap(text, row, ucx + "\n" + row), []).rows) == 23
+    e = raises(swap(text, row, ucx + "   " + row), [])  # a row swallowed by a free-text warning
+    assert e.kind == "unknown-format" and "glued" in e.message
+
+
+def test_fail_rows_are_validation_failed():
+    text = osu_text(BW)
+    row = next(line for line in text.splitlines() if line.startswith("262144"))
+    e = raises(swap(text, row, row.replace("Pass", "Fail")), [])
+    assert e.kind == "validation-failed" and e.line.startswith("262144")
+    acc = swap(osu_text("7.2/osu_acc_latency-c.stdout"), "\n2                       0.19            passed",
+               "\n2                       0.19            failed")
+    assert expect_kind(acc, ["-m", "1:2097152"]) == "validation-failed"
+
+
+def test_missing_middle_row_and_empty():
+    text = osu_text(BW)
+    row = next(line for line in text.splitlines() if line.startswith("1024 "))
+    e = raises(swap(text, row + "\n", ""), [])
+    assert e.kind == "unknown-format" and "missing" in e.message and e.line.startswith("2048")
+    assert raises("", []).kind == "empty"
+    assert raises("\n\n  \n", []).kind == "empty"
+
+
+# ------------------------------------------------------------------------------------- seeds
+
+
+def parse_seed(name: str):
+    return parse_tables((SEEDS / name).read_text())
+
+
+def test_seed_index_names_every_recorded_output():
+    assert sorted(SEED_INDEX) == sorted(p.name for p in SEEDS.glob("*.txt"))
+
+
+@pytest.mark.parametrize("name", sorted(SEED_INDEX))
 def test_every_seed_output_parses_and_is_correct(name):
-    sweeps = parse_any(name)
+    sweeps = parse_seed(name)
     assert sweeps and all(s.rows for s in sweeps)
     for s in sweeps:
         assert check_correctness(s) == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SEED_INDEX if "nersc10" not in n))
+def test_every_single_run_seed_is_complete_against_its_command(name):
+    command = SEED_INDEX[name]["command"].split()
+    exe = next((i for i, a in enumerate(command) if "osu_" in a or "_perf" in a), len(command))
+    assert parse_output(None, (SEEDS / name).read_text(), command[exe + 1:]).rows
 
 
 # (file, benchmark, device, rows, first (size, value), last (size, value), column)
@@ -54,104 +318,57 @@ EXPECTED = [
 
 @pytest.mark.parametrize("name,bench,device,nrows,first,last,col", EXPECTED)
 def test_seed_tables_values(name, bench, device, nrows, first, last, col):
-    s = parse_any(name)[0]
+    s = parse_seed(name)[0]
     assert (s.benchmark, s.device, len(s.rows)) == (bench, device, nrows)
     assert (s.rows[0]["size"], s.rows[0][col]) == first
     assert (s.rows[-1]["size"], s.rows[-1][col]) == last
 
 
-def test_osu_v75_header_meta_and_loader_noise():
-    s = parse_any("cscs-osu-08.txt")[0]
+def test_osu_v75_header_meta_and_loader_warnings():
+    s = parse_seed("cscs-osu-08.txt")[0]
     assert s.version == "7.5" and s.meta["datatype"] == "MPI_CHAR"
     assert s.columns == ["size", "latency_us", "validation"]
-    assert len(s.noise) == 8 and "libcxi" in s.noise[0]  # one loader warning per rank
+    assert len(s.warnings) == 8 and "libcxi" in s.warnings[0]  # one loader warning per rank
 
 
 def test_osu_several_tables_in_one_job_seed_004():
-    s = parse_any("nersc10-archer2.txt")
+    s = parse_seed("nersc10-archer2.txt")
     assert [(x.benchmark, x.meta["datatype"], x.rows[0]["size"], x.rows[0]["latency_us"]) for x in s] == [
         ("osu_allreduce", "MPI_INT", 8, 33.58), ("osu_allreduce", "MPI_INT", 26214400, 29942.75),
         ("osu_alltoall", "MPI_CHAR", 1048576, 87258.19)]
+    assert s[0].warnings == ["Nodes:256 Tasks:512 Per Node:2"]
 
 
 def test_nccl_seed_002_columns_devices_and_summary():
-    s = parse_any("cscs-nccl-01.txt")[0]
+    s = parse_seed("cscs-nccl-01.txt")[0]
     assert s.benchmark == "all_reduce_perf" and s.complete is True
     assert s.meta["minBytes"] == 8 and s.meta["maxBytes"] == 134217728 and s.meta["iters"] == 20
-    assert s.meta["avg_busbw_GBps"] == pytest.approx(19.7866) and s.meta["out_of_bounds_ok"] is True
+    assert s.meta["avg_busbw_GBps"] == pytest.approx(19.7866) and s.meta["out_of_bounds"] == 0
     assert [(d["rank"], d["host"], d["device"], d["pci"]) for d in s.meta["devices"]][3:5] == [
         (3, "nid005471", 3, "0039:01:00"), (4, "nid005487", 0, "0009:01:00")]
     assert s.row(134217728)["oop_busbw_GBps"] == 122.57 and s.row(134217728)["ip_busbw_GBps"] == 123.11
     assert s.row(33554432)["oop_time_us"] == 686.5
-    nohook = parse_any("cscs-nccl-02.txt")[0]
+    nohook = parse_seed("cscs-nccl-02.txt")[0]
     assert nohook.row(33554432)["oop_time_us"] == 17388.0  # integer-formatted time column
 
 
-# ----------------------------------------------------------------------- corrupted copies
-
-
-def corrupt(name: str, old: str, new: str, count: int = 1) -> str:
+def seed(name: str, old: str = "", new: str = "") -> str:
     text = (SEEDS / name).read_text()
     assert old in text
-    return text.replace(old, new, count)
+    return text.replace(old, new, 1)
 
 
-def test_osu_row_with_extra_field_quotes_the_line():
-    bad = corrupt("cscs-osu-01.txt", "65536               22049.82              Pass",
-                  "65536               22049.82              Pass   7")
-    with pytest.raises(ParseError, match=r"65536 +22049.82 +Pass +7"):
-        parse_osu(bad)
-
-
-def test_osu_truncated_mid_row_is_an_error():
-    text = (SEEDS / "cscs-osu-07.txt").read_text()
-    cut = text[: text.index("4194304") + len("4194304")]
-    with pytest.raises(ParseError, match="row has 1 fields"):
-        parse_osu(cut)
-
-
-def test_osu_unknown_column_and_unknown_title():
-    with pytest.raises(UnknownFormatError, match="unknown OSU column 'Bandwidth \\(GB/s\\)'"):
-        parse_osu(corrupt("cscs-osu-01.txt", "Bandwidth (MB/s)", "Bandwidth (GB/s)"))
-    with pytest.raises(UnknownFormatError, match="Frobnicate"):
-        parse_osu(corrupt("cscs-osu-01.txt", "Bandwidth Test", "Frobnicate Test"))
-
-
-def test_osu_garbage_and_empty():
-    with pytest.raises(UnknownFormatError, match="before any OSU header"):
-        parse_osu("Segmentation fault (core dumped)\n")
-    with pytest.raises(UnknownFormatError):
-        parse_osu("")
-    with pytest.raises(ParseError, match="not a number"):
-        parse_osu(corrupt("cscs-osu-07.txt", "3.34 ", "3,34 "))
-
-
-def test_osu_fail_row_and_validation_error_are_kept():
-    s = parse_osu(corrupt("cscs-osu-01.txt", "23555.35              Pass", "23555.35              Fail")
-                  + "DATA VALIDATION ERROR: osu_bw\n")[0]
-    assert s.row(262144)["validation"] == "Fail"
-    assert check_correctness(s) == ["DATA VALIDATION ERROR: osu_bw", "osu_bw: data validation failed at 262144 B"]
-
-
-def test_osu_header_only_is_truncated():
-    with pytest.raises(ParseError, match="truncated"):
-        parse_osu("# OSU MPI Bandwidth Test v7.5\n# Datatype: MPI_CHAR.\n")
-
-
-def test_nccl_wrong_elements_and_truncation():
-    s = parse_nccl(corrupt("cscs-nccl-01.txt", "-1    17.93    0.00    0.00      0", "-1    17.93    0.00    0.00      3"))
-    assert check_correctness(s) == ["all_reduce_perf: 3 wrong elements (oop_wrong) at 8 B"]
-    text = (SEEDS / "cscs-nccl-01.txt").read_text()
-    cut = parse_nccl(text[: text.index("# Out of bounds")])
-    assert cut.complete is False and "sweep stopped early" in check_correctness(cut)[0]
-    with pytest.raises(ParseError, match="row has 12 fields"):
-        parse_nccl(text.replace("1916.4   70.04  122.57      0", "1916.4   70.04  122.57"))
-
-
-def test_nccl_exponent_numbers_and_oob_failure():
-    s = parse_nccl(corrupt("cscs-nccl-01.txt", "1916.4", "1.9164e+03").replace("0 OK", "2 FAILED"))
-    assert s.row(134217728)["oop_time_us"] == 1916.4
-    assert "2 out-of-bounds values" in check_correctness(s)[0]
+def test_nccl_wrong_elements_truncation_and_oob():
+    e = raises(seed("cscs-nccl-01.txt", "-1    17.93    0.00    0.00      0", "-1    17.93    0.00    0.00      3"), [])
+    assert e.kind == "validation-failed" and e.line.split()[8] == "3"
+    text = seed("cscs-nccl-01.txt")
+    e = raises(text[: text.index("# Out of bounds")], [])
+    assert e.kind == "truncated" and "end line" in e.message and e.line.split()[0] == "134217728"
+    e = raises(swap(text, "1916.4   70.04  122.57      0", "1916.4   70.04  122.57"), [])
+    assert e.kind == "unknown-format" and "12 fields" in e.message
+    assert raises(swap(text, "0 OK", "2 FAILED"), []).kind == "validation-failed"
+    assert raises(text.replace("\n", "\nsrun: error: nid005487: task 5: Killed\n", 20), []).kind == "crashed"
+    assert parse_nccl(swap(text, "1916.4", "1.9164e+03")).row(134217728)["oop_time_us"] == 1916.4
 
 
 def test_pingpong_our_format_check_column_and_end_line():
@@ -163,8 +380,33 @@ def test_pingpong_our_format_check_column_and_end_line():
     s = parse_pingpong(text)
     assert s.meta["mode"] == "cpu" and s.complete and s.sizes == [8, 16]
     assert len(check_correctness(s)) == 2
-    with pytest.raises(ParseError, match="sweep goes to 64"):
-        parse_pingpong(text.replace("max=16", "max=64"))
-    assert parse_pingpong(text.replace("# mpi-pingpong done: data check FAILED\n", "")).complete is False
-    with pytest.raises(UnknownFormatError, match="not an mpi-pingpong line"):
-        parse_pingpong(text + "garbage\n")
+    e = raises(text, [])
+    assert e.kind == "validation-failed" and e.line.startswith("DATA VALIDATION ERROR")
+    good = swap(swap(text, "Check: Fail", "Check: Pass"),
+                "DATA VALIDATION ERROR: size 16, first wrong byte at 3 on rank 1\n", "")
+    assert parse_output("mpi-pingpong", good, []).sizes == [8, 16]
+    assert raises(swap(good, "max=16", "max=64"), []).kind == "truncated"
+    assert raises(swap(good, "# mpi-pingpong done: data check FAILED\n", ""), []).kind == "truncated"
+    assert raises(good + "garbage\n", []).kind == "unknown-format"
+
+
+# ------------------------------------------------------------------------------- the registry
+
+
+def test_registry_size_arguments_round_trip():
+    for b in benchmarks.BENCHMARKS.values():
+        assert b.sizes.requested(b.sizes.args(8, 1048576)) == (8, 1048576)
+    nccl = benchmarks.get("all_reduce_perf")
+    assert nccl.sizes.args(8, "128M") == ["-b", "8", "-e", "128M", "-f", "2"]
+    assert nccl.sizes.requested(shlex.split("-b 8 -e 128M -f 2")) == (8, 134217728)
+    assert benchmarks.get("osu_bw").sizes.requested(["-m", "1M"]) == (None, 1)  # OSU reads -m with atoll
+
+
+def test_registry_covers_every_suite_benchmark_and_every_title_parses():
+    suites = [yaml.safe_load(p.read_text()) for p in (TOP / "suites").glob("*.yaml")]
+    assert {s["benchmark"] for suite in suites for s in suite["steps"]} <= set(benchmarks.BENCHMARKS)
+    for b in benchmarks.BENCHMARKS.values():
+        if b.tool == "osu":
+            assert parse_osu(f"# {b.titles[0]} v7.2\n# Size  Latency (us)\n1  1.00\n" if b.sized else
+                             f"# {b.titles[0]} v7.2\n# Avg Latency(us)\n  1.00\n")[0].benchmark == b.name
+            assert b.defaults("7.2") and b.defaults("5.7") and b.defaults("6.0") is None

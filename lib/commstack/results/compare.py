@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import CommstackError
-from commstack.results.judge import HIGHER_IS_BETTER, References
+from commstack.benchmarks import METRICS
+from commstack.results.judge import References
 from commstack.results.records import Record, read_run
 
 
@@ -69,7 +70,7 @@ def _tolerance(r: Record, given: float | None, refs: References | None) -> float
 
 def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
     ma, mb = ra.medians(), rb.medians()
-    higher = HIGHER_IS_BETTER[rb.metric]
+    higher = METRICS[rb.metric].higher_is_better
     out = []
     for size in sorted(set(ma) | set(mb)):
         if size not in ma or size not in mb:

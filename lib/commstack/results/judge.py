@@ -20,16 +20,10 @@ from typing import Any
 
 from commstack.config import ReferencesFile, load
 from commstack.errors import CommstackError, ConfigError
-from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
+from commstack import benchmarks
+from commstack.benchmarks import METRICS
+from commstack.results.parse import Sweep, parse_tables
 
-HIGHER_IS_BETTER = {"bandwidth_MBps": True, "message_rate": True, "oop_busbw_GBps": True, "ip_busbw_GBps": True,
-                    "oop_algbw_GBps": True, "bandwidth_GiBps": True, "latency_us": False, "oop_time_us": False,
-                    "ip_time_us": False, "time_s": False}
-UNITS = {"bandwidth_MBps": "MB/s", "message_rate": "msg/s", "latency_us": "us", "oop_busbw_GBps": "GB/s",
-         "ip_busbw_GBps": "GB/s", "oop_algbw_GBps": "GB/s", "oop_time_us": "us", "ip_time_us": "us",
-         "bandwidth_GiBps": "GiB/s", "time_s": "s"}
-# how many NICs' line rate one pair may use: bibw sends both ways at once
-LINE_RATE_FACTOR = {"osu_bw": 1, "osu_bibw": 2}
 #: every verdict, best first; a step's verdict is the worst of its points and checks
 VERDICTS = ("pass", "no-reference", "unstable", "degraded", "fail", "not-run")
 
@@ -51,12 +45,7 @@ def check_correctness(sweep: Sweep) -> list[str]:
 
 
 def load_recorded(path: Path) -> Sweep:
-    text = path.read_text()
-    if "# Collective test starting" in text:
-        return parse_nccl(text)
-    if text.lstrip().startswith(("Transfer size", "# mpi-pingpong")):
-        return parse_pingpong(text)
-    return parse_osu(text)[0]
+    return parse_tables(path.read_text())[0]
 
 
 @dataclass
@@ -72,7 +61,7 @@ class Reference:
 
     @property
     def unit(self) -> str:
-        return UNITS[self.metric]
+        return METRICS[self.metric].unit
 
     def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
         return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
@@ -113,8 +102,8 @@ def load_references(path: Path) -> References:
     refs, diags = [], []
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
-        if entry.metric not in HIGHER_IS_BETTER:
-            raise ConfigError(f"{where}: unknown metric {entry.metric!r}; known: {sorted(HIGHER_IS_BETTER)}")
+        if entry.metric not in METRICS:
+            raise ConfigError(f"{where}: unknown metric {entry.metric!r}; known: {sorted(METRICS)}")
         if entry.recorded:
             sweep = _recorded(path, entry.recorded, where)
             sizes = entry.sizes or sweep.sizes
@@ -192,7 +181,7 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         raise CommstackError("nothing to judge: no result")
     bench = repeats[0].benchmark
     failures = [f for s in repeats for f in check_correctness(s)]
-    higher = HIGHER_IS_BETTER[metric]
+    higher = METRICS[metric].higher_is_better
     for s in repeats:
         # a time must be > 0; a rate may print 0.00 where the message is tiny (nccl-tests at 8 B)
         bad = [r["size"] for r in s.rows if not math.isfinite(r[metric]) or r[metric] < 0
@@ -209,7 +198,7 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         med = statistics.median(values)
         spread = (max(values) - min(values)) / med if med > 0 else 0.0
         p = Point(size, values, med, spread, None, None, "pass")
-        limit_factor = LINE_RATE_FACTOR.get(bench)
+        limit_factor = benchmarks.get(bench).line_rate_factor
         if len(values) < len(repeats):
             p.status, p.reason = "fail", f"{len(repeats) - len(values)} of {len(repeats)} repeats lack this size"
         elif line_rate_MBps and limit_factor and metric == "bandwidth_MBps" and tags.get("nodes", 1) >= 2 \
@@ -246,7 +235,7 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         status, reason = "fail", failures[0]
     elif refs and not ref and status == "pass":
         status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
-    return Verdict(bench, metric, UNITS[metric], status, reason, points, failures, diagnosis)
+    return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
 
 
 def _tags(tags: dict[str, Any]) -> str:

@@ -1,31 +1,34 @@
 """Strict parsers for OSU micro-benchmarks (5.x-7.5), nccl-tests and mpi-pingpong output.
 
-The header decides the columns. An unknown header, a row that does not fit, or text where a
-row should be is a ParseError that quotes the line: never an empty result. Lines that the
-dynamic loader or the launcher interleave (stderr folded into a console transcript) are known
-by pattern and kept in `Sweep.noise`.
+The title line tells the benchmark (commstack.benchmarks), its header the columns. Every line is
+the benchmark's own, a known warning (kept in `Sweep.warnings`, also when it is glued to the
+start or end of another line, which then still counts), or an error naming its kind
+(commstack.errors.PARSE_ERRORS) and quoting the line: a launcher error or signal is `crashed`,
+never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
+the sweep reaches the sizes its arguments (or the benchmark's defaults) ask for, and the
+benchmark's own validation.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import shlex
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from commstack.errors import ParseError, UnknownFormatError
-
-# Lines that are not the benchmark's own output but appear in real transcripts (seed 000, 002).
-NOISE = [
-    re.compile(r".*: no version information available \(required by .*\)$"),
-    re.compile(r"^srun: .*"),
-    re.compile(r"^Nodes:\d+ Tasks:\d+ Per Node:\d+$"),  # job-script banner (seed 004)
-]
+from commstack import benchmarks
+from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
+from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
+                              ParseError, TruncatedError, UnknownFormatError, ValidationFailedError)
 
 
 @dataclass
 class Sweep:
-    """One benchmark's table: rows keyed by canonical column names."""
+    """One benchmark's table: rows keyed by canonical column names (commstack.benchmarks.COLUMNS)."""
 
     tool: str  # osu | nccl-tests | mpi-pingpong
     benchmark: str  # osu_bw, all_reduce_perf, mpi-pingpong, ...
@@ -35,9 +38,16 @@ class Sweep:
     columns: list[str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)  # failure lines the benchmark printed
-    noise: list[str] = field(default_factory=list)
-    complete: bool | None = None  # None: the format has no end marker
+    warnings: list[str] = field(default_factory=list)  # known lines that are not the benchmark's
+    complete: bool | None = None  # the format's own end marker was seen; None: the format has none
+    # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
+    row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    title_line: tuple[int, str] = (0, "")
+
+    @property
+    def errors(self) -> list[str]:
+        return [line for _, line in self.error_lines]
 
     @property
     def sizes(self) -> list[int]:
@@ -52,66 +62,125 @@ class Sweep:
                 return r
         raise KeyError(f"{self.benchmark}: no row for size {size}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in
-                ("tool", "benchmark", "title", "version", "device", "columns", "rows", "meta", "errors", "noise",
-                 "complete")}
+
+# ------------------------------------------------------------------------------- shared lines
+
+# A launcher error line, an MPI abort or a signal, anywhere in a line: a rank died.
+CRASH = re.compile(
+    r"srun: error: |srun: Terminating StepId=|srun: Job step aborted|srun: forcing job termination"
+    r"|slurmstepd: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
+    r"|\b(?:Segmentation fault|Bus error|Floating point exception|Illegal instruction)\b"
+    r"|application called MPI_Abort|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+    r"|returned\s+a non-zero exit code|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+
+# Warnings with a known end, stripped where they are glued to the start or end of a line.
+# OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
+GLUED = [
+    re.compile(r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+               r"\(required by /[^\s()]*\)"),
+    re.compile(r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
+               r"Increase -M, --mem-limit for higher message sizes\."),
+]
+# Warnings that run to the end of their line: known only as whole lines.
+WHOLE = [
+    re.compile(r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +WARN .*"),
+    re.compile(r"libfabric:\d+:\d+:[^<]*<warn> .*"),
+    re.compile(r"\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) .*"),
+    re.compile(r"srun: (?:warning: .*|job \d+ queued and waiting for resources|job \d+ has been allocated resources"
+               r"|Job step created|Step created for StepId=\S+)"),
+    re.compile(r"Nodes:\d+ Tasks:\d+ Per Node:\d+"),  # job-script banner (seed 004)
+]
+# a whole-line warning whose text ends like a table row may have swallowed one
+ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
 
-def _number(text: str, line: str, lineno: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ParseError(f"not a number: {text!r}", line, lineno) from None
+@dataclass
+class _Text:
+    """The benchmark's own lines of an output, with the known warnings taken out."""
+
+    lines: list[tuple[int, str]]
+    warnings: list[tuple[int, str]]
+    cut: bool  # the output does not end with a newline: its last line may be cut short
+    mem_limit: int | None = None  # OSU's "Limiting max message size to: N"
+
+
+def _own_lines(text: str) -> _Text:
+    if not text.strip():
+        raise EmptyOutputError("the output is empty")
+    out = _Text([], [], not text.endswith("\n"))
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if CRASH.search(line):
+            raise CrashedError("a launcher error or a signal: a rank died", line, lineno)
+        for pattern in GLUED:
+            for m in list(pattern.finditer(line)):
+                out.warnings.append((lineno, m.group(0)))
+                if m.groupdict().get("limit"):
+                    out.mem_limit = int(m.group("limit"))
+            line = pattern.sub("", line).rstrip()
+        if not line.strip():
+            continue
+        if any(p.fullmatch(line) for p in WHOLE):
+            if ROW_TAIL.search(line):
+                raise UnknownFormatError("a warning line ends like a table row: a row may be glued to it", line,
+                                         lineno)
+            out.warnings.append((lineno, line))
+            continue
+        out.lines.append((lineno, line))
+    if not out.lines:
+        raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
+                               out.warnings[0][1], out.warnings[0][0])
+    return out
+
+
+def _number(text: str, line: str, lineno: int, pattern: re.Pattern = NUMBER) -> float:
+    if not pattern.fullmatch(text):
+        raise BadNumberError(f"not a number: {text!r}", line, lineno)
+    value = float(text)
     if not math.isfinite(value):
-        raise ParseError(f"non-finite value {text!r}", line, lineno)
+        raise BadNumberError(f"non-finite value {text!r}", line, lineno)
     return value
 
 
-def _size(text: str, line: str, lineno: int) -> int:
-    if not text.isdigit():
-        raise ParseError(f"message size {text!r} is not a byte count", line, lineno)
+def _count(text: str, line: str, lineno: int) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise BadNumberError(f"{text!r} is not a count", line, lineno)
     return int(text)
 
 
-def _is_noise(line: str) -> bool:
-    return any(p.match(line) for p in NOISE)
+def _assign_warnings(sweeps: list[Sweep], t: _Text) -> None:
+    """Each warning to the table it appears in (those before the first title to the first)."""
+    # a table starts at its title; a datatype table of 7.x -T all (same title) at its first row
+    starts = [-1] + [s.row_lines[0][0] if s.title_line == p.title_line else s.title_line[0]
+                     for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
+    for i, s in enumerate(sweeps):
+        s.warnings = [w for n, w in t.warnings if starts[i] <= n < starts[i + 1]]
+
+
+def _check_last_line(t: _Text, sweeps: list[Sweep]) -> None:
+    """A last row without its newline may have been cut inside a number: the programs end every row."""
+    last = t.lines[-1]
+    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
+        raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
+
+
+def _cut_row(t: _Text, lineno: int, line: str, message: str) -> ParseError:
+    """A row that does not fit: the output was cut there when it is the last line, else a format error."""
+    if lineno == t.lines[-1][0]:
+        return TruncatedError(f"the output ends mid-row ({message})", line, lineno)
+    return UnknownFormatError(message, line, lineno)
 
 
 # ---------------------------------------------------------------------------------------- OSU
 
-OSU_TITLE = re.compile(r"^# OSU (?P<api>MPI-(?P<dev>CUDA|ROCM|OPENACC|SYCL)|MPI)[ _]?(?P<name>.+?) Test v(?P<ver>\d[\w.]*)\s*$")
+OSU_TITLE = re.compile(r"^# (?P<api>OSU MPI(?:_[A-Za-z_]+?)?)(?:-(?P<dev>CUDA|ROCM|OPENACC|SYCL))?"
+                       r"(?P<name> .+? Test)(?: v(?P<ver>\d[\w.]*))?$")
 
-# title (without "OSU MPI[-DEV]") -> benchmark executable
-OSU_BENCHMARKS = {
-    "latency": "osu_latency",
-    "bandwidth": "osu_bw",
-    "bi-directional bandwidth": "osu_bibw",
-    "multiple bandwidth / message rate": "osu_mbw_mr",
-    "multi latency": "osu_multi_lat",
-    "put latency": "osu_put_latency",
-    "get latency": "osu_get_latency",
-    "put bandwidth": "osu_put_bw",
-    "get bandwidth": "osu_get_bw",
-    "put bi-directional bandwidth": "osu_put_bibw",
-    "accumulate latency": "osu_acc_latency",
-    "get_accumulate latency": "osu_get_acc_latency",
-    "fetch_and_op latency": "osu_fop_latency",
-    "compare_and_swap latency": "osu_cas_latency",
-    "allreduce latency": "osu_allreduce",
-    "all-to-all personalized exchange latency": "osu_alltoall",
-    "all-to-allv personalized exchange latency": "osu_alltoallv",
-    "allgather latency": "osu_allgather",
-    "allgatherv latency": "osu_allgatherv",
-    "broadcast latency": "osu_bcast",
-    "reduce latency": "osu_reduce",
-    "reduce_scatter latency": "osu_reduce_scatter",
-    "gather latency": "osu_gather",
-    "scatter latency": "osu_scatter",
-    "barrier latency": "osu_barrier",
-}
-
-# header column text -> canonical name
+# header column text (lower case) -> canonical name; 5.x and 7.x write the same columns
 OSU_COLUMNS = {
     "size": "size",
     "latency (us)": "latency_us",
@@ -125,6 +194,9 @@ OSU_COLUMNS = {
     "validation": "validation",
 }
 
+# 7.x one-sided atomics (acc, fop, cas) write passed/failed, the others Pass/Fail
+OSU_VALIDATION = {"Pass": "Pass", "Fail": "Fail", "passed": "Pass", "failed": "Fail"}
+
 OSU_META = [
     (re.compile(r"^# Datatype: (\S+?)\.?$"), lambda m: {"datatype": m.group(1)}),
     (re.compile(r"^# \[ pairs: (\d+) \] \[ window size: (\d+) \]$"),
@@ -136,76 +208,110 @@ OSU_META = [
 ]
 
 
-def parse_osu(text: str) -> list[Sweep]:
-    """Every OSU table in `text` (a job may run several), in order."""
+OSU_USAGE = re.compile(r"^Usage: osu_\w+ \[options\]$")  # instead of a table, on an unknown option
+
+
+def osu_title(line: str) -> tuple[Benchmark, re.Match] | None:
+    """The benchmark an OSU title line names; None when the line is no OSU title."""
+    m = OSU_TITLE.match(line)
+    if not m:
+        return None
+    bench = BY_TITLE.get(m.group("api") + m.group("name"))
+    if bench is None:
+        raise UnknownFormatError("unknown OSU benchmark title", line, 0)
+    return bench, m
+
+
+def _osu_header(line: str) -> list[str] | None:
+    names = re.split(r"\s{2,}", line[1:].strip())
+    if all(n.lower() in OSU_COLUMNS for n in names):
+        return [OSU_COLUMNS[n.lower()] for n in names]
+    return None
+
+
+def _osu_tables(t: _Text) -> list[Sweep]:
     sweeps: list[Sweep] = []
-    preamble: list[str] = []
     cur: Sweep | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
-        if not line.strip():
-            continue
-        if _is_noise(line):
-            (cur.noise if cur else preamble).append(line)
-            continue
-        m = OSU_TITLE.match(line)
-        if m:
-            name = m.group("name").strip().lower()
-            bench = OSU_BENCHMARKS.get(name)
-            if bench is None:
-                raise UnknownFormatError(f"unknown OSU benchmark title {m.group('name')!r}", line, lineno)
-            cur = Sweep("osu", bench, line[2:], m.group("ver"), m.group("dev"), [], noise=preamble)
-            preamble = []
+    for lineno, line in t.lines:
+        try:
+            titled = osu_title(line)
+        except UnknownFormatError as e:
+            raise UnknownFormatError(e.message, line, lineno) from None
+        if titled:
+            bench, m = titled
+            if cur and not cur.columns and not cur.meta and line == cur.title_line[1]:
+                continue  # 7.2 osu_mbw_mr prints its title twice
+            cur = Sweep("osu", bench.name, line[2:], m.group("ver"), m.group("dev"), [],
+                        title_line=(lineno, line))
             sweeps.append(cur)
             continue
         if cur is None:
-            raise UnknownFormatError("text before any OSU header", line, lineno)
-        if "DATA VALIDATION ERROR" in line or line.startswith("# Error") or "Validation Failed" in line:
-            cur.errors.append(line)
-            continue
+            raise UnknownFormatError("text before any OSU title", line, lineno)
         if line.startswith("#"):
             for pattern, meta in OSU_META:
                 mm = pattern.match(line)
                 if mm:
+                    if cur.rows and pattern is OSU_META[0][0]:
+                        # 7.x -T all: each datatype is a table of its own, with its own header
+                        cur = Sweep("osu", cur.benchmark, cur.title, cur.version, cur.device, [], meta=dict(cur.meta),
+                                    title_line=cur.title_line)
+                        sweeps.append(cur)
                     cur.meta.update(meta(mm))
                     break
             else:
-                if not line.startswith("# Size"):
-                    raise UnknownFormatError("unknown OSU header line", line, lineno)
-                if cur.rows or cur.columns:
-                    raise ParseError("second column header in one OSU table", line, lineno)
-                names = re.split(r"\s{2,}", line[1:].strip())
-                unknown = [n for n in names if n.lower() not in OSU_COLUMNS]
-                if unknown:
-                    raise UnknownFormatError(f"unknown OSU column {unknown[0]!r}", line, lineno)
-                cur.columns = [OSU_COLUMNS[n.lower()] for n in names]
+                cols = _osu_header(line)
+                if cols is None:
+                    raise UnknownFormatError("unknown OSU header line or column", line, lineno)
+                if cur.columns:
+                    raise UnknownFormatError("second column header in one OSU table", line, lineno)
+                if (cols[0] == "size") != benchmarks.get(cur.benchmark).sized:
+                    raise UnknownFormatError(f"{cur.benchmark} has {'a' if cols[0] != 'size' else 'no'} size "
+                                             f"column", line, lineno)
+                # barrier has no size column: its one row is size 0
+                cur.columns = cols if cols[0] == "size" else ["size", *cols]
             continue
         if not cur.columns:
-            raise ParseError("data row before the OSU column header", line, lineno)
+            raise UnknownFormatError("data row before the OSU column header", line, lineno)
         fields = line.split()
-        if len(fields) != len(cur.columns):
-            raise ParseError(f"row has {len(fields)} fields, header {cur.columns} has {len(cur.columns)}", line,
-                             lineno)
+        sized = benchmarks.get(cur.benchmark).sized
+        want = len(cur.columns) - (0 if sized else 1)
+        if len(fields) != want:
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}")
+        values = fields if sized else ["0", *fields]
         row: dict[str, Any] = {}
-        for col, val in zip(cur.columns, fields):
-            if col == "size":
-                row[col] = _size(val, line, lineno)
+        for col, val in zip(cur.columns, values):
+            if col in ("size", "iterations"):
+                row[col] = _count(val, line, lineno)
             elif col == "validation":
-                if val not in ("Pass", "Fail"):
-                    raise ParseError(f"validation is {val!r}, not Pass or Fail", line, lineno)
-                row[col] = val
-            elif col == "iterations":
-                row[col] = int(_number(val, line, lineno))
+                if val not in OSU_VALIDATION:
+                    raise _cut_row(t, lineno, line, f"validation is {val!r}, not {' or '.join(OSU_VALIDATION)}")
+                row[col] = OSU_VALIDATION[val]
             else:
-                row[col] = _number(val, line, lineno)
-        if cur.rows and row["size"] <= cur.rows[-1]["size"]:
-            raise ParseError("message sizes do not increase", line, lineno)
+                row[col] = _number(val, line, lineno, OSU_NUMBER)
+        if cur.rows:
+            prev = cur.rows[-1]["size"]
+            if not sized or row["size"] != (prev * 2 if prev else 1):
+                raise UnknownFormatError(f"size {row['size']} after {prev}: OSU doubles the size, so rows are "
+                                         f"missing or out of order", line, lineno)
         cur.rows.append(row)
-    if not sweeps:
-        raise UnknownFormatError("no OSU header found in the output")
+        cur.row_lines.append((lineno, line))
     for s in sweeps:
         if not s.columns:
-            raise ParseError(f"{s.benchmark}: header without a column line (output truncated?)")
+            raise TruncatedError(f"{s.benchmark}: the output ends before the column header", *s.title_line[::-1])
+        if not s.rows:
+            raise TruncatedError(f"{s.benchmark}: the output ends before the first row", *s.title_line[::-1])
+    return sweeps
+
+
+def parse_osu(text: str) -> list[Sweep]:
+    """Every OSU table in `text` (a job script may run several), in order."""
+    t = _own_lines(text)
+    sweeps = _osu_tables(t)
+    _check_last_line(t, sweeps)
+    _assign_warnings(sweeps, t)
+    if t.mem_limit:
+        for s in sweeps:
+            s.meta["mem_limit"] = t.mem_limit
     return sweeps
 
 
@@ -221,6 +327,8 @@ NCCL_OOB = re.compile(r"^# Out of bounds values : (\d+) (OK|FAILED)$")
 NCCL_AVG = re.compile(r"^# Avg bus bandwidth\s+: (\S+)\s*$")
 NCCL_HEADER = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
                "busbw", "#wrong"]
+NCCL_SUBHEADERS = (["out-of-place", "in-place"],
+                   ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)"])
 NCCL_COLUMNS = ["size", "count", "type", "redop", "root",
                 "oop_time_us", "oop_algbw_GBps", "oop_busbw_GBps", "oop_wrong",
                 "ip_time_us", "ip_algbw_GBps", "ip_busbw_GBps", "ip_wrong"]
@@ -230,10 +338,9 @@ def _nccl_params(line: str) -> dict[str, Any]:
     # "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 1 iters: 20 ..."
     body = line[1:].replace(":", " ")
     body = re.sub(r"(\d+)\((\w+)\)", r"\1 \2", body)
-    toks = body.split()
     out: dict[str, Any] = {}
     key: list[str] = []
-    for tok in toks:
+    for tok in body.split():
         if re.fullmatch(r"-?\d+", tok):
             out["_".join(key) or "value"] = int(tok)
             key = []
@@ -245,28 +352,25 @@ def _nccl_params(line: str) -> dict[str, Any]:
 
 
 def parse_nccl(text: str) -> Sweep:
+    t = _own_lines(text)
     sweep: Sweep | None = None
-    preamble: list[str] = []
-    header_seen = False
     in_devices = False
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
-        if not line.strip():
-            continue
-        if _is_noise(line):
-            (sweep.noise if sweep else preamble).append(line)
-            continue
+    for lineno, line in t.lines:
         m = NCCL_START.match(line)
         if m:
-            sweep = Sweep("nccl-tests", m.group(1), line[2:], None, "CUDA", [], noise=preamble)
+            if sweep is not None:
+                raise UnknownFormatError("a second nccl-tests run in one output", line, lineno)
+            if m.group(1) not in benchmarks.BENCHMARKS:
+                raise UnknownFormatError("unknown nccl-tests benchmark", line, lineno)
+            sweep = Sweep("nccl-tests", m.group(1), line[2:], None, "CUDA", [], title_line=(lineno, line))
             sweep.meta["devices"] = []
             sweep.complete = False
             continue
         if sweep is None:
             raise UnknownFormatError("text before '# Collective test starting'", line, lineno)
         if sweep.complete:
-            raise ParseError("output after '# Collective test concluded'", line, lineno)
-        if (m := NCCL_END.match(line)):
+            raise UnknownFormatError("output after '# Collective test concluded'", line, lineno)
+        if NCCL_END.match(line):
             sweep.complete = True
             continue
         if NCCL_PARAMS.match(line):
@@ -277,14 +381,15 @@ def parse_nccl(text: str) -> Sweep:
             continue
         if (m := NCCL_DEVICE.match(line)):
             if not in_devices:
-                raise ParseError("device line outside '# Using devices'", line, lineno)
+                raise UnknownFormatError("device line outside '# Using devices'", line, lineno)
             d = m.groupdict()
             sweep.meta["devices"].append({"rank": int(d["rank"]), "host": d["host"], "device": int(d["device"]),
                                           "pci": d["pci"], "name": d["name"].strip()})
             continue
         if (m := NCCL_OOB.match(line)):
             sweep.meta["out_of_bounds"] = int(m.group(1))
-            sweep.meta["out_of_bounds_ok"] = m.group(2) == "OK"
+            if m.group(2) != "OK":
+                sweep.error_lines.append((lineno, line))
             continue
         if (m := NCCL_AVG.match(line)):
             sweep.meta["avg_busbw_GBps"] = _number(m.group(1), line, lineno)
@@ -293,47 +398,38 @@ def parse_nccl(text: str) -> Sweep:
             toks = line[1:].split()
             if not toks:
                 in_devices = False
-                continue
-            if toks == NCCL_HEADER:
-                header_seen = True
+            elif toks == NCCL_HEADER:
                 sweep.columns = list(NCCL_COLUMNS)
-                continue
-            if toks in (["out-of-place", "in-place"], ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)",
-                                                       "(GB/s)", "(GB/s)"]):
-                continue
-            if "NCCL" in line or "Bad" in line or "FAILED" in line or "error" in line.lower():
-                sweep.errors.append(line)
-                continue
-            raise UnknownFormatError("unknown nccl-tests header line", line, lineno)
-        if "NCCL WARN" in line or "NCCL INFO" in line:
-            sweep.noise.append(line)  # NCCL_DEBUG output interleaved on stdout
+            elif toks not in NCCL_SUBHEADERS:
+                raise UnknownFormatError("unknown nccl-tests header line", line, lineno)
             continue
-        if re.match(r"^\S+:\d+:\d+ \[\d+\] .*(failure|error|Error)", line) or "Test NCCL failure" in line \
-                or "Test CUDA failure" in line:
-            sweep.errors.append(line)
-            continue
-        if not header_seen:
-            raise ParseError("data row before the nccl-tests column header", line, lineno)
+        if not sweep.columns:
+            raise UnknownFormatError("data row before the nccl-tests column header", line, lineno)
         fields = line.split()
         if len(fields) != len(NCCL_COLUMNS):
-            raise ParseError(f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}", line, lineno)
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}")
         row: dict[str, Any] = {}
         for col, val in zip(NCCL_COLUMNS, fields):
             if col in ("size", "count"):
-                row[col] = _size(val, line, lineno)
+                row[col] = _count(val, line, lineno)
             elif col in ("type", "redop"):
                 row[col] = val
             elif col == "root":
                 row[col] = int(_number(val, line, lineno))
             elif col.endswith("_wrong"):
-                row[col] = None if val == "N/A" else int(_number(val, line, lineno))
+                row[col] = None if val == "N/A" else _count(val, line, lineno)
             else:
                 row[col] = _number(val, line, lineno)
         if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
-            raise ParseError("message sizes do not increase", line, lineno)
+            raise UnknownFormatError("message sizes do not increase", line, lineno)
+        if row["oop_wrong"] or row["ip_wrong"]:
+            sweep.error_lines.append((lineno, line))
         sweep.rows.append(row)
+        sweep.row_lines.append((lineno, line))
     if sweep is None:
-        raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output")
+        raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
+    _check_last_line(t, [sweep])
+    _assign_warnings([sweep], t)
     return sweep
 
 
@@ -341,22 +437,21 @@ def parse_nccl(text: str) -> Sweep:
 
 PP_HEADER = re.compile(r"^# mpi-pingpong v(?P<ver>\S+) mode=(?P<mode>\S+) ranks=2 loops=(?P<loops>\d+) "
                        r"warmup=(?P<warmup>\d+) min=(?P<min>\d+) max=(?P<max>\d+)$")
-PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\d+), Transfer Time \(s\):\s*(?P<time>\S+), "
-                    r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>Pass|Fail))?$")
+PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\S+), Transfer Time \(s\):\s*(?P<time>\S+), "
+                    r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>\S+))?$")
 PP_END = re.compile(r"^# mpi-pingpong done: (.*)$")
+PP_FAIL = re.compile(r"^DATA VALIDATION ERROR: .*")
 
 
 def parse_pingpong(text: str) -> Sweep:
     """Our mpi-pingpong, and the OLCF tutorial program it follows (no header, no check column)."""
+    t = _own_lines(text)
     sweep = Sweep("mpi-pingpong", "mpi-pingpong", "mpi-pingpong", None, None,
-                  ["size", "time_s", "bandwidth_GiBps"])
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
-        if not line.strip() or _is_noise(line):
-            continue
+                  ["size", "time_s", "bandwidth_GiBps"], title_line=t.lines[0])
+    for lineno, line in t.lines:
         if (m := PP_HEADER.match(line)):
             if sweep.rows or sweep.version:
-                raise ParseError("header after the first row", line, lineno)
+                raise UnknownFormatError("header after the first row", line, lineno)
             sweep.version = m.group("ver")
             sweep.meta.update(mode=m.group("mode"), loops=int(m.group("loops")), warmup=int(m.group("warmup")),
                               min=int(m.group("min")), max=int(m.group("max")))
@@ -364,40 +459,185 @@ def parse_pingpong(text: str) -> Sweep:
             sweep.columns.append("check")
             sweep.complete = False
             continue
+        if sweep.complete:
+            raise UnknownFormatError("output after the end line", line, lineno)
         if (m := PP_END.match(line)):
             sweep.complete = True
             sweep.meta["summary"] = m.group(1)
             continue
-        if line.startswith("DATA VALIDATION ERROR"):
-            sweep.errors.append(line)
+        if PP_FAIL.match(line):
+            sweep.error_lines.append((lineno, line))
             continue
         if (m := PP_ROW.match(line)):
-            if sweep.complete:
-                raise ParseError("row after the end line", line, lineno)
             if (m.group("check") is None) != ("check" not in sweep.columns):
-                raise ParseError("check column does not match the header", line, lineno)
-            row = {"size": int(m.group("size")), "time_s": _number(m.group("time"), line, lineno),
+                raise UnknownFormatError("check column does not match the header", line, lineno)
+            row = {"size": _count(m.group("size"), line, lineno), "time_s": _number(m.group("time"), line, lineno),
                    "bandwidth_GiBps": _number(m.group("bw"), line, lineno)}
             if m.group("check"):
+                if m.group("check") not in ("Pass", "Fail"):
+                    raise _cut_row(t, lineno, line, f"check is {m.group('check')!r}, not Pass or Fail")
                 row["check"] = m.group("check")
-            if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
-                raise ParseError("message sizes do not increase", line, lineno)
+            if sweep.rows and row["size"] != sweep.rows[-1]["size"] * 2:
+                raise UnknownFormatError(f"size {row['size']} after {sweep.rows[-1]['size']}: the sweep doubles "
+                                         f"the size, so rows are missing or out of order", line, lineno)
             sweep.rows.append(row)
+            sweep.row_lines.append((lineno, line))
             continue
+        if line.startswith("Transfer size (B):"):
+            raise _cut_row(t, lineno, line, "not a complete mpi-pingpong row")
         raise UnknownFormatError("not an mpi-pingpong line", line, lineno)
-    if not sweep.rows and sweep.version is None:
-        raise UnknownFormatError("no mpi-pingpong header or row in the output")
-    if sweep.complete and sweep.meta.get("max") and sweep.rows and sweep.rows[-1]["size"] * 2 <= sweep.meta["max"]:
-        raise ParseError(f"end line after {sweep.rows[-1]['size']} B but the sweep goes to {sweep.meta['max']} B")
+    if not sweep.rows:
+        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+    _check_last_line(t, [sweep])
+    _assign_warnings([sweep], t)
     return sweep
 
 
-PARSERS = {"osu": lambda text: parse_osu(text)[0], "nccl-tests": parse_nccl, "mpi-pingpong": parse_pingpong}
+# ------------------------------------------------------------------------- identify and check
 
 
-def parse(tool: str, text: str) -> Sweep:
+def identify(text: str) -> Benchmark:
+    """The benchmark whose output `text` is, from its first own line (the title)."""
+    lineno, line = _own_lines(text).lines[0]
+    if (m := NCCL_START.match(line)):
+        return benchmarks.get(m.group(1)) if m.group(1) in benchmarks.BENCHMARKS else _unknown(line, lineno)
+    if PP_HEADER.match(line) or PP_ROW.match(line):
+        return benchmarks.get("mpi-pingpong")
     try:
-        parser = PARSERS[tool]
-    except KeyError:
-        raise UnknownFormatError(f"no parser for {tool!r}; known: {', '.join(PARSERS)}") from None
-    return parser(text)
+        titled = osu_title(line)
+    except UnknownFormatError as e:
+        raise UnknownFormatError(e.message, line, lineno) from None
+    if titled:
+        return titled[0]
+    if OSU_USAGE.match(line):
+        raise UnknownFormatError("OSU printed its usage: it does not take these options", line, lineno)
+    raise UnknownFormatError("no benchmark title: not OSU, nccl-tests or mpi-pingpong output", line, lineno)
+
+
+def _unknown(line: str, lineno: int) -> Benchmark:
+    raise UnknownFormatError("unknown nccl-tests benchmark", line, lineno)
+
+
+def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
+    """Every table of one tool's output, `tool` (osu, nccl-tests, mpi-pingpong) told by the title
+    when None; no completeness check (see parse_output)."""
+    tool = tool or identify(text).tool
+    if tool == "osu":
+        return parse_osu(text)
+    if tool == "nccl-tests":
+        return [parse_nccl(text)]
+    return [parse_pingpong(text)]
+
+
+def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> tuple[int, int]:
+    """(lo, hi) that `args`, or the benchmark's defaults for this output's version, ask for."""
+    lo, hi = bench.sizes.requested(args)
+    if bench.tool == "nccl-tests" and "minBytes" in sweep.meta:
+        return sweep.meta["minBytes"], sweep.meta["maxBytes"]  # nccl-tests prints what it was asked
+    if bench.tool == "mpi-pingpong" and "min" in sweep.meta:
+        return sweep.meta["min"], sweep.meta["max"]
+    if lo is None or hi is None:
+        default = bench.defaults(sweep.version)
+        if default is None:
+            raise UnknownFormatError(f"{bench.name} v{sweep.version}: its default sizes are not known here; "
+                                     f"give its size arguments ({' '.join(bench.sizes.args('LO', 'HI'))})",
+                                     *sweep.title_line[::-1])
+        lo = default[0] if lo is None else lo
+        hi = default[1] if hi is None else hi
+    if bench.mem_limit_per_rank:
+        limit = bench.mem_limit(args)
+        if ranks:
+            hi = min(hi, limit // ranks)  # OSU's check_mem_limit: 5.x silently, 7.x with a warning
+        if sweep.meta.get("mem_limit"):
+            hi = min(hi, sweep.meta["mem_limit"])
+    return lo, hi
+
+
+def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> None:
+    """Raise the first problem of a parsed sweep: failed validation, or missing sizes."""
+    if sweep.error_lines:
+        lineno, line = sweep.error_lines[0]
+        raise ValidationFailedError(f"{bench.name}: the benchmark's data check failed", line, lineno)
+    for (lineno, line), row in zip(sweep.row_lines, sweep.rows):
+        if row.get("validation") == "Fail" or row.get("check") == "Fail":
+            raise ValidationFailedError(f"{bench.name}: data validation failed at {row['size']} B", line, lineno)
+    last_lineno, last_line = sweep.row_lines[-1]
+    if sweep.complete is False:
+        raise TruncatedError(f"{bench.name}: the output ends before the benchmark's end line", last_line,
+                             last_lineno)
+    lo, hi = expected_sizes(bench, sweep, args, ranks)
+    last = sweep.rows[-1]["size"]
+    if sweep.meta.get("step_kind") == "bytes":  # nccl-tests -i: linear steps
+        following = last + sweep.meta["step"]
+    else:
+        following = last * sweep.meta.get("step", 2) if last else 1
+    first = sweep.rows[0]["size"]
+    if bench.sized and first > max(lo, 8):  # datatypes of up to 8 B start a sweep at their size
+        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B, {lo} B was asked for: rows are missing",
+                             *sweep.row_lines[0][::-1])
+    if bench.sized and last < hi and following <= hi:
+        raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
+                             f"the {lo}..{hi} B asked for", last_line, last_lineno)
+    if not bench.sized and len(sweep.rows) != 1:
+        raise UnknownFormatError(f"{bench.name} prints one row", *sweep.row_lines[1][::-1])
+
+
+def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:
+    """Every table of one run's output (several only with OSU 7.x `-T all`, one per datatype, or a
+    job script's transcript), each checked against `args` as in parse_output."""
+    bench = identify(text)
+    sweeps = parse_tables(text, bench.tool)
+    for s in sweeps:
+        check(benchmarks.get(s.benchmark), s, args, ranks)
+    return sweeps
+
+
+def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int | None = None) -> Sweep:
+    """One step's output (stdout decoded with errors="replace"), parsed and checked: the sweep is
+    complete against `args` (the benchmark's own options; its defaults where they give no sizes)
+    and valid, or a ParseError subclass names the kind and quotes the line. `benchmark`: the one
+    the step ran (None: the title tells). `ranks` lets the check know where OSU's memory limit
+    shortens a collective's sweep."""
+    if benchmark is not None:
+        lineno, line = _own_lines(text).lines[0]
+        if identify(text).name != benchmark:
+            raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
+    sweeps = parse_outputs(text, args, ranks)
+    if len(sweeps) > 1:
+        raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
+    return sweeps[0]
+
+
+# ------------------------------------------------------------------------------ commstack parse
+
+PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
+    f"{e.exit_code} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
+
+
+def describe(sweep: Sweep) -> dict[str, Any]:
+    """What `commstack parse --json` prints for one table."""
+    return {"benchmark": sweep.benchmark, "tool": sweep.tool, "version": sweep.version, "title": sweep.title,
+            "device": sweep.device, "columns": [{"name": c, "unit": COLUMNS[c].unit} for c in sweep.columns],
+            "rows": sweep.rows, "meta": sweep.meta, "warnings": sweep.warnings}
+
+
+def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:
+    """`commstack parse FILE`: parse and check any run's output; print the rows or the error."""
+    try:
+        text = Path(path).read_bytes().decode(errors="replace")
+    except OSError as e:
+        raise CommstackError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        sweeps = parse_outputs(text, shlex.split(args), ranks)
+    except ParseError as e:
+        print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
+        if e.line is not None:
+            print(f"  line {e.lineno}: {e.line}", file=sys.stderr)
+        return e.exit_code
+    if as_json:
+        print(json.dumps([describe(s) for s in sweeps] if len(sweeps) > 1 else describe(sweeps[0]), indent=1))
+    else:
+        for s in sweeps:
+            print(f"{s.benchmark} ({s.title}): {len(s.rows)} rows, {s.rows[0]['size']}..{s.rows[-1]['size']} B, "
+                  f"complete and valid" + (f"; {len(s.warnings)} warning line(s)" if s.warnings else ""))
+    return 0

@@ -25,7 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from commstack.errors import CommstackError  # noqa: E402
-from commstack.results.judge import HIGHER_IS_BETTER, LINE_RATE_FACTOR, VERDICTS, References  # noqa: E402
+from commstack import benchmarks  # noqa: E402
+from commstack.benchmarks import METRICS  # noqa: E402
+from commstack.results.judge import VERDICTS, References  # noqa: E402
 from commstack.results.records import Record, read_run  # noqa: E402
 
 
@@ -73,10 +75,10 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
         if ref:
             xs = sorted(ref.points)
             ys = [ref.points[x] * factor for x in xs]
-            lo, hi = (ref.lower, ref.upper) if HIGHER_IS_BETTER[first.metric] else (-ref.upper, -ref.lower)
+            lo, hi = (ref.lower, ref.upper) if METRICS[first.metric].higher_is_better else (-ref.upper, -ref.lower)
             ax.errorbar(xs, ys, yerr=[[-y * lo for y in ys], [y * hi for y in ys]], fmt="D", ms=5, capsize=4,
                         color="black", label=f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})")
-    limit = LINE_RATE_FACTOR.get(first.benchmark)
+    limit = benchmarks.get(first.benchmark).line_rate_factor
     if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
         ax.axhline(line_rate_MBps * limit * factor, color="red", ls="--", lw=1,
                    label=f"NIC line rate x{limit} ({line_rate_MBps * limit * factor:g} {unit})")

@@ -22,8 +22,9 @@ from commstack.config import System
 from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.results.judge import UNITS, References, judge, load_references
-from commstack.results.parse import Sweep, parse_nccl, parse_osu, parse_pingpong
+from commstack.benchmarks import METRICS
+from commstack.results.judge import References, judge, load_references
+from commstack.results.parse import parse_output
 from commstack.results.records import Record
 from commstack.run.facts import mpi_facts, nccl_net, node_facts
 from commstack.run.launch import Allocation, Launcher
@@ -117,15 +118,6 @@ def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     return out
 
 
-def parse(s: SuiteStep, text: str) -> Sweep:
-    if s.tool == "osu":
-        sweeps = parse_osu(text)
-        if len(sweeps) != 1:
-            raise ParseError(f"expected one OSU table, got {len(sweeps)}")
-        return sweeps[0]
-    return parse_nccl(text) if s.tool == "nccl-tests" else parse_pingpong(text)
-
-
 class Run:
     """One run of suite steps on a system: its results directory, Slurm, allocation and records."""
 
@@ -174,7 +166,7 @@ class Run:
 
     def execute(self, s: SuiteStep) -> Record:
         record = Record(run_id=self.id, index=self._index(s), suite=s.tags["suite"], system=self.system.name, step=s.id,
-                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=UNITS[s.metric],
+                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit,
                         verdict="not-run", reason=s.not_run or "")
         self.records[record.key] = record
         if s.not_run:
@@ -209,7 +201,7 @@ class Run:
             record.commands.append(result.command)
             record.nodelist = result.nodelist
             out = result.stdout + result.stderr
-            sweeps.append(parse(s, result.stdout))
+            sweeps.append(parse_output(s.benchmark, result.stdout, argv[1:], ranks=step.ntasks))
             record.repeats.append(sweeps[-1].rows)
         verdict = judge(sweeps, s.tags, self.references, s.metric, self.system.nic_line_rate_MBps)
         record.title, record.version = sweeps[0].title, sweeps[0].version
@@ -231,8 +223,8 @@ class Run:
                 key = (s.tags["suite"], s.id)
                 if key not in self.records:
                     self.records[key] = Record(
-                        run_id=self.id, index=self._index(s), suite=key[0], system=self.system.name, step=s.id, benchmark=s.benchmark,
-                        tool=s.tool, tags=s.tags, metric=s.metric, unit=UNITS[s.metric], verdict="not-run",
+                        run_id=self.id, index=self._index(s), suite=key[0], system=self.system.name, step=s.id,
+                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit, verdict="not-run",
                         reason=s.not_run or why)
                     self.records[key].write(self.dir)
         return list(self.records.values())

@@ -13,23 +13,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from commstack import benchmarks
 from commstack.config import StepSpec, Suite, System
 from commstack.errors import ConfigError
 from commstack.run.launch import Step
 
-#: OSU benchmark -> its directory under libexec/osu-micro-benchmarks/mpi
-OSU_DIRS = {"osu_latency": "pt2pt", "osu_bw": "pt2pt", "osu_bibw": "pt2pt", "osu_mbw_mr": "pt2pt",
-            "osu_multi_lat": "pt2pt", "osu_get_acc_latency": "one-sided", "osu_put_latency": "one-sided",
-            "osu_allreduce": "collective", "osu_alltoall": "collective", "osu_bcast": "collective",
-            "osu_allgather": "collective", "osu_reduce": "collective", "osu_barrier": "collective"}
-NCCL = {"all_reduce_perf", "all_gather_perf", "alltoall_perf", "broadcast_perf", "reduce_scatter_perf",
-        "sendrecv_perf"}
 #: where the images put things (containers/templates: the view, and osu-mb's WORKDIR)
 IMAGE_VIEW = "/opt/view"
-
-#: what a step's rows are judged on, by benchmark
-METRICS = {"osu_bw": "bandwidth_MBps", "osu_bibw": "bandwidth_MBps", "osu_mbw_mr": "bandwidth_MBps",
-           "mpi-pingpong": "bandwidth_GiBps"}
 
 
 class SuiteError(ConfigError):
@@ -48,27 +38,7 @@ class SuiteStep:
 
     @property
     def metric(self) -> str:
-        if self.tool == "nccl-tests":
-            return "oop_busbw_GBps"
-        return METRICS.get(self.benchmark, "latency_us")
-
-
-#: OSU's arguments for device buffers (seed 004: -d cuda D D); a suite may say otherwise
-DEVICE_ARGS = {"pt2pt": ["-d", "cuda", "D", "D"], "one-sided": ["-d", "cuda", "D", "D"], "collective": ["-d", "cuda"]}
-
-
-def known_benchmarks() -> set[str]:
-    return set(OSU_DIRS) | NCCL | {"mpi-pingpong"}
-
-
-def _tool(benchmark: str) -> str:
-    if benchmark in OSU_DIRS:
-        return "osu"
-    if benchmark in NCCL:
-        return "nccl-tests"
-    if benchmark == "mpi-pingpong":
-        return "mpi-pingpong"
-    raise SuiteError(f"unknown benchmark {benchmark!r}")
+        return benchmarks.get(self.benchmark).metric
 
 
 def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
@@ -80,13 +50,6 @@ def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
     return n, None
 
 
-def _size_args(tool: str, sizes: tuple) -> list[str]:
-    lo, hi = sizes
-    if tool == "osu":
-        return ["-m", f"{lo}:{hi}"]
-    return ["-b", str(lo), "-e", str(hi)] + (["-f", "2"] if tool == "nccl-tests" else [])
-
-
 def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
            memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
     """Every concrete step of `suite` on `system`, in suite order. A step the system cannot run (no
@@ -95,11 +58,11 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
     $OSU_MPI, $PINGPONG or $NCCL_TESTS instead. `memory_only`: keep the steps in that memory;
     `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}
-    device_args = {**DEVICE_ARGS, **suite.device_args}
     out: list[SuiteStep] = []
     for spec in suite.steps:
         bench = spec.benchmark
-        tool = _tool(bench)
+        b = benchmarks.get(bench)
+        tool = b.tool
         memories = [m for m in spec.memory if not memory_only or m == memory_only]
         envs = [e for e in spec.environments if not native_only or e == "native"]
         counts: list = spec.node_counts or [spec.nodes]
@@ -126,9 +89,10 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
                 if why is None and ntasks < n_nodes:
                     why = (f"an odd rank count on {n_nodes} nodes x {rpn} would leave {ntasks} ranks, "
                            "fewer than the nodes")
-            if why is None and ntasks < 2:
-                why = f"{ntasks} rank on {n_nodes} node{'s' if n_nodes > 1 else ''}: {bench} needs at least 2"
-            argv = _program(tool, bench, spec, memory, environment, binaries, mode, device_args)
+            if why is None and ntasks < b.min_ranks:
+                why = (f"{ntasks} rank{'s' if ntasks > 1 else ''} on {n_nodes} node{'s' if n_nodes > 1 else ''}: "
+                       f"{bench} needs at least {b.min_ranks}")
+            argv = _program(b, spec, memory, environment, binaries, mode, suite.device_args)
             parts = [spec.id or bench, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
             name = "-".join(str(p) for p in parts if p)
             step = Step(name=name, argv=argv, nodes=n_nodes, ntasks=ntasks,
@@ -147,19 +111,19 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
     return out
 
 
-def _program(tool: str, bench: str, spec: StepSpec, memory: str, environment: str, binaries: dict,
+def _program(b: benchmarks.Benchmark, spec: StepSpec, memory: str, environment: str, binaries: dict,
              mode: str | None, device_args: dict[str, list[str]]) -> list[str]:
     container = environment != "native"
     args = spec.argv
-    size_args = _size_args(tool, spec.sizes) if spec.sizes else []
-    if tool == "osu":
-        exe = (f"./{OSU_DIRS[bench]}/{bench}" if container  # the osu-mb image's WORKDIR
-               else f"{binaries.get('osu', '$OSU_MPI')}/{OSU_DIRS[bench]}/{bench}")
+    size_args = b.sizes.args(*spec.sizes) if spec.sizes else []
+    if b.tool == "osu":
+        exe = (f"./{b.directory}/{b.name}" if container  # the osu-mb image's WORKDIR
+               else f"{binaries.get('osu', '$OSU_MPI')}/{b.directory}/{b.name}")
         if memory == "device":
-            return [exe, *args, *size_args, *device_args[OSU_DIRS[bench]]]
+            return [exe, *args, *size_args, *device_args.get(b.directory, b.device_args)]
         return [exe, *args, *size_args]
-    if tool == "mpi-pingpong":
+    if b.tool == "mpi-pingpong":
         exe = f"{IMAGE_VIEW}/bin/mpi-pingpong" if container else binaries.get("mpi-pingpong", "$PINGPONG")
         return [exe, "-m", mode, *size_args, *args]
-    exe = f"{IMAGE_VIEW}/bin/{bench}" if container else f"{binaries.get('nccl-tests', '$NCCL_TESTS')}/bin/{bench}"
+    exe = f"{IMAGE_VIEW}/bin/{b.name}" if container else f"{binaries.get('nccl-tests', '$NCCL_TESTS')}/bin/{b.name}"
     return [exe, *size_args, *args]
