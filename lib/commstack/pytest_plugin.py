@@ -104,9 +104,6 @@ class StepItem(pytest.Item):
             return f"{r.verdict}{kind}: {r.reason}\n{r.detail}".rstrip()
         return super().repr_failure(excinfo, style)
 
-    def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::{self.name}"
-
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     steps = [i.suite_step for i in session.items if isinstance(i, StepItem)]
