@@ -148,7 +148,7 @@ class LocalSlurm:
     def _pidfile(self, daemon: str) -> Path:
         return self.root / "run" / f"{daemon}.pid"
 
-    def _pid(self, daemon: str) -> int | None:
+    def pid(self, daemon: str) -> int | None:
         """The pid in a daemon's pid file, when that process is the daemon of this cluster."""
         try:
             fd = os.open(self._pidfile(daemon), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -165,14 +165,14 @@ class LocalSlurm:
         return exe is not None and exe in {_program_path(p) for p in want} and _euid(pid) == os.geteuid() \
             and _refers_to(pid, self.root)
 
-    def _processes(self) -> list[int]:
+    def processes(self) -> list[int]:
         """Every process of this cluster: its daemons, their slurmstepd and the tasks those run."""
         procs = [pid for pid in _pids() if self._ours(pid)]
         stepds = [pid for pid in procs if _exe(pid) == _program_path("slurmstepd")]
         return procs + [pid for pid in _descendants(stepds) if pid not in procs]
 
     def running(self) -> bool:
-        return all(self._pid(d) for d in self._daemons())
+        return all(self.pid(d) for d in self._daemons())
 
     # --- lock and leases ----------------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ class LocalSlurm:
         if not self._users.is_dir():
             return
         dead = [n for n in os.listdir(self._users) if n != MANUAL and not _alive(n)]
-        if dead and self._pid("slurmctld"):
+        if dead and self.pid("slurmctld"):
             self._cancel({_job_tag(n) for n in dead})
         for n in dead:
             (self._users / n).unlink(missing_ok=True)
@@ -235,10 +235,16 @@ class LocalSlurm:
             raise NamespaceError("cannot start the multi-node local Slurm: ip not found (install iproute2)")
         with self._locked():
             self._prune()
-            if not self.running():
+            launched = not self.running()
+            if launched:
                 self._teardown()  # half-started leftovers, or a cluster whose controller died
                 self._launch()
-            self._ready(timeout)
+            try:
+                self._ready(timeout)
+            except SlurmUnavailableError:
+                if launched:  # a cluster others use is left as it is
+                    self._teardown()
+                raise
             self._take(manual)
 
     def stop(self, manual: bool = False, force: bool = False) -> bool:
@@ -248,7 +254,7 @@ class LocalSlurm:
         use it, only this lease's jobs are cancelled. Returns whether the cluster was shut down."""
         with self._locked():
             mine = MANUAL if manual else _own_lease()
-            if self._pid("slurmctld"):
+            if self.pid("slurmctld"):
                 self._cancel({_job_tag(mine)})
             (self._users / mine).unlink(missing_ok=True)
             self._prune()
@@ -289,7 +295,7 @@ class LocalSlurm:
             nodes = self.node_states()
             if nodes and all(state in READY for state, _ in nodes.values()):
                 return
-            stuck = {n: sr for n, sr in nodes.items() if sr[0] in RESUMABLE}
+            stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
             for n in set(stuck) - resumed:
                 self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
                 resumed.add(n)
@@ -299,20 +305,22 @@ class LocalSlurm:
                         "; ".join(f"node {n} is {s} ({why or 'no reason given'})" for n, (s, why) in stuck.items())
                         + f" and stays so after `scontrol update nodename=... state=resume`; see {self.root / 'log'}")
                 logs = "\n".join(self._tail(f"{d}.log") for d in self._daemons() if d != "munged")
-                self._teardown()
                 raise SlurmUnavailableError(f"local Slurm did not come up within {timeout:.0f} s; last log lines:\n"
                                             f"{logs}")
             time.sleep(0.5)
 
     def node_states(self) -> dict[str, tuple[str, str]]:
-        """node -> (state without flags, reason) as sinfo says; {} while the controller does not answer."""
+        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding); {} while the
+        controller does not answer."""
         out = self._client("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
         if out.returncode != 0:
             return {}
         states = {}
         for line in out.stdout.splitlines():
             name, state, reason = line.split("|", 2)
-            states[name] = (state.rstrip("*~#!%$@^-+"), "" if reason == "none" else reason)
+            base = state.rstrip("*~#!%$@^-+")
+            # a trailing * is "not responding": such a node is not ready, whatever its state
+            states[name] = (base + "*" if state.endswith("*") else base, "" if reason == "none" else reason)
         return states
 
     def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
@@ -321,34 +329,40 @@ class LocalSlurm:
             raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc
 
+    def jobs(self, timeout: float = CLIENT_TIMEOUT) -> list[tuple[str, str, str]]:
+        """(job id, state, comment) of every job in the queue."""
+        listing = self._client("squeue", "-h", "-o", "%i|%T|%k", timeout=timeout).stdout
+        return [tuple(line.split("|", 2)) for line in listing.splitlines()]  # type: ignore[misc]
+
     def _cancel(self, tags: set[str] | None) -> None:
         """Cancel the jobs whose comment is one of `tags` (None: every job), by job id."""
         try:
-            listing = self._client("squeue", "-h", "-o", "%i|%k", check=False, timeout=10).stdout
-            ids = [i for i, _, k in (line.partition("|") for line in listing.splitlines()) if tags is None or k in tags]
+            ids = [i for i, _, k in self.jobs(timeout=10) if tags is None or k in tags]
             if ids:
                 self._client("scancel", "--quiet", *ids, check=False, timeout=10)
-        except ControllerLostError:
+        except SlurmUnavailableError:
             pass  # nothing to cancel through a dead controller; _teardown ends the processes
 
     def _write_config(self) -> None:
         r = self.root
-        subdirs = ["etc", "run", "log", "state", "spool", "munge"]
+        subdirs = ["etc", "run", "log", "state", "spool", "munge", "tmp"]
         if self.nodes > 1:
-            subdirs += ["tmp", *(f"spool/{n}" for n in self.node_names), *(f"tmp/{n}" for n in self.node_names)]
+            subdirs += [*(f"spool/{n}" for n in self.node_names), *(f"tmp/{n}" for n in self.node_names)]
         for sub in subdirs:
             private_dir(r / sub)
         host = socket.gethostname().split(".")[0]
         cpus = os.cpu_count() or 1
         mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
         if self.nodes == 1:
+            # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
+            # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
             ctld_addr, pidfile, spool, slurmd_log, extra = \
-                "127.0.0.1", self._pidfile("slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", ""
+                "127.0.0.1", self._pidfile("slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
             node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
             part_nodes = host
         else:
-            # %n: each slurmd its own pid file, spool and log. TmpFS per node too: the PMIx plugin makes
-            # <TmpFS>/spmix_appdir_<uid>_<job>.<step> on every node, and all nodes share this /tmp.
+            # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
+            # per step and node, and all nodes share one file system).
             # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
             ctld_addr, pidfile, spool, slurmd_log = \
                 f"{SUBNET}.1", self._pidfile("slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
@@ -410,7 +424,7 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
             raise SlurmUnavailableError(f"{daemon} failed to start (exit {proc.returncode}): {proc.stderr.strip()}"
                                         f"\n{log}")
         deadline = time.monotonic() + 10
-        while not self._pid(daemon):
+        while not self.pid(daemon):
             if time.monotonic() > deadline:
                 log = self._tail(daemon + ".log")
                 self._teardown()
@@ -419,16 +433,16 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
 
     def _teardown(self) -> None:
         """End every job and process of this cluster, whatever state it is in; idempotent."""
-        if self._pid("slurmctld"):
+        if self.pid("slurmctld"):
             self._cancel(None)
         # slurmd before slurmctld: without its controller slurmd takes ~10 s to go
         for daemon in sorted(self._daemons(), key=lambda d: not d.startswith("slurmd")):
-            pid = self._pid(daemon)
+            pid = self.pid(daemon)
             if pid:
                 _end(pid, signal.SIGTERM, 10)
         # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
         for _ in range(50):
-            left = self._processes()
+            left = self.processes()
             if not left:
                 break
             for pid in left:
@@ -487,13 +501,13 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
 
     def status(self) -> str:
         _private_tree(self.root)
-        lines = [f"{d}: {'running pid ' + str(self._pid(d)) if self._pid(d) else 'stopped'}" for d in self._daemons()]
+        lines = [f"{d}: {'running pid ' + str(self.pid(d)) if self.pid(d) else 'stopped'}" for d in self._daemons()]
         if self.nodes > 1:
             have = self._ip("netns", "list", check=False).stdout.split()
             lines += [f"{n}: {self.address(n)} in netns {self.netns(n)} "
                       f"({'present' if self.netns(n) in have else 'absent'}), host veth {self.veth(n)} on {BRIDGE}"
                       for n in self.node_names]
-        if self._pid("slurmctld"):
+        if self.pid("slurmctld"):
             lines += [f"node {n}: {s}{' (' + why + ')' if why else ''}" for n, (s, why) in self.node_states().items()]
         lines.append(f"users: {', '.join(self.leases()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")

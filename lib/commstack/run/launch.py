@@ -61,6 +61,8 @@ NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* n
 SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
                           r"Requested node configuration is not available|.*unrecognized option)|"
                           r"srun: unrecognized option|srun: fatal:")
+# srun may exit 0 when the step never started on a node
+NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
 SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
                        r"exited on signal|signal \d+")
 
@@ -233,6 +235,8 @@ class Launcher:
             raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
         if NODE_FAILURE.search(r.stderr):
             raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw)
+        if NOT_LAUNCHED.search(r.stderr):
+            raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
         if r.returncode == 0:
             return
         if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
