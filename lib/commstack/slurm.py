@@ -4,7 +4,7 @@ Nothing outside that directory is touched: munge gets its own key and socket, sl
 slurmd their own state, spool, logs and ports. Clients reach it through SLURM_CONF.
 
 The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
-(COMMSTACK_SLURM_DIR overrides it): created 0700, refused when it is a symlink, someone else's or
+(COMMSTACK_SLURM_DIR overrides it, COMMSTACK_SLURM_PORT its ports): created 0700, refused when it is a symlink, someone else's or
 open to others. Every file in it is written atomically, the munge key 0400 from the start, and a
 process named by a pid file is trusted or signalled only when its executable is the daemon we
 expect, it runs as us and it refers to this directory.
@@ -75,6 +75,11 @@ def default_dir() -> Path:
     return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
 
 
+def default_port() -> int:
+    """slurmctld's port (slurmd's is the next one); COMMSTACK_SLURM_PORT moves a second cluster aside."""
+    return int(os.environ.get("COMMSTACK_SLURM_PORT") or 16817)
+
+
 def multinode_dir() -> Path:
     return Path(os.environ.get("COMMSTACK_SLURM_MN_DIR") or state_home() / "slurm-mn")
 
@@ -93,8 +98,8 @@ def _private_tree(path: Path) -> Path:
 @dataclass
 class LocalSlurm:
     root: Path = field(default_factory=default_dir)
-    ctld_port: int = 16817
-    slurmd_port: int = 16818
+    ctld_port: int = field(default_factory=lambda: default_port())
+    slurmd_port: int = field(default_factory=lambda: default_port() + 1)
     nodes: int = 1
 
     def __post_init__(self) -> None:

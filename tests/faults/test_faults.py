@@ -20,6 +20,7 @@ from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm import LocalSlurm
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
+TOP = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -183,3 +184,48 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_slurm_stop_on_the_command_line_leaves_no_process(tmp_path):
+    env = {**os.environ, "COMMSTACK_SLURM_DIR": str(tmp_path / "state"), "COMMSTACK_SLURM_PORT": "16837"}
+    cli = [str(TOP / "bin" / "commstack"), "slurm"]
+    up = subprocess.run([*cli, "start"], env=env, capture_output=True, text=True, timeout=120)
+    if up.returncode != 0:
+        pytest.skip(f"the local Slurm cannot start here: {up.stderr.strip()}")
+    cluster = LocalSlurm(tmp_path / "state", 16837, 16838)
+    try:
+        job = subprocess.Popen(["srun", "-n1", "-t5", "sleep", "300"], env=cluster.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not _tasks(cluster):
+            assert time.monotonic() < deadline, "the step never started"
+            time.sleep(0.2)
+        running = {_exe_name(p) for p in cluster.processes()}
+        assert {"slurmctld", "slurmd", "slurmstepd", "munged"} <= running, running
+        down = subprocess.run([*cli, "stop"], env=env, capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0 and "local Slurm (1 node) stopped" in down.stdout, down.stdout + down.stderr
+        assert job.wait(timeout=30) != 0
+        assert cluster.processes() == []
+        assert not _tasks(cluster)
+    finally:
+        cluster.stop(force=True)
+
+
+def _exe_name(pid: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")).removesuffix("-wlm")
+    except OSError:
+        return ""
+
+
+def _tasks(cluster: LocalSlurm) -> list[int]:
+    """The `sleep 300` tasks that this cluster's srun started (srun passes SLURM_CONF on to them)."""
+    mark = f"SLURM_CONF={cluster.conf}".encode()
+    found = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if _cmdline(pid).split()[:2] in (["sleep", "300"], ["/usr/bin/sleep", "300"]) and mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
