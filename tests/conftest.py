@@ -30,4 +30,3 @@ def own_slurm(pytestconfig, tmp_path_factory):
     cluster.stop(force=True)
     assert not queued, f"jobs left in the queue: {queued}"
     assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"
-

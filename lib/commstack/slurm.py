@@ -4,10 +4,10 @@ Nothing outside that directory is touched: munge gets its own key and socket, sl
 slurmd their own state, spool, logs and ports. Clients reach it through SLURM_CONF.
 
 The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
-(COMMSTACK_SLURM_DIR overrides it, COMMSTACK_SLURM_PORT its ports): created 0700, refused when it is a symlink, someone else's or
-open to others. Every file in it is written atomically, the munge key 0400 from the start, and a
-process named by a pid file is trusted or signalled only when its executable is the daemon we
-expect, it runs as us and it refers to this directory.
+(COMMSTACK_SLURM_DIR overrides it, COMMSTACK_SLURM_PORT its ports): created 0700, refused when it
+is a symlink, someone else's or open to others. Every file in it is written atomically, the munge
+key 0400 from the start, and a process named by a pid file is trusted or signalled only when its
+executable is the daemon we expect, it runs as us and it refers to this directory.
 
 Several runs may use one cluster at once. start() and stop() hold a lock (flock on <dir>/lock);
 each user holds a lease (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm start`);

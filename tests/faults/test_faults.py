@@ -224,7 +224,8 @@ def _tasks(cluster: LocalSlurm) -> list[int]:
     found = []
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
-            if _cmdline(pid).split()[:2] in (["sleep", "300"], ["/usr/bin/sleep", "300"]) and mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            task = _cmdline(pid).split()[:2] in (["sleep", "300"], ["/usr/bin/sleep", "300"])
+            if task and mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 found.append(pid)
         except OSError:
             pass
