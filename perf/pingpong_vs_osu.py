@@ -43,7 +43,6 @@ def main() -> int:
         pingpong = str(work / "mpi-pingpong")
         subprocess.run(["make", "-s", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={pingpong}"], check=True)
     cluster = LocalSlurm()
-    started = not cluster.running()
     cluster.start()
     system = load_system("local")
     n, w = str(args.iterations), str(args.warmup)
@@ -62,8 +61,7 @@ def main() -> int:
                 for row in osu.rows:
                     osu_t.setdefault(row["size"], []).append(row["latency_us"])
     finally:
-        if started:
-            cluster.stop()
+        cluster.stop()  # our lease back; the last user stops it
     print(f"mpi-pingpong vs {osu.title}: 2 ranks on one node, local Slurm, "
           f"{args.iterations} iterations + {args.warmup} warm-up, median of {args.rounds} rounds")
     print(f"{'size (B)':>10} {'pingpong (us)':>14} {'osu (us)':>10} {'ratio':>7}")

@@ -82,11 +82,14 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
     for cluster in clusters:
         what = f"local Slurm ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''})"
         if args.action == "start":
-            cluster.start()
+            cluster.start(manual=True)  # held until `slurm stop`, not by this short-lived process
             print(f"{what} up: {', '.join(cluster.node_names)}; use it with: export SLURM_CONF={cluster.conf}")
         elif args.action == "stop":
-            cluster.stop()
-            print(f"{what} stopped")
+            if cluster.stop(manual=True):
+                print(f"{what} stopped")
+            else:
+                print(f"{what} still used by {', '.join(cluster.leases())} (pid-start time); "
+                      "it stops when the last of them ends")
         else:
             print(f"{what}:\n{cluster.status()}")
     return 0

@@ -17,12 +17,24 @@ class UnsafePathError(CommstackError):
     """A path commstack would write or keep state in is a symlink, or belongs to someone else."""
 
 
+class FileWriteError(CommstackError):
+    """A file could not be written (full file system, no permission, ...); the old one is intact."""
+
+
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a part.
     The temporary file is created with `mode` (0600 for secrets) before a byte is written;
     a symlink at `path` is replaced, not followed."""
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    try:
+        _write_atomic(path, raw, mode)
+    except OSError as e:
+        raise FileWriteError(f"cannot write {path}: {e.strerror or e}; the previous file, if any, is unchanged") \
+            from e
+
+
+def _write_atomic(path: Path, raw: bytes, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)

@@ -1,7 +1,19 @@
-"""A real Slurm cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a directory of ours.
+"""A real Slurm cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours.
 
 Nothing outside that directory is touched: munge gets its own key and socket, slurmctld and
 slurmd their own state, spool, logs and ports. Clients reach it through SLURM_CONF.
+
+The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
+(COMMSTACK_SLURM_DIR overrides it, COMMSTACK_SLURM_PORT its ports): created 0700, refused when it
+is a symlink, someone else's or open to others. Every file in it is written atomically, the munge
+key 0400 from the start, and a process named by a pid file is trusted or signalled only when its
+executable is the daemon we expect, it runs as us and it refers to this directory.
+
+Several runs may use one cluster at once. start() and stop() hold a lock (flock on <dir>/lock);
+each user holds a lease (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm start`);
+stop() shuts the cluster down only for the last user, and otherwise cancels only the jobs of its
+own lease (Allocation tags them with --comment). A lease whose process died is dropped and its jobs
+cancelled. A node left drained or down is resumed, or reported with NodeDrainedError.
 
 With nodes=N>1 (LocalSlurm.multinode(N), root only) every node is a network namespace cs-node<i>
 (and its own UTS namespace, hostname node<i>) with one veth, eth0 = 10.77.0.(10+i)/24, on the
@@ -13,45 +25,97 @@ node-to-node traffic.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from commstack.errors import SlurmUnavailableError
+from commstack.errors import ControllerLostError, SlurmUnavailableError
+from commstack.files import UnsafePathError, private_dir, write_atomic
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
-DEFAULT_DIR = Path(os.environ.get("COMMSTACK_SLURM_DIR", "/tmp/commstack-slurm"))
-MULTINODE_DIR = Path(os.environ.get("COMMSTACK_SLURM_MN_DIR", "/tmp/commstack-slurm-mn"))
+PROGRAMS = DAEMONS + ("slurmstepd",)  # what a cluster of ours runs; stop() leaves none of them
 BRIDGE, SUBNET, NETNS_PREFIX, VETH_PREFIX = "csbr0", "10.77.0", "cs-node", "csv-node"
+LOCAL_SYSTEMS = frozenset({"local", "local-multinode"})  # systems that run on the embedded Slurm
+CONF_MARK = "# written by commstack localslurm"
+CLIENT_TIMEOUT = 30.0  # s for scontrol, squeue, sinfo, scancel: a dead controller must not hang us
+MANUAL = "manual"  # the lease of `commstack slurm start`, held until `commstack slurm stop`
+READY = {"idle", "mixed", "allocated", "completing"}
+RESUMABLE = {"drained", "draining", "drain", "down", "fail", "failing"}
 
 
 class NamespaceError(SlurmUnavailableError):
     """The namespaces, veths or bridge of the multi-node cluster could not be made (not root, no iproute2)."""
 
 
+class NodeDrainedError(SlurmUnavailableError):
+    """A node of the local cluster is drained or down and `scontrol update state=resume` did not bring it back."""
+
+
+class SlurmBusyError(SlurmUnavailableError):
+    """Another process holds the local cluster's lock (starting or stopping it) for too long."""
+
+
+def state_home() -> Path:
+    """Where commstack keeps per-user state: $XDG_RUNTIME_DIR/commstack, else ~/.local/state/commstack."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
+
+
+def default_port() -> int:
+    """slurmctld's port (slurmd's is the next one); COMMSTACK_SLURM_PORT moves a second cluster aside."""
+    return int(os.environ.get("COMMSTACK_SLURM_PORT") or 16817)
+
+
+def multinode_dir() -> Path:
+    return Path(os.environ.get("COMMSTACK_SLURM_MN_DIR") or state_home() / "slurm-mn")
+
+
+def _private_tree(path: Path) -> Path:
+    """`path` as a private directory; a missing commstack state home above it is made private too."""
+    home = state_home()
+    if path.parent == home:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return private_dir(path)
+
+
 @dataclass
 class LocalSlurm:
-    root: Path = DEFAULT_DIR
-    ctld_port: int = 16817
-    slurmd_port: int = 16818
+    root: Path = field(default_factory=default_dir)
+    ctld_port: int = field(default_factory=lambda: default_port())
+    slurmd_port: int = field(default_factory=lambda: default_port() + 1)
     nodes: int = 1
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).absolute()
 
     @classmethod
     def multinode(cls, nodes: int | None = None) -> "LocalSlurm":
         """Its own directory and ports, so it runs beside the single-node cluster.
         nodes=None: as many as the existing slurm.conf names (stop, status), else 2."""
+        root = multinode_dir()
         if nodes is None:
-            conf = MULTINODE_DIR / "etc" / "slurm.conf"
-            nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.exists() else 2
+            conf = root / "etc" / "slurm.conf"
+            nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
-        return cls(MULTINODE_DIR, 16827, 16828, nodes)
+        return cls(root, 16827, 16828, nodes)
 
     @property
     def node_names(self) -> list[str]:
@@ -80,38 +144,230 @@ class LocalSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster."""
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster; the lease
+        variable makes Allocation tag its jobs as this process's."""
+        return {**os.environ, "SLURM_CONF": str(self.conf), "COMMSTACK_SLURM_LEASE": _job_tag(_own_lease())}
+
+    # --- processes: only ours are trusted or signalled -------------------------------------------
 
     def _pidfile(self, daemon: str) -> Path:
         return self.root / "run" / f"{daemon}.pid"
 
-    def _pid(self, daemon: str) -> int | None:
+    def pid(self, daemon: str) -> int | None:
+        """The pid in a daemon's pid file, when that process is the daemon of this cluster."""
         try:
-            pid = int(self._pidfile(daemon).read_text().strip())
-            os.kill(pid, 0)
-            return pid
+            fd = os.open(self._pidfile(daemon), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                pid = int(f.read(32).strip())
         except (OSError, ValueError):
             return None
+        return pid if self._ours(pid, daemon.split("-")[0]) else None
+
+    def _ours(self, pid: int, program: str | None = None) -> bool:
+        """pid runs one of our programs (`program`, else any in PROGRAMS), as us, about this directory."""
+        exe = _exe(pid)
+        want = [program] if program else PROGRAMS
+        return exe is not None and exe in {_program_path(p) for p in want} and _euid(pid) == os.geteuid() \
+            and _refers_to(pid, self.root)
+
+    def processes(self) -> list[int]:
+        """Every process of this cluster: its daemons, their slurmstepd and the tasks those run."""
+        procs = [pid for pid in _pids() if self._ours(pid)]
+        stepds = [pid for pid in procs if _exe(pid) == _program_path("slurmstepd")]
+        return procs + [pid for pid in _descendants(stepds) if pid not in procs]
 
     def running(self) -> bool:
-        return all(self._pid(d) for d in self._daemons())
+        return all(self.pid(d) for d in self._daemons())
+
+    # --- lock and leases ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, timeout: float = 300.0) -> Iterator[None]:
+        _private_tree(self.root)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise SlurmBusyError(f"the local Slurm in {self.root} has been locked by another commstack "
+                                             f"for {timeout:.0f} s (starting or stopping it); try again") from None
+                    time.sleep(0.2)
+            yield
+        finally:
+            os.close(fd)
+
+    @property
+    def _users(self) -> Path:
+        return self.root / "users"
+
+    def leases(self) -> list[str]:
+        """The live leases: `manual` and <pid>-<start time> of processes still running."""
+        if not self._users.is_dir():
+            return []
+        return sorted(n for n in os.listdir(self._users) if n == MANUAL or _alive(n))
+
+    def _prune(self) -> None:
+        """Drop the leases of processes that died, and cancel the jobs they left."""
+        if not self._users.is_dir():
+            return
+        dead = [n for n in os.listdir(self._users) if n != MANUAL and not _alive(n)]
+        if dead and self.pid("slurmctld"):
+            self._cancel({_job_tag(n) for n in dead})
+        for n in dead:
+            (self._users / n).unlink(missing_ok=True)
+
+    def _take(self, manual: bool) -> None:
+        private_dir(self._users)
+        name = MANUAL if manual else _own_lease()
+        write_atomic(self._users / name, " ".join(sys.argv) + "\n", 0o600)
+
+    # --- start and stop -----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0, manual: bool = False) -> None:
+        """Start the cluster unless it runs, and take a lease on it: this process's, or with
+        manual=True the one `commstack slurm stop` gives back."""
+        missing = [d for d in PROGRAMS + ("srun", "sinfo") if not shutil.which(d, path=_sbin_path())]
+        if missing:
+            raise SlurmUnavailableError(
+                f"cannot start the local Slurm: {', '.join(missing)} not found "
+                "(install slurm-wlm, slurm-client and munge: ci/install-deps.sh)"
+            )
+        if self.nodes > 1 and not shutil.which("ip", path=_sbin_path()):
+            raise NamespaceError("cannot start the multi-node local Slurm: ip not found (install iproute2)")
+        with self._locked():
+            self._prune()
+            launched = not self.running()
+            if launched:
+                self._teardown()  # half-started leftovers, or a cluster whose controller died
+                self._launch()
+            try:
+                self._ready(timeout)
+            except SlurmUnavailableError:
+                if launched:  # a cluster others use is left as it is
+                    self._teardown()
+                raise
+            self._take(manual)
+
+    def stop(self, manual: bool = False, force: bool = False) -> bool:
+        """Give back this process's lease (manual=True: the `commstack slurm start` one). The last
+        user (or force=True) shuts the cluster down: every job, daemon, slurmstepd and task of it
+        ends, and a multi-node cluster loses its namespaces, veths and bridge. While others still
+        use it, only this lease's jobs are cancelled. Returns whether the cluster was shut down."""
+        with self._locked():
+            mine = MANUAL if manual else _own_lease()
+            if self.pid("slurmctld"):
+                self._cancel({_job_tag(mine)})
+            (self._users / mine).unlink(missing_ok=True)
+            self._prune()
+            if self.leases() and not force:
+                return False
+            for n in os.listdir(self._users) if self._users.is_dir() else []:
+                (self._users / n).unlink()
+            self._teardown()
+            return True
+
+    def _launch(self) -> None:
+        self._write_config()
+        if self.nodes > 1:
+            self._net_up()
+        r = self.root
+        self._spawn(
+            ["munged", "--force", f"--socket={r}/munge/munge.sock", f"--key-file={r}/munge/munge.key",
+             f"--pid-file={self._pidfile('munged')}", f"--log-file={r}/log/munged.log",
+             f"--seed-file={r}/munge/munge.seed"], "munged")
+        # -c: no job of an earlier life is recovered; its processes were ended by _teardown
+        self._spawn(["slurmctld", "-c", "-f", str(self.conf)], "slurmctld")
+        if self.nodes == 1:
+            self._spawn(["slurmd", "-f", str(self.conf)], "slurmd")
+        else:
+            slurmd = shutil.which("slurmd", path=_sbin_path())
+            for n in self.node_names:
+                # nsenter, not `ip netns exec`: that one remounts /sys, and slurmd dies without /sys/fs/cgroup.
+                # Its own UTS namespace too: tasks see hostname node<i> (srun hostname, Open MPI session dirs).
+                self._spawn(["nsenter", f"--net=/run/netns/{self.netns(n)}", "unshare", "--uts", "sh", "-c",
+                             'hostname "$1" && exec "$2" -f "$3" -N "$1"', "sh", n, slurmd, str(self.conf)],
+                            f"slurmd-{n}")
+
+    def _ready(self, timeout: float) -> None:
+        """Wait until every node takes jobs; a drained or down node is resumed once, then reported."""
+        deadline = time.monotonic() + timeout
+        resumed: set[str] = set()
+        while True:
+            nodes = self.node_states()
+            if nodes and all(state in READY for state, _ in nodes.values()):
+                return
+            stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
+            for n in set(stuck) - resumed:
+                self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
+                resumed.add(n)
+            if time.monotonic() > deadline:
+                if stuck:
+                    raise NodeDrainedError(
+                        "; ".join(f"node {n} is {s} ({why or 'no reason given'})" for n, (s, why) in stuck.items())
+                        + f" and stays so after `scontrol update nodename=... state=resume`; see {self.root / 'log'}")
+                logs = "\n".join(self._tail(f"{d}.log") for d in self._daemons() if d != "munged")
+                raise SlurmUnavailableError(f"local Slurm did not come up within {timeout:.0f} s; last log lines:\n"
+                                            f"{logs}")
+            time.sleep(0.5)
+
+    def node_states(self) -> dict[str, tuple[str, str]]:
+        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding); {} while the
+        controller does not answer."""
+        out = self._client("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
+        if out.returncode != 0:
+            return {}
+        states = {}
+        for line in out.stdout.splitlines():
+            name, state, reason = line.split("|", 2)
+            base = state.rstrip("*~#!%$@^-+")
+            # a trailing * is "not responding": such a node is not ready, whatever its state
+            states[name] = (base + "*" if state.endswith("*") else base, "" if reason == "none" else reason)
+        return states
+
+    def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
+        proc = client(list(argv), self.env, timeout)
+        if check and proc.returncode != 0:
+            raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def jobs(self, timeout: float = CLIENT_TIMEOUT) -> list[tuple[str, str, str]]:
+        """(job id, state, comment) of every job in the queue."""
+        listing = self._client("squeue", "-h", "-o", "%i|%T|%k", timeout=timeout).stdout
+        return [tuple(line.split("|", 2)) for line in listing.splitlines()]  # type: ignore[misc]
+
+    def _cancel(self, tags: set[str] | None) -> None:
+        """Cancel the jobs whose comment is one of `tags` (None: every job), by job id."""
+        try:
+            ids = [i for i, _, k in self.jobs(timeout=10) if tags is None or k in tags]
+            if ids:
+                self._client("scancel", "--quiet", *ids, check=False, timeout=10)
+        except SlurmUnavailableError:
+            pass  # nothing to cancel through a dead controller; _teardown ends the processes
 
     def _write_config(self) -> None:
-        for sub in ("etc", "run", "log", "state", "spool", "munge"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        r = self.root
+        subdirs = ["etc", "run", "log", "state", "spool", "munge", "tmp"]
+        if self.nodes > 1:
+            subdirs += [*(f"spool/{n}" for n in self.node_names), *(f"tmp/{n}" for n in self.node_names)]
+        for sub in subdirs:
+            private_dir(r / sub)
         host = socket.gethostname().split(".")[0]
         cpus = os.cpu_count() or 1
         mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-        r = self.root
         if self.nodes == 1:
+            # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
+            # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
             ctld_addr, pidfile, spool, slurmd_log, extra = \
-                "127.0.0.1", self._pidfile("slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", ""
+                "127.0.0.1", self._pidfile("slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
             node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
             part_nodes = host
         else:
-            # %n: each slurmd its own pid file, spool and log. TmpFS per node too: the PMIx plugin makes
-            # <TmpFS>/spmix_appdir_<uid>_<job>.<step> on every node, and all nodes share this /tmp.
+            # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
+            # per step and node, and all nodes share one file system).
             # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
             ctld_addr, pidfile, spool, slurmd_log = \
                 f"{SUBNET}.1", self._pidfile("slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
@@ -119,11 +375,7 @@ class LocalSlurm:
             node_lines = "\n".join(f"NodeName={n} NodeAddr={self.address(n)} CPUs={cpus} "
                                    f"RealMemory={mem_mb // self.nodes} State=UNKNOWN" for n in self.node_names)
             part_nodes = ",".join(self.node_names)
-            for n in self.node_names:
-                (r / "spool" / n).mkdir(exist_ok=True)
-                (r / "tmp" / n).mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(
-            f"""# written by commstack localslurm; state lives in {r}
+        write_atomic(self.conf, f"""{CONF_MARK}; state lives in {r}
 ClusterName=commstack-local
 SlurmctldHost={host}({ctld_addr})
 SlurmctldPort={self.ctld_port}
@@ -154,75 +406,63 @@ InactiveLimit=0
 MinJobAge=30
 {extra}{node_lines}
 PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
-"""
-        )
-        key = self.root / "munge" / "munge.key"
-        if not key.exists():
-            key.write_bytes(os.urandom(1024))
-        key.chmod(0o400)
-
-    def start(self, timeout: float = 30.0) -> None:
-        missing = [d for d in DAEMONS + ("srun", "sinfo") if not shutil.which(d, path=_sbin_path())]
-        if missing:
-            raise SlurmUnavailableError(
-                f"cannot start the local Slurm: {', '.join(missing)} not found "
-                "(install slurm-wlm, slurm-client and munge: ci/install-deps.sh)"
-            )
-        if self.nodes > 1 and not shutil.which("ip", path=_sbin_path()):
-            raise NamespaceError("cannot start the multi-node local Slurm: ip not found (install iproute2)")
-        if self.running():
-            return
-        self.stop()  # half-started leftovers
-        self._write_config()
-        if self.nodes > 1:
-            self._net_up()
-        r = self.root
-        self._spawn(
-            ["munged", "--force", f"--socket={r}/munge/munge.sock", f"--key-file={r}/munge/munge.key",
-             f"--pid-file={self._pidfile('munged')}", f"--log-file={r}/log/munged.log",
-             f"--seed-file={r}/munge/munge.seed"], "munged")
-        self._spawn(["slurmctld", "-f", str(self.conf)], "slurmctld")
-        if self.nodes == 1:
-            self._spawn(["slurmd", "-f", str(self.conf)], "slurmd")
+""")
+        key = r / "munge" / "munge.key"
+        try:
+            st = os.lstat(key)
+        except FileNotFoundError:
+            write_atomic(key, os.urandom(1024), 0o400)  # private before its first byte
         else:
-            slurmd = shutil.which("slurmd", path=_sbin_path())
-            for n in self.node_names:
-                # nsenter, not `ip netns exec`: that one remounts /sys, and slurmd dies without /sys/fs/cgroup.
-                # Its own UTS namespace too: tasks see hostname node<i> (srun hostname, Open MPI session dirs).
-                self._spawn(["nsenter", f"--net=/run/netns/{self.netns(n)}", "unshare", "--uts", "sh", "-c",
-                             'hostname "$1" && exec "$2" -f "$3" -N "$1"', "sh", n, slurmd, str(self.conf)],
-                            f"slurmd-{n}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=self.env, capture_output=True, text=True)
-            states = out.stdout.split()
-            if out.returncode == 0 and states and all(s.rstrip("*") in ("idle", "mixed", "allocated") for s in states):
-                return
-            time.sleep(0.5)
-        logs = "\n".join(self._tail(f"{d}.log") for d in self._daemons() if d != "munged")
-        self.stop()
-        raise SlurmUnavailableError(f"local Slurm did not come up within {timeout:.0f} s; last log lines:\n{logs}")
+            if not (key.is_file() and not key.is_symlink()) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                raise UnsafePathError(f"{key} is not a private file of yours (mode {st.st_mode & 0o7777:04o}, "
+                                      f"uid {st.st_uid}); remove it and start again")
 
     def _spawn(self, argv: list[str], daemon: str) -> None:
         exe = shutil.which(argv[0], path=_sbin_path())
-        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.env)
+        try:
+            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.env, timeout=60)
+        except subprocess.TimeoutExpired:
+            proc = subprocess.CompletedProcess(argv, -1, "", "did not go to the background within 60 s")
         if proc.returncode != 0:
             log = self._tail(daemon + ".log")
-            self.stop()
+            self._teardown()
             raise SlurmUnavailableError(f"{daemon} failed to start (exit {proc.returncode}): {proc.stderr.strip()}"
                                         f"\n{log}")
         deadline = time.monotonic() + 10
-        while not self._pid(daemon):
+        while not self.pid(daemon):
             if time.monotonic() > deadline:
                 log = self._tail(daemon + ".log")
-                self.stop()
+                self._teardown()
                 raise SlurmUnavailableError(f"{daemon} wrote no pid file\n{log}")
             time.sleep(0.1)
 
+    def _teardown(self) -> None:
+        """End every job and process of this cluster, whatever state it is in; idempotent."""
+        if self.pid("slurmctld"):
+            self._cancel(None)
+        # slurmd before slurmctld: without its controller slurmd takes ~10 s to go
+        for daemon in sorted(self._daemons(), key=lambda d: not d.startswith("slurmd")):
+            pid = self.pid(daemon)
+            if pid:
+                _end(pid, signal.SIGTERM, 10)
+        # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
+        for _ in range(50):
+            left = self.processes()
+            if not left:
+                break
+            for pid in left:
+                _end(pid, signal.SIGKILL, 0)
+            time.sleep(0.1)
+        if self.nodes > 1:
+            self._net_down()
+        for sub in ("run", "state", "spool", "tmp"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+
     def _ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([shutil.which("ip", path=_sbin_path()) or "ip", *args], capture_output=True, text=True)
+        proc = subprocess.run([shutil.which("ip", path=_sbin_path()) or "ip", *args], capture_output=True, text=True,
+                              timeout=CLIENT_TIMEOUT)
         if check and proc.returncode != 0:
-            self.stop()
+            self._teardown()
             hint = "" if os.geteuid() == 0 else " (network namespaces need root)"
             raise NamespaceError(f"`ip {' '.join(args)}` failed (exit {proc.returncode}): {proc.stderr.strip()}{hint}")
         return proc
@@ -251,10 +491,7 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
                 if not pids:
                     break
                 for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    _end(pid, signal.SIGKILL, 0)
                 time.sleep(0.1)
             self._ip("netns", "del", ns, check=False)
         links = self._ip("-o", "link", "show", check=False).stdout
@@ -263,41 +500,164 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
 
     def _tail(self, log: str, lines: int = 15) -> str:
         path = self.root / "log" / log
-        if not path.exists():
+        if not path.is_file():
             return f"({path} missing)"
         return f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self) -> None:
-        """Cancel every job, then stop the daemons; idempotent. A multi-node cluster also loses its
-        namespaces, veths, bridge and directory."""
-        if self._pid("slurmctld"):
-            subprocess.run(["scancel", "--full", "--quiet", "-u", "root"], env=self.env, capture_output=True)
-        for daemon in self._daemons():
-            pid = self._pid(daemon)
-            if pid:
-                os.kill(pid, signal.SIGTERM)
-                for _ in range(100):
-                    try:
-                        os.kill(pid, 0)
-                    except OSError:
-                        break
-                    time.sleep(0.1)
-                else:
-                    os.kill(pid, signal.SIGKILL)
-            self._pidfile(daemon).unlink(missing_ok=True)
-        if self.nodes > 1:
-            self._net_down()
-            shutil.rmtree(self.root, ignore_errors=True)
-
     def status(self) -> str:
-        lines = [f"{d}: {'running pid ' + str(self._pid(d)) if self._pid(d) else 'stopped'}" for d in self._daemons()]
+        _private_tree(self.root)
+        lines = [f"{d}: {'running pid ' + str(self.pid(d)) if self.pid(d) else 'stopped'}" for d in self._daemons()]
         if self.nodes > 1:
             have = self._ip("netns", "list", check=False).stdout.split()
             lines += [f"{n}: {self.address(n)} in netns {self.netns(n)} "
                       f"({'present' if self.netns(n) in have else 'absent'}), host veth {self.veth(n)} on {BRIDGE}"
                       for n in self.node_names]
+        if self.pid("slurmctld"):
+            lines += [f"node {n}: {s}{' (' + why + ')' if why else ''}" for n, (s, why) in self.node_states().items()]
+        lines.append(f"users: {', '.join(self.leases()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
+
+
+def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
+    """A Slurm client (scontrol, squeue, sinfo, scancel) bounded in time: one that gets no answer
+    means the controller is lost."""
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
+
+
+def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None = None) -> str:
+    """Which Slurm `--slurm MODE` means for `--system SYSTEM`: 'embedded', 'site' or 'off'.
+    The local systems always get the embedded cluster under auto, even on a login node whose
+    site Slurm answers: a run on this machine never lands in a production queue by accident.
+    Another system needs its site's Slurm (auto and external) unless --slurm local forces ours."""
+    if mode == "off":
+        return "off"
+    if mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS):
+        return "embedded"
+    if mode not in ("auto", "external"):
+        raise ValueError(f"unknown --slurm mode {mode!r} (auto, local, external, off)")
+    if (site_answers or site_slurm_answers)():
+        return "site"
+    raise SlurmUnavailableError(f"system {system!r} runs on its site's Slurm, and none answers `sinfo` here; "
+                                "run on that system's login node, or use --system local (the embedded Slurm)")
+
+
+def site_slurm_answers() -> bool:
+    """Whether a Slurm other than ours answers sinfo with this environment."""
+    if not shutil.which("sinfo"):
+        return False
+    env = dict(os.environ)
+    conf = env.get("SLURM_CONF")
+    if conf and _is_ours(Path(conf)):
+        del env["SLURM_CONF"]
+    try:
+        return subprocess.run(["sinfo", "-h"], env=env, capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _is_ours(conf: Path) -> bool:
+    try:
+        with open(conf, errors="replace") as f:
+            return f.readline().startswith(CONF_MARK)
+    except OSError:
+        return False
+
+
+def _job_tag(lease: str) -> str:
+    return f"commstack-lease-{lease}"
+
+
+def _own_lease() -> str:
+    return f"{os.getpid()}-{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot: with the pid, names one process for good."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(lease: str) -> bool:
+    pid, _, start = lease.partition("-")
+    return pid.isdigit() and _start_time(int(pid)) == start
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def _euid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[2])
+    except OSError:
+        pass
+    return None
+
+
+def _refers_to(pid: int, root: Path) -> bool:
+    """The process names `root` on its command line, works in it or holds a file of it open
+    (slurmstepd rewrites its command line; its working directory and log stay ours)."""
+    inside = str(root) + os.sep
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        if inside in cmdline.replace("\0", " ") or (os.readlink(f"/proc/{pid}/cwd") + os.sep).startswith(inside):
+            return True
+        fds = f"/proc/{pid}/fd"
+        return any(os.readlink(f"{fds}/{fd}").startswith(inside) for fd in os.listdir(fds))
+    except OSError:
+        return False
+
+
+def _descendants(parents: list[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(parents)
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _end(pid: int, sig: int, grace_s: float) -> None:
+    """Signal a process we checked is ours; after grace_s, SIGKILL it if it still runs (a zombie has
+    no executable: it has ended)."""
+    try:
+        os.kill(pid, sig)
+        for _ in range(int(grace_s * 10)):
+            time.sleep(0.1)
+            if _exe(pid) is None:
+                return
+        if grace_s:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _program_path(program: str) -> str | None:
+    exe = shutil.which(program, path=_sbin_path())
+    return os.path.realpath(exe) if exe else None
 
 
 def _sbin_path() -> str:

@@ -24,7 +24,6 @@ from commstack.config import load_system
 
 pytestmark = pytest.mark.multinode
 TOP = Path(__file__).resolve().parents[2]
-OWNED: list[LocalSlurm] = []  # clusters these tests started, and so may stop
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +40,8 @@ def cluster(pytestconfig, results_dir):
     if probe.returncode != 0:
         pytest.skip(f"multinode: `ip netns list` fails: {probe.stderr.strip()}")
     c = LocalSlurm.multinode(2)
-    started = not c.running()  # someone else's multi-node cluster is used, not stopped
-    if started:
-        OWNED.append(c)
     try:
-        c.start()
+        c.start()  # a lease: a cluster someone else also uses is not stopped under them
     except NamespaceError as e:
         pytest.skip(f"multinode: {e}")
     try:
@@ -53,8 +49,7 @@ def cluster(pytestconfig, results_dir):
     finally:
         if (c.root / "log").is_dir():
             shutil.copytree(c.root / "log", results_dir / "multinode-slurm-logs", dirs_exist_ok=True)
-        if started:
-            c.stop()
+        c.stop()
 
 
 @pytest.fixture(scope="module")
@@ -153,17 +148,17 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
 
 
 def test_stop_leaves_nothing_behind(cluster):
-    if cluster not in OWNED:
-        pytest.skip("multinode: the cluster was running before these tests; it is left running")
-    cluster.stop()
-    cluster.stop()  # idempotent
+    if not cluster.stop():
+        pytest.skip(f"multinode: others still use the cluster ({', '.join(cluster.leases())}); it is left running")
+    assert cluster.stop() is True  # idempotent
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     procs = subprocess.run(["pgrep", "-af", str(cluster.root)], capture_output=True, text=True).stdout
     assert not re.search(rf"^{NETNS_PREFIX}\d", netns, re.M), netns
     assert not re.search(rf"^\d+: ({VETH_PREFIX}\d|{BRIDGE})", links, re.M), links
     assert not procs.strip(), procs
-    assert not cluster.root.exists()
+    assert not cluster.processes()
+    assert not [d for d in ("run", "state", "spool", "tmp") if (cluster.root / d).exists()]
 
 
 def _counters(cluster: LocalSlurm) -> dict[str, dict[str, int]]:

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from commstack.config import System
-from commstack.errors import (BinaryNotFoundError, LaunchError, NodeFailureError, SlurmUnavailableError, SrunError,
-                              StepCrashedError, StepTimeoutError)
+from commstack.errors import (BinaryNotFoundError, ControllerLostError, LaunchError, NodeFailureError,
+                              SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
 from commstack.files import write_atomic, write_json
+from commstack.slurm import client
 
 
 @dataclass
@@ -41,7 +42,7 @@ class StepResult:
     step: Step
     command: list[str]
     returncode: int | None
-    stdout: str
+    stdout: str  # decoded with errors="replace"; stdout.txt and stderr.txt keep the raw bytes
     stderr: str
     started: float
     elapsed_s: float
@@ -60,6 +61,8 @@ NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* n
 SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
                           r"Requested node configuration is not available|.*unrecognized option)|"
                           r"srun: unrecognized option|srun: fatal:")
+# srun may exit 0 when the step never started on a node
+NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
 SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
                        r"exited on signal|signal \d+")
 
@@ -82,9 +85,14 @@ class Allocation:
             raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
         argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
                 "--job-name=commstack", *self.system.launcher.salloc_flags]
+        if self.env.get("COMMSTACK_SLURM_LEASE"):  # the local Slurm cancels a lease's jobs when its holder goes
+            argv.append(f"--comment={self.env['COMMSTACK_SLURM_LEASE']}")
         if self.system.partition:
             argv.append(f"--partition={self.system.partition}")
-        proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+        try:
+            proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailableError(f"{' '.join(argv)} got no allocation within 120 s") from None
         m = re.search(r"Granted job allocation (\d+)", proc.stderr + proc.stdout)
         if proc.returncode != 0 or not m:
             raise SlurmUnavailableError(f"{' '.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
@@ -97,18 +105,20 @@ class Allocation:
     @functools.cached_property
     def hosts(self) -> list[str]:
         """The allocation's node names, asked once (a node that fails later stays in the list)."""
-        q = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%N"], env=self.env,
-                           capture_output=True, text=True)
-        nodes = q.stdout.strip()
+        nodes = client(["squeue", "-h", "-j", str(self.job_id), "-o", "%N"], self.env).stdout.strip()
         if not nodes:
             return []
-        h = subprocess.run(["scontrol", "show", "hostnames", nodes], env=self.env, capture_output=True, text=True)
-        return h.stdout.split() or [nodes]
+        return client(["scontrol", "show", "hostnames", nodes], self.env).stdout.split() or [nodes]
 
     def release(self) -> None:
+        """Cancel the allocation we made. With the controller gone there is nobody to ask: the
+        local Slurm's stop() ends what is left."""
         if self.owned and self.job_id:
-            subprocess.run(["scancel", self.job_id], env=self.env, capture_output=True)
             self.owned = False
+            try:
+                client(["scancel", self.job_id], self.env)
+            except ControllerLostError:
+                pass
 
 
 class Launcher:
@@ -119,6 +129,7 @@ class Launcher:
         self.system, self.kind = system, kind
         self.env = dict(slurm_env or os.environ)
         self.allocation = allocation
+        self.lost: ControllerLostError | None = None  # once slurmctld is gone, no further step is launched
 
     def command(self, step: Step) -> list[str]:
         """The exact command line for a step: what the dry run prints and what runs."""
@@ -149,6 +160,10 @@ class Launcher:
         return argv + prog
 
     def run(self, step: Step, outdir: Path) -> StepResult:
+        """Run one step and keep its output in `outdir`; raise the LaunchError that says why it did
+        not run to the end. ControllerLostError: for this step and, unlaunched, every later one."""
+        if self.lost:
+            raise ControllerLostError(f"{step.name}: not run: {self.lost}")
         outdir.mkdir(parents=True, exist_ok=True)
         cmd = self.command(step)
         env = {**self.env, **self.system.env, **step.env}
@@ -161,8 +176,7 @@ class Launcher:
             raise BinaryNotFoundError(f"{step.name}: benchmark binary {prog!r} not found", str(outdir))
         started = time.time()
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         timed_out = False
         try:
             out, err = proc.communicate(timeout=step.timeout_s)
@@ -177,7 +191,8 @@ class Launcher:
             raise
         elapsed = time.monotonic() - t0
         _save(outdir, out, err)
-        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
+        result = StepResult(step, cmd, proc.returncode, _text(out), _text(err), started, elapsed,
+                            self._nodelist(step), outdir)
         try:
             self._classify(result, timed_out)
         except LaunchError as e:
@@ -197,13 +212,31 @@ class Launcher:
         hosts = self.allocation.hosts if self.allocation and self.allocation.job_id else []
         return hosts[:step.nodes] if 0 < step.nodes < len(hosts) else []
 
+    def _classify(self, r: StepResult, timed_out: bool) -> None:
+        try:
+            self._judge(r, timed_out)
+        except LaunchError as e:
+            if self.kind == "srun" and not self._controller_answers():
+                self.lost = ControllerLostError(f"the Slurm controller stopped answering during step {r.step.name} "
+                                                f"(scontrol ping fails)", str(r.outdir))
+                raise self.lost from e
+            raise
+
+    def _controller_answers(self) -> bool:
+        try:
+            return client(["scontrol", "ping"], self.env, timeout=10).returncode == 0
+        except ControllerLostError:
+            return False
+
     @staticmethod
-    def _classify(r: StepResult, timed_out: bool) -> None:
+    def _judge(r: StepResult, timed_out: bool) -> None:
         name, raw = r.step.name, str(r.outdir)
         if timed_out:
             raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
         if NODE_FAILURE.search(r.stderr):
             raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw)
+        if NOT_LAUNCHED.search(r.stderr):
+            raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
         if r.returncode == 0:
             return
         if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
@@ -229,9 +262,14 @@ def _stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _save(outdir: Path, out: str | None, err: str | None) -> None:
-    write_atomic(outdir / "stdout.txt", out or "")
-    write_atomic(outdir / "stderr.txt", err or "")
+def _save(outdir: Path, out: bytes | None, err: bytes | None) -> None:
+    """The step's output as it came, bytes for bytes (a benchmark may print anything)."""
+    write_atomic(outdir / "stdout.txt", out or b"")
+    write_atomic(outdir / "stderr.txt", err or b"")
+
+
+def _text(raw: bytes | None) -> str:
+    return (raw or b"").decode(errors="replace")
 
 
 def _first(pattern: re.Pattern, text: str) -> str:

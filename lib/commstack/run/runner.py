@@ -29,7 +29,7 @@ from commstack.results.records import Record
 from commstack.run.facts import mpi_facts, nccl_net, node_facts
 from commstack.run.launch import Allocation, Launcher
 from commstack.run.steps import SuiteStep
-from commstack.slurm import LocalSlurm
+from commstack.slurm import LocalSlurm, choose_slurm
 
 OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or build it with "
             "the pinned Spack: bin/commstack setup && spack -e . install osu-micro-benchmarks")
@@ -131,23 +131,27 @@ class Run:
         self.records: dict[tuple[str, str], Record] = {}
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
+        self._env: dict[str, str] | None = None
         binaries.build_dir = binaries.build_dir or results / "build"
 
     # ---- resources, made when the first step needs them and released by close()
 
     def slurm_env(self) -> dict[str, str]:
-        """A reachable cluster's environment, else the local Slurm's, started for this run."""
-        if self.slurm_mode == "off":
-            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
-        if self.slurm_mode in ("auto", "external") and _reachable_slurm():
-            return dict(os.environ)
-        if self.slurm_mode == "external":
-            raise SlurmUnavailableError("--slurm external, but no Slurm cluster answers sinfo")
-        cluster = LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode" else LocalSlurm()
-        if not cluster.running():
-            cluster.start()
-            self._cleanup.callback(cluster.stop)
-        return cluster.env
+        """The site's Slurm, or the embedded one under this run's lease (never a production queue by
+        accident: the local systems get the embedded Slurm under --slurm auto)."""
+        if self._env is None:
+            which = choose_slurm(self.system.name, self.slurm_mode)
+            if which == "off":
+                raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
+            if which == "site":
+                self._env = dict(os.environ)
+            else:
+                cluster = (LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode"
+                           else LocalSlurm())
+                self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+                cluster.start()
+                self._env = cluster.env
+        return self._env
 
     def launcher(self) -> Launcher:
         if self._launcher is None:
@@ -224,19 +228,10 @@ class Run:
                 if key not in self.records:
                     self.records[key] = Record(
                         run_id=self.id, index=self._index(s), suite=key[0], system=self.system.name, step=s.id,
-                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit, verdict="not-run",
-                        reason=s.not_run or why)
+                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric,
+                        unit=METRICS[s.metric].unit, verdict="not-run", reason=s.not_run or why)
                     self.records[key].write(self.dir)
         return list(self.records.values())
-
-
-def _reachable_slurm() -> bool:
-    if not shutil.which("sinfo"):
-        return False
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=20).returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
 
 
 #: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md

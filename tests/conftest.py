@@ -1,0 +1,32 @@
+"""Fixtures shared by the tiers that start a local Slurm of their own (tests/slurm, tests/faults)."""
+
+import time
+
+import pytest
+
+from commstack.errors import SlurmUnavailableError
+from commstack.slurm import LocalSlurm
+
+
+@pytest.fixture
+def own_slurm(pytestconfig, tmp_path_factory):
+    """A local Slurm of this test alone (its own directory and ports), beside any other cluster.
+    Afterwards no job of it may be queued, and once stopped no process of it may be left."""
+    mode = pytestconfig.getoption("--slurm")
+    if mode in ("off", "external"):
+        pytest.skip(f"--slurm={mode}: this test starts a local Slurm of its own")
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "s", 16837, 16838)
+    try:
+        cluster.start()
+    except SlurmUnavailableError as e:
+        pytest.skip(f"the local Slurm cannot start here: {e}")
+    yield cluster
+    queued = cluster.jobs() if cluster.pid("slurmctld") else []
+    for _ in range(30):  # a cancelled job is COMPLETING for a few seconds
+        if not queued:
+            break
+        time.sleep(0.5)
+        queued = cluster.jobs()
+    cluster.stop(force=True)
+    assert not queued, f"jobs left in the queue: {queued}"
+    assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"

@@ -1,0 +1,168 @@
+"""The embedded Slurm against a hostile /tmp and against a second user at the same time, for real:
+planted symlinks and pid files, two runs sharing one cluster, a run that died with an allocation,
+a node left drained."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from commstack.errors import CommstackError, SlurmUnavailableError
+from commstack.slurm import LocalSlurm, choose_slurm, site_slurm_answers
+
+pytestmark = pytest.mark.slurm
+
+# one user of the cluster: start (take a lease), one allocation and step, stop (give it back)
+USER = textwrap.dedent('''
+    import json, sys
+    from pathlib import Path
+    from commstack.config import load_system
+    from commstack.run.launch import Allocation, Launcher, Step
+    from commstack.slurm import LocalSlurm
+    root, seconds, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    cluster = LocalSlurm(Path(root), 16837, 16838)
+    cluster.start()
+    system = load_system("local")
+    with Allocation(system, cluster.env, nodes=1, ntasks=1) as alloc:
+        step = Step("user", ["bash", "-c", f"echo job $SLURM_JOB_ID; sleep {seconds}; echo done"], ntasks=1,
+                    timeout_s=120)
+        result = Launcher(system, "srun", cluster.env, alloc).run(step, out)
+    print(json.dumps({"job": alloc.job_id, "stdout": result.stdout, "shut_down": cluster.stop()}))
+''')
+
+
+def _user(cluster: LocalSlurm, seconds: int, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", USER, str(cluster.root), str(seconds), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _states(cluster: LocalSlurm) -> list[str]:
+    try:
+        return [state for _, state, _ in cluster.jobs()]
+    except SlurmUnavailableError:  # the first user is still starting the cluster
+        return []
+
+
+def _finish(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_path):
+    own_slurm.stop()  # the fixture's lease given back: the two users below are all there is
+    assert not own_slurm.processes()
+    first = _user(own_slurm, 8, tmp_path / "first")
+    deadline = time.monotonic() + 60
+    while "RUNNING" not in _states(own_slurm):
+        assert first.poll() is None and time.monotonic() < deadline, "the first user's job never ran"
+        time.sleep(0.3)
+    second = _user(own_slurm, 1, tmp_path / "second")
+    b = _finish(second)
+    assert first.poll() is None, "the first user ended with the second"
+    a = _finish(first)  # its job was not cancelled by the second user's stop
+    assert a["stdout"] == f"job {a['job']}\ndone\n" and b["stdout"] == f"job {b['job']}\ndone\n"
+    assert a["job"] != b["job"]
+    assert (b["shut_down"], a["shut_down"]) == (False, True)
+    assert not own_slurm.processes() and not own_slurm.leases()
+
+
+def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
+    crash = textwrap.dedent(f'''
+        import os, sys
+        from pathlib import Path
+        from commstack.config import load_system
+        from commstack.run.launch import Allocation
+        from commstack.slurm import LocalSlurm
+        cluster = LocalSlurm(Path({str(own_slurm.root)!r}), 16837, 16838)
+        cluster.start()
+        alloc = Allocation(load_system("local"), cluster.env, nodes=1, ntasks=1).__enter__()
+        print(alloc.job_id, flush=True)
+        os.kill(os.getpid(), 9)
+    ''')
+    proc = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    job = proc.stdout.strip()
+    assert [j[0] for j in own_slurm.jobs()] == [job]
+    own_slurm.start()  # another user comes: the dead lease goes, and its job with it
+    deadline = time.monotonic() + 20
+    while own_slurm.jobs():
+        assert time.monotonic() < deadline, own_slurm.jobs()
+        time.sleep(0.5)
+    assert len(own_slurm.leases()) == 1  # ours
+
+
+def test_a_drained_node_is_resumed(own_slurm):
+    node = own_slurm.node_names[0]
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed"],
+                   env=own_slurm.env, check=True, timeout=30)
+    assert own_slurm.node_states()[node] == ("drained", "Kill task failed")
+    own_slurm.start()
+    assert own_slurm.node_states()[node] == ("idle", "")
+
+
+def test_a_symlink_in_place_of_slurm_conf_is_replaced_not_followed(own_slurm, tmp_path):
+    own_slurm.stop()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    own_slurm.conf.unlink()
+    own_slurm.conf.symlink_to(victim)
+    own_slurm.start()
+    assert victim.read_text() == "precious\n"
+    assert not own_slurm.conf.is_symlink()
+    assert f"SlurmctldPort={own_slurm.ctld_port}" in own_slurm.conf.read_text()
+
+
+def test_a_planted_pid_file_is_neither_trusted_nor_signalled(own_slurm):
+    own_slurm.stop()
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        run = own_slurm.root / "run"
+        run.mkdir(mode=0o700)
+        for daemon in ("slurmctld", "slurmd", "munged"):
+            (run / f"{daemon}.pid").write_text(f"{bystander.pid}\n")
+        assert own_slurm.pid("slurmctld") is None and not own_slurm.running()
+        assert "slurmctld: stopped" in own_slurm.status()
+        own_slurm.stop()
+        own_slurm.start()
+        assert own_slurm.running() and own_slurm.pid("slurmctld") != bystander.pid
+        own_slurm.stop(force=True)
+        assert bystander.poll() is None, "the process named by the planted pid file was signalled"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_munge_key_is_private_and_a_readable_one_is_refused(own_slurm):
+    key = own_slurm.root / "munge" / "munge.key"
+    assert key.stat().st_mode & 0o777 == 0o400
+    own_slurm.stop()
+    key.chmod(0o644)
+    with pytest.raises(CommstackError, match=r"munge\.key is not a private file of yours \(mode 0644"):
+        own_slurm.start()
+    assert not own_slurm.processes()
+    key.unlink()
+
+
+def test_local_systems_never_go_to_a_site_slurm():
+    answers = lambda: True  # noqa: E731 - a login node whose site Slurm answers
+    assert choose_slurm("local", "auto", answers) == "embedded"
+    assert choose_slurm("local-multinode", "auto", answers) == "embedded"
+    assert choose_slurm("alps-gh200", "auto", answers) == "site"
+    assert choose_slurm("alps-gh200", "local", answers) == "embedded"
+    assert choose_slurm("local", "off", answers) == "off"
+    with pytest.raises(CommstackError, match="system 'alps-gh200' runs on its site's Slurm, and none answers"):
+        choose_slurm("alps-gh200", "auto", lambda: False)
+
+
+def test_our_own_cluster_is_not_taken_for_a_site_slurm(own_slurm, monkeypatch):
+    if Path("/etc/slurm/slurm.conf").exists():
+        pytest.skip("this machine has a Slurm configuration of its own (/etc/slurm/slurm.conf)")
+    monkeypatch.setenv("SLURM_CONF", str(own_slurm.conf))
+    assert subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
+    assert not site_slurm_answers()
