@@ -19,8 +19,9 @@ def _run(argv: list[str], timeout: int = 60) -> str:
         return ""
 
 
+@functools.cache
 def mpi_facts(binary: str) -> dict:
-    """MPI library, version and CUDA support of the MPI `binary` is linked with."""
+    """MPI library, version and CUDA support of the MPI `binary` is linked with; asked once per binary."""
     libmpi = next((m.group(1) for m in re.finditer(r"libmpi\.so[.\d]* => (\S+)", _run(["ldd", binary]))), None)
     return {"libmpi": libmpi, **(_mpi_library(libmpi) if libmpi else {})}
 
