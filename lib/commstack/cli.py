@@ -255,7 +255,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     results = Path(args.results) if args.results else new_run_dir(TOP / "results")
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
             "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
-            "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini")]
+            "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
+            "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
     for opt in ("osu_prefix", "pingpong", "memory"):
         if getattr(args, opt):
             argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]

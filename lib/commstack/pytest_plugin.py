@@ -22,6 +22,7 @@ import pytest
 
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError
+from commstack.files import write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
@@ -30,6 +31,7 @@ from commstack.run.steps import SuiteStep, expand
 from commstack.spack import find_spack
 
 RUN = pytest.StashKey[Run]()
+STARTED = pytest.StashKey[float]()
 PROGRESS = pytest.StashKey[dict]()
 
 
@@ -51,6 +53,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "else the local Spack env's osu-micro-benchmarks when installed")
     g.addoption("--pingpong", default=None,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[STARTED] = time.monotonic()
 
 
 # ---- suite files: one item per step
@@ -161,8 +167,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     records = run.close(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     if any(isinstance(i, StepItem) for i in session.items):
-        from commstack.results.report import write_report  # matplotlib only when there is a report
-        path = write_report(run.dir, run.references)
+        with run.phase("report"):
+            from commstack.results.report import write_report  # matplotlib only when there is a report
+            path = write_report(run.dir, run.references)
+        total = time.monotonic() - session.config.stash[STARTED]
+        write_json(run.dir / "timings.json", {**run.timings, "session": total})
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             counts = {}
@@ -170,6 +179,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 counts[r.verdict] = counts.get(r.verdict, 0) + 1
             tr.write_line(f"commstack: {len(records)} steps: "
                           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f"; report {path}")
+            tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
+                          + f"; {total:.1f} s since pytest started (timings.json)")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -3,6 +3,7 @@ nodes have. Asked of the binary's own libraries (ldd) and the MPI's own query to
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -18,12 +19,16 @@ def _run(argv: list[str], timeout: int = 60) -> str:
         return ""
 
 
+@functools.cache
 def mpi_facts(binary: str) -> dict:
-    """MPI library, version and CUDA support of the MPI `binary` is linked with."""
+    """MPI library, version and CUDA support of the MPI `binary` is linked with; asked once per binary."""
     libmpi = next((m.group(1) for m in re.finditer(r"libmpi\.so[.\d]* => (\S+)", _run(["ldd", binary]))), None)
-    facts: dict = {"libmpi": libmpi}
-    if not libmpi:
-        return facts
+    return {"libmpi": libmpi, **(_mpi_library(libmpi) if libmpi else {})}
+
+
+@functools.cache
+def _mpi_library(libmpi: str) -> dict:
+    """What an MPI library says of itself; asked once per library (ompi_info --all takes a quarter second)."""
     prefix = Path(libmpi).resolve().parent.parent
     ompi_info = prefix / "bin" / "ompi_info"
     ompi_info = str(ompi_info) if ompi_info.is_file() else shutil.which("ompi_info")
@@ -32,16 +37,17 @@ def mpi_facts(binary: str) -> dict:
     if version:
         cuda = re.search(r"(?:mpi|opal)_built_with_cuda_support:value:(\w+)", text)
         comps = sorted(set(re.findall(r'^mca:((?:btl|mtl|pml|osc):\w+):version:"component', text, re.M)))
-        facts.update(mpi_library="Open MPI", mpi_version=version.group(1),
-                     cuda_aware=cuda.group(1) == "true" if cuda else None, components=comps)
-    elif "cray" in libmpi or "mpich" in libmpi:
-        facts.update(mpi_library="MPICH (Cray MPICH)" if "cray" in libmpi else "MPICH",
-                     mpi_version=Path(libmpi).resolve().name)
-    return facts
+        return dict(mpi_library="Open MPI", mpi_version=version.group(1),
+                    cuda_aware=cuda.group(1) == "true" if cuda else None, components=comps)
+    if "cray" in libmpi or "mpich" in libmpi:
+        return dict(mpi_library="MPICH (Cray MPICH)" if "cray" in libmpi else "MPICH",
+                    mpi_version=Path(libmpi).resolve().name)
+    return {}
 
 
+@functools.cache
 def node_facts() -> dict:
-    """GPUs and NICs of the node running the harness (the nodes of a run are recorded per step)."""
+    """GPUs and NICs of the node running the harness (the nodes of a run are recorded per step); asked once."""
     gpus = [line for line in _run(["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU")] \
         if shutil.which("nvidia-smi") else []
     nics = sorted(p.name for p in Path("/sys/class/net").glob("*") if p.name != "lo")

@@ -35,6 +35,10 @@ OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREF
             "the pinned Spack: bin/commstack setup && spack -e . install osu-micro-benchmarks")
 
 
+#: the phases of a run's timings; build: finding or building the binaries
+PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
+
+
 def new_run_dir(root: Path) -> Path:
     """results/<date-time>-<random>, created exclusively, and results/latest pointing at it."""
     root.mkdir(parents=True, exist_ok=True)
@@ -56,12 +60,14 @@ class Binaries:
     build_dir: Path | None = None
 
     def osu_dir(self) -> Path:
-        prefix = self.osu_prefix or _spack_location("osu-micro-benchmarks")
-        if not prefix:
+        if self.osu_prefix is None:  # Spack asked once per run, not per step ("" : it has none)
+            self.osu_prefix = _spack_location("osu-micro-benchmarks") or ""
+        if not self.osu_prefix:
             raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {OSU_HINT}")
-        mpi = Path(prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
+        mpi = Path(self.osu_prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
         if not (mpi / "pt2pt" / "osu_latency").is_file():
-            raise BinaryNotFoundError(f"{prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): {OSU_HINT}")
+            raise BinaryNotFoundError(f"{self.osu_prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
+                                      f"{OSU_HINT}")
         return mpi
 
     def pingpong_binary(self) -> Path:
@@ -132,7 +138,21 @@ class Run:
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._env: dict[str, str] | None = None
+        #: where the run's time went (seconds), each phase of PHASES without the phases inside it
+        self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self._inner = 0.0
         binaries.build_dir = binaries.build_dir or results / "build"
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Adds the time spent inside to timings[name], less the time of the phases nested in it."""
+        t0, outer, self._inner = time.monotonic(), self._inner, 0.0
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - t0
+            self.timings[name] += spent - self._inner
+            self._inner = outer + spent
 
     # ---- resources, made when the first step needs them and released by close()
 
@@ -149,7 +169,8 @@ class Run:
                 cluster = (LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode"
                            else LocalSlurm())
                 self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-                cluster.start()
+                with self.phase("slurm start"):
+                    cluster.start()
                 self._env = cluster.env
         return self._env
 
@@ -162,7 +183,8 @@ class Run:
                 runnable = [s.step for s in self.planned if not s.not_run]
                 nodes = max([min(self.system.nodes, 2)] + [st.nodes for st in runnable])  # the largest step
                 ntasks = max([2 * nodes] + [st.ntasks for st in runnable])
-                alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
+                with self.phase("allocation"):
+                    alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
                 self._launcher = Launcher(self.system, "srun", slurm_env=env, allocation=alloc)
         return self._launcher
 
@@ -179,7 +201,8 @@ class Run:
         record.started = time.time()
         t0 = time.monotonic()
         try:
-            self._execute(s, record)
+            with self.phase("steps"):
+                self._execute(s, record)
         except (BinaryNotFoundError, SlurmUnavailableError) as e:
             record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
         except (LaunchError, ParseError) as e:
@@ -193,7 +216,8 @@ class Run:
         return record
 
     def _execute(self, s: SuiteStep, record: Record) -> None:
-        argv = substitute(s.step.argv, self.binaries.resolve(s))
+        with self.phase("build"):
+            argv = substitute(s.step.argv, self.binaries.resolve(s))
         env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}  # the net plugin NCCL picks
         step = dataclasses.replace(s.step, argv=argv, env={**s.step.env, **env})
         launcher = self.launcher()
@@ -220,7 +244,8 @@ class Run:
     def close(self, interrupted: bool = False) -> list[Record]:
         """Release what the run holds and record every planned step it never reached."""
         try:
-            self._cleanup.close()
+            with self.phase("release"):
+                self._cleanup.close()
         finally:
             why = "interrupted (Ctrl-C) before this step" if interrupted else "the run ended before this step"
             for s in self.planned:
