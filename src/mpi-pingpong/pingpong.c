@@ -93,24 +93,14 @@ struct buffers {
     void *send, *recv;
 };
 
-/* staged mode: device to host before a send, host to device after a receive */
-static void stage_out(enum mode m, const struct buffers *b, size_t bytes)
+/* staged mode: the device buffers go through the host ones around every MPI call */
+static void staged_copy(enum mode m, void *dst, const void *src, size_t bytes, int to_device)
 {
 #ifdef COMMSTACK_CUDA
     if (m == MODE_STAGED)
-        CUDA_CHECK(cudaMemcpy(b->host_send, b->dev_send, bytes, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
 #else
-    (void)m, (void)b, (void)bytes;
-#endif
-}
-
-static void stage_in(enum mode m, const struct buffers *b, size_t bytes)
-{
-#ifdef COMMSTACK_CUDA
-    if (m == MODE_STAGED)
-        CUDA_CHECK(cudaMemcpy(b->dev_recv, b->host_recv, bytes, cudaMemcpyHostToDevice));
-#else
-    (void)m, (void)b, (void)bytes;
+    (void)m, (void)dst, (void)src, (void)bytes, (void)to_device;
 #endif
 }
 
@@ -119,14 +109,14 @@ static void round_trip(enum mode m, const struct buffers *b, size_t bytes)
 {
     int peer = 1 - rank;
     if (rank == 0) {
-        stage_out(m, b, bytes);
+        staged_copy(m, b->host_send, b->dev_send, bytes, 0);
         MPI_Send(b->send, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
         MPI_Recv(b->recv, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        stage_in(m, b, bytes);
+        staged_copy(m, b->dev_recv, b->host_recv, bytes, 1);
     } else {
         MPI_Recv(b->recv, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        stage_in(m, b, bytes);
-        stage_out(m, b, bytes);
+        staged_copy(m, b->dev_recv, b->host_recv, bytes, 1);
+        staged_copy(m, b->host_send, b->dev_send, bytes, 0);
         MPI_Send(b->send, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
     }
 }
