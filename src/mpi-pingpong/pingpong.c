@@ -6,13 +6,17 @@
  *   staged      device buffer, copied through a host buffer around every MPI call
  *   cuda-aware  device buffer passed to MPI directly
  *
- * Every size: zero the receiver's buffer, fill the sender's with a pattern, run the warm-up
- * round trips, time `loops` round trips, then check on both ranks that the payload arrived
- * intact. Time per transfer is half a round trip; bandwidth is bytes / 2^30 / time (GB/s as
- * the tutorial prints it).
+ * Measured as OSU 7's osu_latency, so the two agree (perf/pingpong_vs_osu.py): one send and one
+ * receive buffer per rank, page-aligned, allocated once at the largest size; rank 0 sends from
+ * its send buffer and receives into its receive buffer, rank 1 the reverse. Every size: fill the
+ * send buffers with a pattern of the sending rank, zero the receive buffers, barrier, then
+ * `warmup` + `loops` round trips in one loop, rank 0 timing each timed round trip on its own and
+ * summing. Afterwards both ranks check that their receive buffer holds the peer's pattern. Time
+ * per transfer is half a round trip; bandwidth is bytes / 2^30 / time (GB/s as the tutorial
+ * prints it).
  *
  * Exit status: 0 all sizes passed, 1 a data check failed, 2 usage error, 3 allocation or
- * CUDA failure.
+ * CUDA failure (no CUDA device included).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -26,9 +30,14 @@
 
 #ifdef COMMSTACK_CUDA
 #include <cuda_runtime.h>
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* MPIX_Query_cuda_support: refuse device pointers an MPI cannot take */
+#endif
+#endif
 #endif
 
-#define PP_VERSION "1.1"
+#define PP_VERSION "1.2"
 #define TAG_PING 10
 #define TAG_PONG 20
 
@@ -59,54 +68,85 @@ __attribute__((format(printf, 2, 3), noreturn)) static void die(int code, const 
     } while (0)
 #endif
 
-static unsigned char pattern_byte(size_t i, size_t size)
+static unsigned char pattern_byte(size_t i, size_t size, int from)
 {
-    /* depends on position and size, so a stale buffer from a smaller size cannot pass */
-    return (unsigned char)((i * 131u + size * 7u + 1u) & 0xffu);
+    /* depends on position, size and sending rank, so neither a stale buffer from a smaller size
+       nor the receiver's own data can pass */
+    return (unsigned char)((i * 131u + size * 7u + (size_t)from * 29u + 1u) & 0xffu);
 }
 
 static void *host_alloc(size_t bytes)
 {
     /* page-aligned, as OSU's buffers: malloc's 16-byte alignment costs up to 30% in
-       shared-memory copies between 2 KiB and 512 KiB (benchmarks/pingpong_vs_osu.py) */
+       shared-memory copies between 2 KiB and 512 KiB (perf/pingpong_vs_osu.py) */
     void *p = NULL;
     if (posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), bytes ? bytes : 1) != 0)
         die(3, "cannot allocate %zu bytes of host memory", bytes);
     return p;
 }
 
-/* One round trip. `buf` is what MPI sees; `host` and `dev` are used by the staged mode. */
-static void round_trip(enum mode m, void *buf, void *host, void *dev, size_t bytes)
+/* One rank's buffers, allocated once at the largest size. `send` and `recv` are what MPI sees:
+   the host buffers in the cpu and staged modes, the device ones in the cuda-aware mode. */
+struct buffers {
+    unsigned char *host_send, *host_recv;
+    void *dev_send, *dev_recv;
+    void *send, *recv;
+};
+
+/* staged mode: the device buffers go through the host ones around every MPI call */
+static void staged_copy(enum mode m, void *dst, const void *src, size_t bytes, int to_device)
+{
+#ifdef COMMSTACK_CUDA
+    if (m == MODE_STAGED)
+        CUDA_CHECK(cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+#else
+    (void)m, (void)dst, (void)src, (void)bytes, (void)to_device;
+#endif
+}
+
+/* One round trip, as osu_latency: rank 0 sends then receives, rank 1 receives then sends. */
+static void round_trip(enum mode m, const struct buffers *b, size_t bytes)
 {
     int peer = 1 - rank;
-    (void)host;
-    (void)dev;
-#ifdef COMMSTACK_CUDA
-    if (m == MODE_STAGED) {
-        if (rank == 0) {
-            CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
-            MPI_Send(host, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
-            MPI_Recv(host, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
-        } else {
-            MPI_Recv(host, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
-            MPI_Send(host, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
-        }
-        return;
+    if (rank == 0) {
+        staged_copy(m, b->host_send, b->dev_send, bytes, 0);
+        MPI_Send(b->send, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+        MPI_Recv(b->recv, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        staged_copy(m, b->dev_recv, b->host_recv, bytes, 1);
+    } else {
+        MPI_Recv(b->recv, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        staged_copy(m, b->dev_recv, b->host_recv, bytes, 1);
+        staged_copy(m, b->host_send, b->dev_send, bytes, 0);
+        MPI_Send(b->send, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
     }
+}
+
+#ifdef COMMSTACK_CUDA
+/* Picks this rank's GPU; on failure writes why into `why` (empty when all is well). */
+static void select_device(enum mode m, char *why, size_t len)
+{
+    /* local rank from a shared-memory split: works under srun, mpirun and containers */
+    MPI_Comm node;
+    int local, ndev = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess)
+        snprintf(why, len, "no usable CUDA device (no GPU, or no driver or too old a one): %s (cudaGetDeviceCount error %d)",
+                 cudaGetErrorString(err), (int)err);
+    else if (ndev == 0)
+        snprintf(why, len, "no CUDA device on this node");
+    else if ((err = cudaSetDevice(local % ndev)) != cudaSuccess)
+        snprintf(why, len, "cannot use CUDA device %d: %s (%d)", local % ndev, cudaGetErrorString(err), (int)err);
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    else if (m == MODE_CUDA_AWARE && !MPIX_Query_cuda_support())
+        snprintf(why, len, "this MPI library is not CUDA-aware (MPIX_Query_cuda_support() = 0)");
 #else
     (void)m;
 #endif
-    if (rank == 0) {
-        MPI_Send(buf, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
-        MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else {
-        MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf, (int)bytes, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
-    }
 }
+#endif
 
 static size_t parse_size(const char *opt, const char *s)
 {
@@ -176,16 +216,18 @@ int main(int argc, char **argv)
         die(2, "bad range: need 1 <= MIN <= MAX < 2G, LOOPS >= 1, WARMUP >= 0");
 
 #ifdef COMMSTACK_CUDA
-    int ndev = 0;
     if (m != MODE_CPU) {
-        /* local rank from a shared-memory split: works under srun, mpirun and containers */
-        MPI_Comm node;
-        int local;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &local);
-        MPI_Comm_free(&node);
-        CUDA_CHECK(cudaGetDeviceCount(&ndev));
-        CUDA_CHECK(cudaSetDevice(local % ndev));
+        /* every rank learns whether all have a device, so none is left waiting in MPI */
+        char why[256] = "";
+        select_device(m, why, sizeof why);
+        int ok = why[0] == '\0', all_ok;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!ok)
+            fprintf(stderr, "mpi-pingpong: error (rank %d): mode '%s': %s\n", rank, mode_names[m], why);
+        if (!all_ok) {
+            MPI_Finalize();
+            return 3;
+        }
     }
 #else
     if (m != MODE_CPU)
@@ -199,38 +241,47 @@ int main(int argc, char **argv)
     }
 
     int failures = 0;
-    /* one buffer for all sizes, as OSU: every size runs on warm, already-mapped pages */
-    unsigned char *host = host_alloc(max_bytes);
-    void *dev = NULL, *buf = host;
+    struct buffers b = {host_alloc(max_bytes), host_alloc(max_bytes), NULL, NULL, NULL, NULL};
+    b.send = b.host_send;
+    b.recv = b.host_recv;
 #ifdef COMMSTACK_CUDA
     if (m != MODE_CPU) {
-        if (cudaMalloc(&dev, max_bytes) != cudaSuccess)
-            die(3, "cannot allocate %zu bytes of device memory", max_bytes);
-        buf = dev;
+        if (cudaMalloc(&b.dev_send, max_bytes) != cudaSuccess || cudaMalloc(&b.dev_recv, max_bytes) != cudaSuccess)
+            die(3, "cannot allocate 2 x %zu bytes of device memory", max_bytes);
+        if (m == MODE_CUDA_AWARE) {
+            b.send = b.dev_send;
+            b.recv = b.dev_recv;
+        }
     }
 #endif
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
         for (size_t i = 0; i < bytes; i++)
-            host[i] = rank == 0 ? pattern_byte(i, bytes) : 0;
+            b.host_send[i] = pattern_byte(i, bytes, rank);
+        memset(b.host_recv, 0, bytes);
 #ifdef COMMSTACK_CUDA
-        if (m != MODE_CPU)
-            CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+        if (m != MODE_CPU) {
+            CUDA_CHECK(cudaMemcpy(b.dev_send, b.host_send, bytes, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy(b.dev_recv, b.host_recv, bytes, cudaMemcpyHostToDevice));
+        }
 #endif
-        for (long i = 0; i < warmup; i++)
-            round_trip(m, buf, host, dev, bytes);
+        /* as osu_latency: warm-up and timed round trips in one loop after one barrier, each
+           timed round trip timed on its own */
         MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (long i = 0; i < loops; i++)
-            round_trip(m, buf, host, dev, bytes);
-        double elapsed = MPI_Wtime() - t0;
+        double elapsed = 0.0;
+        for (long i = 0; i < warmup + loops; i++) {
+            double t0 = MPI_Wtime();
+            round_trip(m, &b, bytes);
+            if (i >= warmup)
+                elapsed += MPI_Wtime() - t0;
+        }
 
 #ifdef COMMSTACK_CUDA
         if (m != MODE_CPU)
-            CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(b.host_recv, b.dev_recv, bytes, cudaMemcpyDeviceToHost));
 #endif
         long long bad_at = -1;
         for (size_t i = 0; i < bytes; i++)
-            if (host[i] != pattern_byte(i, bytes)) {
+            if (b.host_recv[i] != pattern_byte(i, bytes, 1 - rank)) {
                 bad_at = (long long)i;
                 break;
             }
@@ -255,10 +306,13 @@ int main(int argc, char **argv)
         }
     }
 #ifdef COMMSTACK_CUDA
-    if (dev)
-        CUDA_CHECK(cudaFree(dev));
+    if (m != MODE_CPU) {
+        CUDA_CHECK(cudaFree(b.dev_send));
+        CUDA_CHECK(cudaFree(b.dev_recv));
+    }
 #endif
-    free(host);
+    free(b.host_send);
+    free(b.host_recv);
     if (rank == 0)
         printf("# mpi-pingpong done: %s\n", failures ? "data check FAILED" : "all sizes passed");
     MPI_Finalize();

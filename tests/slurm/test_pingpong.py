@@ -53,7 +53,7 @@ def test_step_timeout_cancels_the_step_and_keeps_output(launcher, pingpong_binar
                 ntasks=2, timeout_s=4)
     with pytest.raises(StepTimeoutError, match="timed out after 4 s"):
         launcher.run(step, step_dir)
-    assert "# mpi-pingpong v1.1 mode=cpu" in (step_dir / "stdout.txt").read_text()
+    assert "mode=cpu ranks=2 loops=2000000000 warmup=5 min=8 max=8" in (step_dir / "stdout.txt").read_text()
     # the allocation is still usable: the next step runs
     ok = launcher.run(Step("after-timeout", [str(pingpong_binary), "-e", "64", "-n", "2"], ntasks=2), step_dir / "next")
     assert parse_pingpong(ok.stdout).complete

@@ -16,6 +16,7 @@ class MpiPingpong(MakefilePackage):
     homepage = "https://www.olcf.ornl.gov/tutorials/"  # seed 003's description
     git = f"file://{COMMSTACK}"
 
+    version("1.2", commit="e6ca069bb2d44dce5f92db7fda1a2acf4b26e1b6")  # measured as osu_latency
     version("1.1", commit="6db5240f3875fb1e4977f07ae56866384563234c")  # one page-aligned buffer
     version("1.0", commit="2773eb47f778b608f29b97054194c48f178edacf")
 
