@@ -35,7 +35,7 @@ from commstack.results.compare import compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE, Binaries, exit_status, new_run_dir
+from commstack.run.runner import EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, exit_status, new_run_dir
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
@@ -241,6 +241,8 @@ def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
+    if args.submit:
+        return cmd_submit(args, system, suite)
     if args.dry_run:
         return _dry_run(args, system, suite)
     results = Path(args.results) if args.results else new_run_dir(TOP / "results")
@@ -290,6 +292,51 @@ def _summary(results: Path, allow_not_run: bool) -> int:
     return status
 
 
+def cmd_submit(args: argparse.Namespace, system, suite) -> int:
+    """The suite as one batch job (sbatch); --dry-run prints its script, --wait waits and judges."""
+    from commstack.run import batch
+    plan = batch.Plan(system=str(system.path), suite=str(suite.path), memory=args.memory,
+                      native_only=args.native_only, osu_prefix=args.osu_prefix, pingpong=args.pingpong)
+    if args.dry_run:
+        with tempfile.TemporaryDirectory() as tmp:  # where mpi-pingpong is built for the look, then dropped
+            results = Path(args.results or TOP / "results" / "RUN")
+            binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp))
+            print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
+        return 0
+    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build")
+    out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))
+    print(f"submitted batch job {out}; results in {results}; `commstack status {results}` polls it", flush=True)
+    args.results = str(results)
+    return cmd_status(args, []) if args.wait else 0
+
+
+def batch_env(system, mode: str) -> dict[str, str]:
+    """Slurm clients' environment: a reachable cluster, else the local one (left running for the job)."""
+    from commstack.run.runner import _reachable_slurm
+    if mode in ("auto", "external") and _reachable_slurm():
+        return dict(os.environ)
+    cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
+    if not cluster.running():
+        cluster.start()
+    return cluster.env
+
+
+def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
+    """A batch run's job; once it ended: its results judged, the report, the exit status of the run."""
+    from commstack.run import batch
+    from commstack.results.report import write_report
+    results = Path(args.results)
+    plan = batch.read_plan(results)
+    system = load_system(plan.system)
+    records = batch.status(results, batch_env(system, getattr(args, "slurm", "auto")), wait=args.wait)
+    if records is None:
+        return EXIT_PENDING
+    write_report(results, load_references(system.references) if system.references else None,
+                 system.nic_line_rate_MBps)
+    return _summary(results, args.allow_not_run)
+
+
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.report import write_report
     results = Path(args.results)
@@ -323,7 +370,9 @@ def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--native-only", action="store_true", help="drop the container runs")
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
-    s.add_argument("--dry-run", action="store_true", help="print the srun lines; run nothing")
+    s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")
+    s.add_argument("--submit", action="store_true", help="submit the suite as one batch job (sbatch) and return")
+    s.add_argument("--wait", action="store_true", help="with --submit: wait for the job, exit with the run's status")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -358,6 +407,10 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="write results/<run>/report/ (HTML, Markdown, CSV, plots) again")
     s.add_argument("results", help="a results directory")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
+    s = sub.add_parser("status", help="a batch run: its job's state; once it ended, its results judged")
+    s.add_argument("results", help="the run's results directory (printed by --submit)")
+    s.add_argument("--wait", action="store_true", help="block until the job ends")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
     s = sub.add_parser("compare", help="a run against a baseline run; exit 1 on any difference")
     s.add_argument("baseline")
     s.add_argument("results")
@@ -368,7 +421,7 @@ def parser() -> argparse.ArgumentParser:
 
 HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
             "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-            "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare}
+            "suite": cmd_suite, "report": cmd_report, "status": cmd_status, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

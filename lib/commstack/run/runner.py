@@ -295,6 +295,7 @@ def _reachable_slurm() -> bool:
 
 #: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md
 EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PENDING = 4  # `commstack status`: the batch job has not ended yet
 
 
 def exit_status(records: list[Record], allow_not_run: bool = False) -> int:
