@@ -349,12 +349,55 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.baseline_from == "history":
+        return cmd_compare_history(args)
+    if args.baseline is None:
+        raise CommstackError("compare needs a baseline run (compare A B) or --baseline history")
     a = read_run(Path(args.baseline))
     system = load_system(a[0].system) if a[0].system in known_systems() else None
     refs = load_references(system.references) if system and system.references else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
     print(compare_table(changes), end="")
     return 1 if any(c.difference for c in changes) else 0
+
+
+def cmd_compare_history(args: argparse.Namespace) -> int:
+    """A run against the median and spread of the last N runs of each step on the same system."""
+    from commstack.results import history
+    results = Path(args.results)
+    path = Path(args.history) if args.history else history.default_path(results.resolve().parent)
+    changes = history.compare_to_history(results, path, args.last,
+                                         args.tolerance if args.tolerance is not None else 0.05)
+    print(f"baseline: median of the last {args.last} runs in {path}")
+    print(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), end="")
+    return 1 if any(c.verdict in ("regression", "invalid") for c in changes) else 0
+
+
+def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
+    """`history import DIR...` fills the history; `history` prints (and --plot draws) the trend."""
+    from commstack.results import history
+    path = Path(args.history) if args.history else history.default_path(TOP / "results")
+    if args.action == "import":
+        if not args.dirs:
+            raise CommstackError("history import needs results directories")
+        for d in args.dirs:
+            for run, n in history.import_results(Path(d), path).items():
+                print(f"history: {run}: {n} records")
+        print(f"history: {path}")
+        return 0
+    if args.action or args.dirs:
+        raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
+    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    print(history.trend_table(points), end="")
+    if args.plot:
+        print(f"plot: {history.plot(points, Path(args.plot))}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
+    from commstack.results.export import export
+    print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
+    return 0
 
 
 def _run_options(s: argparse.ArgumentParser) -> None:
@@ -411,17 +454,36 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("results", help="the run's results directory (printed by --submit)")
     s.add_argument("--wait", action="store_true", help="block until the job ends")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
-    s = sub.add_parser("compare", help="a run against a baseline run; exit 1 on any difference")
-    s.add_argument("baseline")
+    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference")
+    s.add_argument("baseline", nargs="?", help="the baseline run (none with --baseline history)")
     s.add_argument("results")
+    s.add_argument("--baseline", dest="baseline_from", choices=("history",),
+                   help="history: the median and spread of the last --last runs of each step on the system")
     s.add_argument("--tolerance", type=float, default=None,
                    help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
+    s.add_argument("--last", type=int, default=10, help="with --baseline history: how many earlier runs")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else history.sqlite beside the run)")
+    s = sub.add_parser("history", help="the trend of each step's figure over runs; `history import DIR` fills it")
+    s.add_argument("action", nargs="?", help="import: add results directories (runs, or directories of runs)")
+    s.add_argument("dirs", nargs="*")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else results/history.sqlite)")
+    for opt in ("system", "suite", "step"):
+        s.add_argument(f"--{opt}", help=f"only this {opt}")
+    s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--plot", help="draw the trend into this PNG file")
+    s = sub.add_parser("export", help="a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic")
+    s.add_argument("results", help="a results directory")
+    s.add_argument("--format", required=True, choices=("perflog", "jsonl", "bmf", "elastic"))
+    s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>)")
     return p
 
 
 HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
             "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-            "suite": cmd_suite, "report": cmd_report, "status": cmd_status, "compare": cmd_compare}
+            "suite": cmd_suite, "report": cmd_report, "status": cmd_status,
+            "history": cmd_history, "export": cmd_export, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

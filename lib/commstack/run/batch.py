@@ -27,6 +27,7 @@ from commstack.run.launch import Launcher, StepResult
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute)
 from commstack.run.steps import SuiteStep, expand
+from commstack.results import history
 from commstack.results.judge import load_references
 
 PLAN = Path("batch") / "plan.json"
@@ -174,6 +175,7 @@ def collect(run_dir: Path, state: str) -> list[Record]:
         records.append(record)
     plan.collected = state
     write_atomic(run_dir / PLAN, plan.model_dump_json(indent=2) + "\n")
+    history.add_run(run_dir)
     return records
 
 
