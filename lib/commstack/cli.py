@@ -36,7 +36,7 @@ from commstack.results.compare import compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE, Binaries, exit_status, new_run_dir
+from commstack.run.runner import EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, exit_status, new_run_dir
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
@@ -250,6 +250,8 @@ def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
+    if args.submit:
+        return cmd_submit(args, system, suite)
     if args.dry_run:
         return _dry_run(args, system, suite)
     results = Path(args.results) if args.results else new_run_dir(TOP / "results")
@@ -300,6 +302,51 @@ def _summary(results: Path, allow_not_run: bool) -> int:
     return status
 
 
+def cmd_submit(args: argparse.Namespace, system, suite) -> int:
+    """The suite as one batch job (sbatch); --dry-run prints its script, --wait waits and judges."""
+    from commstack.run import batch
+    plan = batch.Plan(system=str(system.path), suite=str(suite.path), memory=args.memory,
+                      native_only=args.native_only, osu_prefix=args.osu_prefix, pingpong=args.pingpong)
+    if args.dry_run:
+        with tempfile.TemporaryDirectory() as tmp:  # where mpi-pingpong is built for the look, then dropped
+            results = Path(args.results or TOP / "results" / "RUN")
+            binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp))
+            print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
+        return 0
+    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build")
+    out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))
+    print(f"submitted batch job {out}; results in {results}; `commstack status {results}` polls it", flush=True)
+    args.results = str(results)
+    return cmd_status(args, []) if args.wait else 0
+
+
+def batch_env(system, mode: str) -> dict[str, str]:
+    """Slurm clients' environment: a reachable cluster, else the local one (left running for the job)."""
+    from commstack.run.runner import _reachable_slurm
+    if mode in ("auto", "external") and _reachable_slurm():
+        return dict(os.environ)
+    cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
+    if not cluster.running():
+        cluster.start()
+    return cluster.env
+
+
+def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
+    """A batch run's job; once it ended: its results judged, the report, the exit status of the run."""
+    from commstack.run import batch
+    from commstack.results.report import write_report
+    results = Path(args.results)
+    plan = batch.read_plan(results)
+    system = load_system(plan.system)
+    records = batch.status(results, batch_env(system, getattr(args, "slurm", "auto")), wait=args.wait)
+    if records is None:
+        return EXIT_PENDING
+    write_report(results, load_references(system.references) if system.references else None,
+                 system.nic_line_rate_MBps)
+    return _summary(results, args.allow_not_run)
+
+
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.report import write_report
     results = Path(args.results)
@@ -312,12 +359,55 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.baseline_from == "history":
+        return cmd_compare_history(args)
+    if args.baseline is None:
+        raise CommstackError("compare needs a baseline run (compare A B) or --baseline history")
     a = read_run(Path(args.baseline))
     system = load_system(a[0].system) if a[0].system in known_systems() else None
     refs = load_references(system.references) if system and system.references else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
     print(compare_table(changes), end="")
     return 1 if any(c.difference for c in changes) else 0
+
+
+def cmd_compare_history(args: argparse.Namespace) -> int:
+    """A run against the median and spread of the last N runs of each step on the same system."""
+    from commstack.results import history
+    results = Path(args.results)
+    path = Path(args.history) if args.history else history.default_path(results.resolve().parent)
+    changes = history.compare_to_history(results, path, args.last,
+                                         args.tolerance if args.tolerance is not None else 0.05)
+    print(f"baseline: median of the last {args.last} runs in {path}")
+    print(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), end="")
+    return 1 if any(c.verdict in ("regression", "invalid") for c in changes) else 0
+
+
+def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
+    """`history import DIR...` fills the history; `history` prints (and --plot draws) the trend."""
+    from commstack.results import history
+    path = Path(args.history) if args.history else history.default_path(TOP / "results")
+    if args.action == "import":
+        if not args.dirs:
+            raise CommstackError("history import needs results directories")
+        for d in args.dirs:
+            for run, n in history.import_results(Path(d), path).items():
+                print(f"history: {run}: {n} records")
+        print(f"history: {path}")
+        return 0
+    if args.action or args.dirs:
+        raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
+    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    print(history.trend_table(points), end="")
+    if args.plot:
+        print(f"plot: {history.plot(points, Path(args.plot))}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
+    from commstack.results.export import export
+    print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
+    return 0
 
 
 def _run_options(s: argparse.ArgumentParser) -> None:
@@ -333,7 +423,9 @@ def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--native-only", action="store_true", help="drop the container runs")
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
-    s.add_argument("--dry-run", action="store_true", help="print the srun lines; run nothing")
+    s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")
+    s.add_argument("--submit", action="store_true", help="submit the suite as one batch job (sbatch) and return")
+    s.add_argument("--wait", action="store_true", help="with --submit: wait for the job, exit with the run's status")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -374,11 +466,33 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="write results/<run>/report/ (HTML, Markdown, CSV, plots) again")
     s.add_argument("results", help="a results directory")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
-    s = sub.add_parser("compare", help="a run against a baseline run; exit 1 on any difference")
-    s.add_argument("baseline")
+    s = sub.add_parser("status", help="a batch run: its job's state; once it ended, its results judged")
+    s.add_argument("results", help="the run's results directory (printed by --submit)")
+    s.add_argument("--wait", action="store_true", help="block until the job ends")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
+    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference")
+    s.add_argument("baseline", nargs="?", help="the baseline run (none with --baseline history)")
     s.add_argument("results")
+    s.add_argument("--baseline", dest="baseline_from", choices=("history",),
+                   help="history: the median and spread of the last --last runs of each step on the system")
     s.add_argument("--tolerance", type=float, default=None,
                    help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
+    s.add_argument("--last", type=int, default=10, help="with --baseline history: how many earlier runs")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else history.sqlite beside the run)")
+    s = sub.add_parser("history", help="the trend of each step's figure over runs; `history import DIR` fills it")
+    s.add_argument("action", nargs="?", help="import: add results directories (runs, or directories of runs)")
+    s.add_argument("dirs", nargs="*")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else results/history.sqlite)")
+    for opt in ("system", "suite", "step"):
+        s.add_argument(f"--{opt}", help=f"only this {opt}")
+    s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--plot", help="draw the trend into this PNG file")
+    s = sub.add_parser("export", help="a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic")
+    s.add_argument("results", help="a results directory")
+    s.add_argument("--format", required=True, choices=("perflog", "jsonl", "bmf", "elastic"))
+    s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>)")
     s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
                        epilog=parse.PARSE_HELP)
     s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
@@ -391,7 +505,8 @@ def parser() -> argparse.ArgumentParser:
 
 HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
             "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
-            "suite": cmd_suite, "report": cmd_report, "compare": cmd_compare,
+            "suite": cmd_suite, "report": cmd_report, "status": cmd_status,
+            "history": cmd_history, "export": cmd_export, "compare": cmd_compare,
             "parse": lambda a, _: parse.parse_command(a.file, a.args, a.json, a.ranks)}
 
 

@@ -85,6 +85,16 @@ class LauncherConfig(Strict):
     mpirun_flags: list[str] = []
 
 
+class BatchConfig(Strict):
+    """What `commstack suite --submit` puts in the job script's #SBATCH lines (with the system's partition)."""
+
+    account: str | None = None
+    reservation: str | None = None
+    qos: str | None = None
+    time: Annotated[str, Field(pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$")] = "01:00:00"   # sbatch --time
+    sbatch_flags: list[str] = []
+
+
 class System(Strict):
     """A system file: the machine a suite runs on, and how steps are launched there."""
 
@@ -95,6 +105,8 @@ class System(Strict):
     node: Node
     launcher: LauncherConfig
     env: dict[str, str] = {}
+    batch: BatchConfig = BatchConfig()
+    nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     references: Path | None = None     # resolved against the system file's directory
     path: Path | None = None           # set by load_system, not written in the file
 

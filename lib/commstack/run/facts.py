@@ -1,15 +1,50 @@
-"""Stack facts kept with each result: which MPI a binary runs on and what it can do, what the
-nodes have. Asked of the binary's own libraries (ldd) and the MPI's own query tool."""
+"""Stack facts kept with each result, taken on the compute nodes a step runs on: a probe launched
+just before the step with the step's own placement (same nodes, ranks, GPU binding, container)
+reports per rank what it sees (GPU and NIC selection) and per node which MPI the benchmark binary
+links (its library, version, CUDA support, components) and which libfabric provider fi_info picks.
+NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
+
+The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
+container; each line it prints is `@@ <rank> <host> <section> <text>`, parsed strictly."""
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-NCCL_NET = re.compile(r"NCCL INFO (?:NET/Plugin.*|Using network \S+.*|NET/\S+ : Using .*)")
+from commstack.errors import ParseError
+
+#: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
+#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts).
+PROBE = r"""
+R=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}; H=$(hostname)
+p() { while IFS= read -r l; do printf '@@ %s %s %s %s\n' "$R" "$H" "$1" "$l"; done; }
+env | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|'\
+'UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|MPICH_OFI_NIC_POLICY)=' | p env
+[ "${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0
+lib=$(ldd "$1" 2>/dev/null | awk '/libmpi\.so/ {print $3; exit}')
+[ -n "$lib" ] && echo "$lib" | p libmpi
+oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/ompi_info
+[ -x "$oi" ] || oi=$(command -v ompi_info)
+[ -n "$lib" ] && [ -n "$oi" ] && "$oi" --parsable --all 2>/dev/null \
+  | grep -E '^ompi:version:full:|_built_with_cuda_support:value:|^mca:(btl|mtl|pml|osc):[a-z0-9_]+:version:"component' \
+  | p ompi_info
+command -v fi_info >/dev/null && { fi_info 2>/dev/null | grep -m1 '^provider:' | p fi_selected
+  fi_info -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | p gpus
+ls /sys/class/net 2>/dev/null | grep -vx lo | p nics
+ls /sys/class/cxi 2>/dev/null | p cxi
+exit 0
+"""
+PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (env|libmpi|ompi_info|fi_selected|fi_providers|gpus|nics|cxi) (.*)")
+NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;+:-]+)")
+NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
+
+
+def probe_argv(binary: str) -> list[str]:
+    return ["bash", "-c", PROBE, "commstack-probe", binary]
 
 
 def _run(argv: list[str], timeout: int = 60) -> str:
@@ -19,35 +54,67 @@ def _run(argv: list[str], timeout: int = 60) -> str:
         return ""
 
 
-@functools.cache
-def mpi_facts(binary: str) -> dict:
-    """MPI library, version and CUDA support of the MPI `binary` is linked with; asked once per binary."""
-    libmpi = next((m.group(1) for m in re.finditer(r"libmpi\.so[.\d]* => (\S+)", _run(["ldd", binary]))), None)
-    return {"libmpi": libmpi, **(_mpi_library(libmpi) if libmpi else {})}
+def parse_probe(text: str) -> dict:
+    """The probe's output -> {"nodes": {host: facts}, "ranks": [{rank, host, env}]}; a line that is
+    not a probe line is a ParseError quoting it (the probe's stdout carries nothing else)."""
+    nodes: dict[str, dict] = {}
+    ranks: dict[int, dict] = {}
+    raw: dict[tuple[str, str], list[str]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = PROBE_LINE.fullmatch(line)
+        if not m:
+            raise ParseError("not a commstack probe line", line, n)
+        rank, host, section, value = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+        if section == "env":
+            key, _, val = value.partition("=")
+            ranks.setdefault(rank, {"rank": rank, "host": host, "env": {}})["env"][key] = val
+        else:
+            raw.setdefault((host, section), []).append(value)
+    for host in sorted({h for h, _ in raw} | {r["host"] for r in ranks.values()}):
+        get = lambda section: raw.get((host, section), [])  # noqa: E731
+        facts = {"gpus": get("gpus"), "nics": get("nics"), "cxi_devices": get("cxi"),
+                 "libfabric_providers": sorted({p.rstrip(":") for p in get("fi_providers")}),
+                 "libfabric_provider": next((v.split(":", 1)[1].strip() for v in get("fi_selected")), None)}
+        libmpi = next(iter(get("libmpi")), None)
+        facts.update(_mpi(libmpi, "\n".join(get("ompi_info"))) if libmpi else {"libmpi": None})
+        nodes[host] = facts
+    for r in ranks.values():  # which of its node's GPUs a rank was given
+        gpus = nodes[r["host"]]["gpus"]
+        cvd = r["env"].get("CUDA_VISIBLE_DEVICES", "")
+        r["gpu"] = gpus[int(cvd)] if cvd.isdigit() and int(cvd) < len(gpus) else None
+        r["nic_selection"] = {k: v for k, v in r["env"].items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_LOCALID")}
+    return {"nodes": nodes, "ranks": [ranks[k] for k in sorted(ranks)]}
 
 
-@functools.cache
-def _mpi_library(libmpi: str) -> dict:
-    """What an MPI library says of itself; asked once per library (ompi_info --all takes a quarter second)."""
-    prefix = Path(libmpi).resolve().parent.parent
-    ompi_info = prefix / "bin" / "ompi_info"
-    ompi_info = str(ompi_info) if ompi_info.is_file() else shutil.which("ompi_info")
-    text = _run([ompi_info, "--parsable", "--all"]) if ompi_info else ""
-    version = re.search(r"^ompi:version:full:(\S+)$", text, re.M)
+def _mpi(libmpi: str, ompi_info: str) -> dict:
+    """MPI library, version and CUDA support from the linked libmpi and (Open MPI) ompi_info's lines."""
+    facts: dict = {"libmpi": libmpi}
+    version = re.search(r"^ompi:version:full:(\S+)$", ompi_info, re.M)
     if version:
-        cuda = re.search(r"(?:mpi|opal)_built_with_cuda_support:value:(\w+)", text)
-        comps = sorted(set(re.findall(r'^mca:((?:btl|mtl|pml|osc):\w+):version:"component', text, re.M)))
-        return dict(mpi_library="Open MPI", mpi_version=version.group(1),
-                    cuda_aware=cuda.group(1) == "true" if cuda else None, components=comps)
-    if "cray" in libmpi or "mpich" in libmpi:
-        return dict(mpi_library="MPICH (Cray MPICH)" if "cray" in libmpi else "MPICH",
-                    mpi_version=Path(libmpi).resolve().name)
-    return {}
+        cuda = re.search(r"(?:mpi|opal)_built_with_cuda_support:value:(\w+)", ompi_info)
+        comps = sorted(set(re.findall(r'^mca:((?:btl|mtl|pml|osc):\w+):version:"component', ompi_info, re.M)))
+        facts.update(mpi_library="Open MPI", mpi_version=version.group(1),
+                     cuda_aware=cuda.group(1) == "true" if cuda else None, components=comps)
+    elif "cray" in libmpi or "mpich" in libmpi:
+        facts.update(mpi_library="MPICH (Cray MPICH)" if "cray" in libmpi else "MPICH",
+                     mpi_version=Path(libmpi).name)
+    return facts
 
 
-@functools.cache
+def mpi_facts(binary: str) -> dict:
+    """MPI library, version and CUDA support of the MPI `binary` is linked with, asked on this machine."""
+    libmpi = next((m.group(1) for m in re.finditer(r"libmpi\.so[.\d]* => (\S+)", _run(["ldd", binary]))), None)
+    if not libmpi:
+        return {"libmpi": None}
+    ompi_info = Path(libmpi).resolve().parent.parent / "bin" / "ompi_info"
+    ompi_info = str(ompi_info) if ompi_info.is_file() else shutil.which("ompi_info")
+    return _mpi(libmpi, _run([ompi_info, "--parsable", "--all"]) if ompi_info else "")
+
+
 def node_facts() -> dict:
-    """GPUs and NICs of the node running the harness (the nodes of a run are recorded per step); asked once."""
+    """GPUs and NICs of the machine running the harness."""
     gpus = [line for line in _run(["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU")] \
         if shutil.which("nvidia-smi") else []
     nics = sorted(p.name for p in Path("/sys/class/net").glob("*") if p.name != "lo")
@@ -57,6 +124,31 @@ def node_facts() -> dict:
     return {"gpus": gpus, "nics": nics, "cxi_devices": cxi, "libfabric_providers": providers}
 
 
-def nccl_net(text: str) -> list[str]:
-    """The network NCCL selected, from its NCCL_DEBUG=INFO lines (plugin loaded or not)."""
-    return sorted({m.group(0) for m in NCCL_NET.finditer(text)})
+def nccl_net(text: str) -> dict[str, dict]:
+    """Per node (the host prefix of NCCL's INFO lines), the network NCCL used and the OFI provider the
+    aws-ofi-nccl plugin selected (None: the plugin selected none, or NCCL did not load it)."""
+    out: dict[str, dict] = {}
+    for line in text.splitlines():
+        if m := NCCL_OFI_SELECTED.match(line):
+            out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["ofi_provider"] = m.group(2)
+        elif m := NCCL_NETWORK.match(line):
+            net = out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["network"]
+            if m.group(2) not in net:
+                net.append(m.group(2))
+    return out
+
+
+def nccl_plugin_problem(required: str | None, tags: dict, nets: dict[str, dict]) -> str | None:
+    """Why an NCCL step fails on a system whose NCCL must use the `required` net plugin (ofi), or None.
+    A step run with the plugin's hook off on purpose (aws_ofi_nccl_hook: false) is exempt."""
+    if required != "ofi" or tags.get("aws_ofi_nccl_hook") is False:
+        return None
+    without = sorted(host for host, n in nets.items() if not n["ofi_provider"])
+    if not nets:
+        return ("NCCL did not select the OFI net plugin (no 'NET/OFI Selected provider' line in its "
+                "NCCL_DEBUG=INFO output): it ran on another network, whatever its bandwidth")
+    if without:
+        used = "; ".join(sorted({", ".join(nets[h]["network"]) or "unknown" for h in without}))
+        return (f"NCCL did not select the OFI net plugin on {', '.join(without)} (network: {used}), "
+                "whatever its bandwidth")
+    return None

@@ -24,10 +24,10 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
-from commstack.results.parse import parse_output
+from commstack.results.parse import Sweep, parse_output
 from commstack.results.records import Record
-from commstack.run.facts import mpi_facts, nccl_net, node_facts
-from commstack.run.launch import Allocation, Launcher
+from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
+from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm import LocalSlurm, choose_slurm
 
@@ -124,6 +124,70 @@ def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     return out
 
 
+def new_record(run_id: str, index: int, s: SuiteStep, system: System, reason: str | None = None) -> Record:
+    """A step's record before it runs: not-run, with the reason the system cannot run it, if any."""
+    return Record(run_id=run_id, index=index, suite=s.tags["suite"], system=system.name, step=s.id,
+                  benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit,
+                  verdict="not-run", reason=s.not_run or reason or "")
+
+
+@contextlib.contextmanager
+def judged(record: Record):
+    """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
+    try:
+        yield
+    except (BinaryNotFoundError, SlurmUnavailableError) as e:
+        record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
+    except (LaunchError, ParseError) as e:
+        record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
+
+
+def launched_step(s: SuiteStep, argv: list[str]) -> Step:
+    """The step as launched: real binaries, and NCCL_DEBUG=INFO so that its output names the net plugin."""
+    env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}
+    return dataclasses.replace(s.step, argv=argv, env={**s.step.env, **env})
+
+
+def probe_step(step: Step) -> Step:
+    """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container)."""
+    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120)
+
+
+def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
+    """Stack facts from the nodes `step` runs on; a probe that fails costs the facts, not the step."""
+    try:
+        result = launcher.run(probe_step(step), outdir)
+        return parse_probe(result.stdout)
+    except (LaunchError, ParseError) as e:
+        return {"probe_error": f"{type(e).__name__}: {e}"}
+
+
+def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
+    """One repeat's saved output into the record: command, nodes, parsed rows."""
+    record.outputs.append(str(result.outdir.relative_to(run_dir)))
+    record.commands.append(result.command)
+    record.nodelist = result.nodelist
+    sweep = parse_output(s.benchmark, result.stdout, result.step.argv[1:], ranks=result.step.ntasks)
+    record.repeats.append(sweep.rows)
+    return sweep
+
+
+def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack: dict, system: System,
+             references: References | None) -> None:
+    """The verdict of a step from its parsed repeats and the facts of its nodes: the same for a step run
+    here and one collected from a batch job."""
+    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps)
+    record.title, record.version = sweeps[0].title, sweeps[0].version
+    record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
+    record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
+    if s.tool == "nccl-tests":
+        record.stack["nccl_net"] = nets = nccl_net(out)
+        problem = nccl_plugin_problem(system.nccl_net_plugin, s.tags, nets)
+        if problem:
+            record.verdict, record.reason = "fail", problem
+            record.detail += f"\n  stack: {problem}"
+
+
 class Run:
     """One run of suite steps on a system: its results directory, Slurm, allocation and records."""
 
@@ -191,9 +255,7 @@ class Run:
     # ---- steps
 
     def execute(self, s: SuiteStep) -> Record:
-        record = Record(run_id=self.id, index=self._index(s), suite=s.tags["suite"], system=self.system.name, step=s.id,
-                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit,
-                        verdict="not-run", reason=s.not_run or "")
+        record = new_record(self.id, self._index(s), s, self.system)
         self.records[record.key] = record
         if s.not_run:
             record.write(self.dir)
@@ -201,12 +263,8 @@ class Run:
         record.started = time.time()
         t0 = time.monotonic()
         try:
-            with self.phase("steps"):
+            with self.phase("steps"), judged(record):
                 self._execute(s, record)
-        except (BinaryNotFoundError, SlurmUnavailableError) as e:
-            record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
-        except (LaunchError, ParseError) as e:
-            record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
         except KeyboardInterrupt:
             record.verdict, record.reason = "not-run", "interrupted (Ctrl-C); its output so far is kept"
             raise
@@ -218,25 +276,15 @@ class Run:
     def _execute(self, s: SuiteStep, record: Record) -> None:
         with self.phase("build"):
             argv = substitute(s.step.argv, self.binaries.resolve(s))
-        env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}  # the net plugin NCCL picks
-        step = dataclasses.replace(s.step, argv=argv, env={**s.step.env, **env})
+        step = launched_step(s, argv)
         launcher = self.launcher()
+        stack = probe(launcher, step, self.dir / "steps" / record.dirname / "probe")
         sweeps, out = [], ""
         for r in range(s.repeats):
-            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
-            record.outputs.append(str(outdir.relative_to(self.dir)))
-            result = launcher.run(step, outdir)
-            record.commands.append(result.command)
-            record.nodelist = result.nodelist
+            result = launcher.run(step, self.dir / "steps" / record.dirname / f"repeat-{r}")
+            sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
-            sweeps.append(parse_output(s.benchmark, result.stdout, argv[1:], ranks=step.ntasks))
-            record.repeats.append(sweeps[-1].rows)
-        verdict = judge(sweeps, s.tags, self.references, s.metric, self.system.nic_line_rate_MBps)
-        record.title, record.version = sweeps[0].title, sweeps[0].version
-        record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
-        record.stack = {**(mpi_facts(argv[0]) if not step.environment else {}), **node_facts(),
-                        "gpu_binding": self.system.launcher.gpu_binding,
-                        "nccl_net": nccl_net(out) if s.tool == "nccl-tests" else None}
+        conclude(s, record, sweeps, out, stack, self.system, self.references)
 
     def _index(self, s: SuiteStep) -> int:
         return next((i for i, p in enumerate(self.planned) if p is s), len(self.planned))
@@ -251,16 +299,14 @@ class Run:
             for s in self.planned:
                 key = (s.tags["suite"], s.id)
                 if key not in self.records:
-                    self.records[key] = Record(
-                        run_id=self.id, index=self._index(s), suite=key[0], system=self.system.name, step=s.id,
-                        benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric,
-                        unit=METRICS[s.metric].unit, verdict="not-run", reason=s.not_run or why)
+                    self.records[key] = new_record(self.id, self._index(s), s, self.system, why)
                     self.records[key].write(self.dir)
         return list(self.records.values())
 
 
 #: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md
 EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PENDING = 4  # `commstack status`: the batch job has not ended yet
 
 
 def exit_status(records: list[Record], allow_not_run: bool = False) -> int:

@@ -1,0 +1,90 @@
+"""Exports of a run's figures to the formats other tools read; files only, no network.
+
+One figure is one step at one message size: the median of its repeats in the judged metric, with
+the lowest and highest repeat as its bounds.
+
+  perflog  ReFrame-style performance log: `|`-separated, a header line, one line per figure
+  jsonl    JSON Lines: one object per figure
+  bmf      bencher.dev's Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}
+  elastic  Elasticsearch bulk API body: an `index` action line and a document line per figure
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+from commstack.errors import CommstackError
+from commstack.files import write_atomic
+from commstack.results.records import Record, read_run
+
+FORMATS = ("perflog", "jsonl", "bmf", "elastic")
+SUFFIX = {"perflog": ".log", "jsonl": ".jsonl", "bmf": ".bmf.json", "elastic": ".bulk.ndjson"}
+PERFLOG_FIELDS = ("timestamp", "run_id", "system", "suite", "step", "benchmark", "size", "metric", "value",
+                  "lower", "upper", "unit", "repeats", "verdict", "nodelist")
+INDEX = "commstack"
+
+
+class ExportError(CommstackError):
+    """An unknown format, or a run without figures."""
+
+
+def figures(records: list[Record]) -> Iterator[dict[str, Any]]:
+    for r in records:
+        per_size: dict[int, list[float]] = {}
+        for rows in r.repeats:
+            for row in rows:
+                v = row.get(r.metric)
+                if v is not None and math.isfinite(float(v)):
+                    per_size.setdefault(row["size"], []).append(float(v))
+        medians = r.medians()
+        for size, values in sorted(per_size.items()):
+            yield {"timestamp": r.started, "run_id": r.run_id, "system": r.system, "suite": r.suite, "step": r.step,
+                   "benchmark": r.benchmark, "size": size, "metric": r.metric, "value": medians[size][0],
+                   "lower": min(values), "upper": max(values), "unit": r.unit, "repeats": len(values),
+                   "verdict": r.verdict, "nodelist": ",".join(r.nodelist), "tags": r.tags, "stack": r.stack}
+
+
+def render(records: list[Record], fmt: str) -> str:
+    rows = list(figures(records))
+    if not rows:
+        raise ExportError("the run has no figures (no step produced a result)")
+    if fmt == "perflog":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, PERFLOG_FIELDS, delimiter="|", extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, sort_keys=True, default=str) + "\n" for row in rows)
+    if fmt == "bmf":
+        bmf: dict[str, dict] = {}
+        for row in rows:
+            name = f"{row['system']}/{row['suite']}/{row['step']}/{row['size']}B"
+            bmf.setdefault(name, {})[row["metric"].replace("_", "-").lower()] = {
+                "value": row["value"], "lower_value": row["lower"], "upper_value": row["upper"]}
+        return json.dumps(bmf, indent=2, sort_keys=True) + "\n"
+    if fmt == "elastic":
+        out = []
+        for row in rows:
+            doc_id = f"{row['run_id']}/{row['suite']}/{row['step']}/{row['size']}"
+            out.append(json.dumps({"index": {"_index": INDEX, "_id": doc_id}}))
+            out.append(json.dumps(row, sort_keys=True, default=str))
+        return "\n".join(out) + "\n"  # the bulk API wants a final newline
+    raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+def export(run_dir: Path, fmt: str, output: Path | None = None) -> Path:
+    """Write the run's figures as `fmt` to `output` (default: <run>/export/<run>.<suffix>)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    text = render(read_run(run_dir), fmt)
+    if output is None:
+        output = run_dir / "export" / (run_dir.name + SUFFIX[fmt])
+        output.parent.mkdir(exist_ok=True)
+    write_atomic(output, text)
+    return output

@@ -1,0 +1,231 @@
+"""The results history: every record of every run in one SQLite file (stdlib sqlite3), by default
+results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewhere).
+
+Stored per record: run, system, suite, step, benchmark, metric and unit, verdict and reason, tags and
+stack facts (JSON); per size the judged figure's median, standard deviation and repeat count. A run is
+written in one transaction and replaces an earlier import of itself. `PRAGMA user_version` holds the
+schema version; a file of another version is refused by name rather than misread.
+
+Against the history, a run is judged noise-aware: per step and size, the median of the last N runs of
+the same step on the same system is the baseline, and a drop counts only beyond both the tolerance
+and the history's own spread (its largest deviation from that median on the bad side) plus twice the
+run's repeat spread. So a figure inside what the history has already seen is not a regression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from commstack.errors import CommstackError
+from commstack.results.compare import Change
+from commstack.results.judge import HIGHER_IS_BETTER
+from commstack.results.records import RECORD, Record, read_run
+
+SCHEMA_VERSION = 1
+FILENAME = "history.sqlite"
+SCHEMA = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, path TEXT NOT NULL, started REAL, added REAL NOT NULL);
+CREATE TABLE records (
+  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, suite TEXT NOT NULL, step TEXT NOT NULL,
+  system TEXT NOT NULL, benchmark TEXT NOT NULL, tool TEXT NOT NULL, metric TEXT NOT NULL, unit TEXT NOT NULL,
+  verdict TEXT NOT NULL, reason TEXT NOT NULL, started REAL, nodelist TEXT NOT NULL, tags TEXT NOT NULL,
+  stack TEXT NOT NULL, PRIMARY KEY (run_id, suite, step));
+CREATE TABLE figures (
+  run_id TEXT NOT NULL, suite TEXT NOT NULL, step TEXT NOT NULL, size INTEGER NOT NULL,
+  median REAL, stdev REAL NOT NULL, repeats INTEGER NOT NULL, PRIMARY KEY (run_id, suite, step, size),
+  FOREIGN KEY (run_id, suite, step) REFERENCES records(run_id, suite, step) ON DELETE CASCADE);
+CREATE INDEX figures_by_step ON figures (suite, step, size);
+"""
+
+
+class HistoryError(CommstackError):
+    """A history file that is not ours, of another schema version, or a query it cannot answer."""
+
+
+def default_path(results_root: Path) -> Path:
+    env = os.environ.get("COMMSTACK_HISTORY")
+    return Path(env) if env else results_root / FILENAME
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """The history at `path`, created with the current schema when new."""
+    path = Path(path)
+    if path.is_symlink():
+        raise HistoryError(f"{path} is a symlink; the history is kept only in a real file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        db.execute("PRAGMA foreign_keys = ON")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{path}: not a commstack history ({e})") from None
+    if version == 0 and tables == 0:
+        with db:
+            db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+    elif version != SCHEMA_VERSION:
+        db.close()
+        raise HistoryError(f"{path}: history schema version {version}, this commstack reads {SCHEMA_VERSION}")
+    return db
+
+
+def add_run(run_dir: Path, path: Path | None = None) -> int:
+    """Store every record of a run (the hook a finished run calls); returns how many. Idempotent."""
+    run_dir = Path(run_dir)
+    records = read_run(run_dir)
+    db = connect(path or default_path(run_dir.resolve().parent))
+    try:
+        with db:  # one transaction: a run is in the history whole or not at all
+            _store(db, run_dir, records)
+    finally:
+        db.close()
+    return len(records)
+
+
+def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None:
+    run_id = records[0].run_id
+    started = min((r.started for r in records if r.started), default=None)
+    db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, str(run_dir.resolve()), started, time.time()))
+    for r in records:
+        db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (run_id, r.suite, r.step, r.system, r.benchmark, r.tool, r.metric, r.unit, r.verdict,
+                    r.reason, r.started, json.dumps(r.nodelist), json.dumps(r.tags, sort_keys=True),
+                    json.dumps(r.stack, sort_keys=True, default=str)))
+        for size, (median, stdev, n) in r.medians().items():
+            db.execute("INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (run_id, r.suite, r.step, size, median if math.isfinite(median) else None,
+                        stdev if math.isfinite(stdev) else 0.0, n))
+
+
+def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
+    """Every run under `root` (a run directory, or a directory of runs) into the history."""
+    root = Path(root)
+    runs = [root] if (root / "steps").is_dir() else sorted(
+        p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
+    if not runs:
+        raise HistoryError(f"{root}: no runs (directories with steps/*/{RECORD})")
+    db_path = path or default_path(root.resolve().parent if (root / "steps").is_dir() else root.resolve())
+    return {run.name: add_run(run, db_path) for run in runs}
+
+
+@dataclass
+class Point:
+    run_id: str
+    started: float | None
+    system: str
+    suite: str
+    step: str
+    size: int
+    metric: str
+    unit: str
+    median: float | None
+    stdev: float
+    verdict: str
+
+
+def trend(path: Path, system: str | None = None, suite: str | None = None, step: str | None = None,
+          size: int | None = None) -> list[Point]:
+    """The judged figure of every matching step and size, oldest run first."""
+    where, args = [], []
+    for column, value in (("r.system", system), ("r.suite", suite), ("r.step", step), ("f.size", size)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if not Path(path).is_file():
+        raise HistoryError(f"no history at {path}: runs add themselves when they finish, or "
+                           "`commstack history import RESULTS_DIR`")
+    db = connect(path)
+    try:
+        rows = db.execute(
+            "SELECT f.run_id, coalesce(r.started, u.started), r.system, r.suite, r.step, f.size, r.metric, r.unit, "
+            "f.median, f.stdev, r.verdict FROM figures f JOIN records r USING (run_id, suite, step) "
+            "JOIN runs u USING (run_id)" + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY r.system, r.suite, r.step, f.size, coalesce(r.started, u.started), f.run_id", args).fetchall()
+    finally:
+        db.close()
+    return [Point(*row) for row in rows]
+
+
+def trend_table(points: list[Point]) -> str:
+    lines = [f"{'run':28s} {'system':16s} {'suite/step':48s} {'size':>10s} {'figure':>14s} {'unit':6s} verdict"]
+    for p in points:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p.started)) if p.started else "-"
+        figure = f"{p.median:.3f}" if p.median is not None else "-"
+        lines.append(f"{p.run_id[:28]:28s} {p.system[:16]:16s} {(p.suite + '/' + p.step)[:48]:48s} {p.size:>10d} "
+                     f"{figure:>14s} {p.unit:6s} {p.verdict}  ({when})")
+    series = {(p.system, p.suite, p.step, p.size) for p in points}
+    lines.append(f"{len(points)} figures, {len({p.run_id for p in points})} runs, {len(series)} series")
+    return "\n".join(lines) + "\n"
+
+
+def plot(points: list[Point], out: Path) -> Path:
+    """One line per step and size: the judged figure over the runs (log scale where it spans decades)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not points:
+        raise HistoryError("nothing to plot: no figures match")
+    fig, ax = plt.subplots(figsize=(10, 5))
+    series: dict[tuple, list[Point]] = {}
+    for p in points:
+        series.setdefault((p.suite, p.step, p.size), []).append(p)
+    for (suite, step, size), pts in sorted(series.items()):
+        xs = [p.started or i for i, p in enumerate(pts)]
+        ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
+                     for x, p in zip(xs, pts)], [p.median for p in pts], yerr=[p.stdev for p in pts],
+                    marker="o", capsize=3, label=f"{step} {size} B")
+    units = sorted({p.unit for p in points})
+    ax.set_ylabel(", ".join(sorted({p.metric for p in points})) + f" [{', '.join(units)}]")
+    ax.set_xlabel("run")
+    ax.set_title(", ".join(sorted({p.system for p in points})))
+    ax.legend(fontsize="small")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: float = 0.05) -> list[Change]:
+    """Each step and size of a run against the median and spread of the last `last` earlier runs of the
+    same step on the same system."""
+    records = read_run(run_dir)
+    history = trend(path)
+    out: list[Change] = []
+    for r in records:
+        name = f"{r.suite}/{r.step}"
+        if not r.repeats:
+            out.append(Change(name, None, None, None, "missing in B"))
+            continue
+        for size, (value, stdev, _) in r.medians().items():
+            key = (r.system, r.suite, r.step, size, r.metric)
+            past = [p.median for p in history if (p.system, p.suite, p.step, p.size, p.metric) == key
+                    and p.run_id != r.run_id and p.median is not None and p.median > 0][-last:]
+            if not past:
+                out.append(Change(name, size, None, value, "missing in A"))
+                continue
+            base = statistics.median(past)
+            if not all(math.isfinite(v) and v > 0 for v in (base, value)):
+                out.append(Change(name, size, base, value, "invalid"))
+                continue
+            higher = HIGHER_IS_BETTER[r.metric]
+            change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
+            # the history's spread on each side, computed like the change itself (a value the history has
+            # already seen is inside it), plus twice this run's own repeat spread
+            noise = 2 * stdev / value
+            worse = max(tolerance, max(0.0, *(-change(v) for v in past)) + noise)
+            above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)
+            c = change(value)
+            verdict = "regression" if c < -worse else "better" if c > above else "same"
+            out.append(Change(name, size, base, value, verdict))
+    return out

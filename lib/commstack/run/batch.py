@@ -1,0 +1,238 @@
+"""Batch submission: a whole suite as one Slurm job script, submitted with sbatch, judged later.
+
+The script has #SBATCH lines from the system file (partition, batch: account, reservation, qos,
+time) and from the suite (nodes, tasks, GPUs), and for each step the facts probe and its repeats
+as srun lines, each repeat's raw stdout and stderr in the run's step directory and its exit status
+written last (a repeat without one never finished). The plan (batch/plan.json) names the job, the
+system, the suite and the options, so `commstack status RUN` can poll the job and, once it ended,
+expand the same steps and judge their saved output through the runner's own path. A job that was
+cancelled or hit its time limit leaves the steps it never finished not-run, with the job's state.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from commstack.config import Suite, System, load_suite, load_system
+from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError
+from commstack.files import write_atomic
+from commstack.results.records import Record, read_run
+from commstack.run.facts import PROBE, parse_probe
+from commstack.run.launch import Launcher, StepResult
+from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
+                                  substitute)
+from commstack.run.steps import SuiteStep, expand
+from commstack.results import history
+from commstack.results.judge import load_references
+
+PLAN = Path("batch") / "plan.json"
+EXIT = "exit"          # "<status> <started> <ended>", written by the job after the command returns
+#: squeue states of a job that has not ended yet
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
+          "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "STOPPED"}
+#: the job's own shell function: one command, its output and exit status into a directory
+RUN_STEP = """run_step() {  # DIR TIMEOUT_S COMMAND...: stdout, stderr, then "status started ended" last
+  local d=$1 t=$2 s; shift 2
+  mkdir -p "$d"; s=$(date +%s.%N)
+  timeout -s TERM -k 20 "$t" "$@" > "$d/stdout.txt" 2> "$d/stderr.txt"
+  echo "$? $s $(date +%s.%N)" > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
+}"""
+
+
+class BatchError(CommstackError):
+    """A run that is not a batch run, or a job Slurm cannot tell about."""
+
+
+class Plan(BaseModel):
+    job_id: str | None = None
+    system: str
+    suite: str
+    memory: str | None = None
+    native_only: bool = False
+    osu_prefix: str | None = None
+    pingpong: str | None = None
+    commands: dict[str, list[list[str]]] = {}   # step dirname -> [probe command, repeat command]
+    collected: str | None = None                # the job's final state, once its results were judged
+
+
+def steps(plan: Plan, system: System) -> list[SuiteStep]:
+    return expand(load_suite(plan.suite), system, memory_only=plan.memory, native_only=plan.native_only)
+
+
+def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteStep], binaries: Binaries,
+               plan: Plan) -> str:
+    """The job script; fills plan.commands. A step whose binary is missing here stays out of it (the
+    run records it not-run with the reason when it is collected)."""
+    runnable = [s for s in planned if not s.not_run]
+    nodes = max([s.step.nodes for s in runnable] or [1])
+    ntasks = max([s.step.ntasks for s in runnable] or [1])
+    b = system.batch
+    lines = ["#!/bin/bash", f"#SBATCH --job-name=commstack-{suite.name}", f"#SBATCH --nodes={nodes}",
+             f"#SBATCH --ntasks={ntasks}", f"#SBATCH --time={b.time}",
+             f"#SBATCH --output={run_dir.resolve() / 'batch' / 'job-%j.out'}"]
+    for flag, value in (("partition", system.partition), ("account", b.account), ("reservation", b.reservation),
+                        ("qos", b.qos)):
+        if value:
+            lines.append(f"#SBATCH --{flag}={value}")
+    if any(s.step.gpus for s in runnable) and system.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={system.gpus_per_node}")
+    lines += [f"#SBATCH {f}" for f in system.launcher.salloc_flags + b.sbatch_flags]
+    lines += [f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job",
+              RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in system.env.items()]
+    lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
+    launcher = Launcher(system, "srun", slurm_env={})
+    for s in runnable:
+        dirname = f"{s.tags['suite']}--{s.id}"
+        try:
+            step = launched_step(s, substitute(s.step.argv, binaries.resolve(s)))
+        except LaunchError as e:
+            lines.append(f"# not in this job: {dirname}: {e}")
+            continue
+        env = [f"{k}={v}" for k, v in step.env.items()]
+        probe = launcher.command(probe_step(step))
+        command = launcher.command(step)
+        plan.commands[dirname] = [probe, command]
+        where = run_dir.resolve() / "steps" / dirname
+        lines.append(f"# {dirname}")
+        at = probe.index(PROBE)  # the probe script once, at the top, not in every step
+        lines.append(shlex.join(["run_step", str(where / "probe"), "120", *probe[:at]]) + ' "$COMMSTACK_PROBE" '
+                     + shlex.join(probe[at + 1:]))
+        for r in range(s.repeats):
+            lines.append(shlex.join(["run_step", str(where / f"repeat-{r}"), str(step.timeout_s),
+                                     *(["env", *env] if env else []), *command]))
+    return "\n".join(lines) + "\n"
+
+
+def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan: Plan, slurm_env: dict[str, str],
+           dry_run: bool = False) -> str:
+    """Write the job script and plan, submit with sbatch; the job id (or the script, for a dry run)."""
+    script = job_script(run_dir, system, suite, steps(plan, system), binaries, plan)
+    if dry_run:
+        return script
+    (run_dir / "batch").mkdir(parents=True, exist_ok=True)
+    path = run_dir / "batch" / "job.sh"
+    write_atomic(path, script, mode=0o755)
+    proc = _slurm(["sbatch", "--parsable", str(path)], slurm_env)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise SlurmUnavailableError(f"sbatch {path} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    plan.job_id = proc.stdout.strip().split(";")[0]
+    write_atomic(run_dir / PLAN, plan.model_dump_json(indent=2) + "\n")
+    return plan.job_id
+
+
+def _slurm(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailableError(f"{argv[0]} did not answer in 60 s (slurmctld down or overloaded?)") from None
+    except OSError as e:
+        raise SlurmUnavailableError(f"{argv[0]}: {e.strerror}: no Slurm client here") from None
+
+
+def job_state(job_id: str, env: dict[str, str]) -> str:
+    """The job's state: squeue while Slurm still lists it, else sacct, else UNKNOWN (ended, no accounting)."""
+    q = _slurm(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T"], env)
+    if q.returncode == 0 and q.stdout.strip():
+        return q.stdout.split()[0]
+    if q.returncode != 0 and "Invalid job id" not in q.stderr:
+        raise SlurmUnavailableError(f"squeue -j {job_id} failed: {q.stderr.strip()}")
+    a = _slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], env)
+    state = a.stdout.split()[0] if a.returncode == 0 and a.stdout.strip() else "UNKNOWN"
+    return state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+
+
+def read_plan(run_dir: Path) -> Plan:
+    path = run_dir / PLAN
+    try:
+        return Plan.model_validate_json(path.read_bytes())
+    except OSError:
+        raise BatchError(f"{run_dir} is not a batch run (no {PLAN}); `commstack suite NAME --submit` makes one") \
+            from None
+    except ValueError as e:
+        raise BatchError(f"{path}: not a commstack batch plan ({str(e).splitlines()[0]})") from None
+
+
+def collect(run_dir: Path, state: str) -> list[Record]:
+    """Judge what the ended job left, step by step, exactly as an interactive run judges it."""
+    plan = read_plan(run_dir)
+    system = load_system(plan.system)
+    refs = load_references(system.references) if system.references else None
+    records = []
+    for index, s in enumerate(steps(plan, system)):
+        record = new_record(run_dir.name, index, s, system)
+        commands = plan.commands.get(record.dirname)
+        if not s.not_run and commands is None:
+            record.reason = "not in the job: its binary was not found when it was submitted"
+        elif not s.not_run:
+            _collect_step(run_dir, s, record, commands, state, system, refs)
+        record.write(run_dir)
+        records.append(record)
+    plan.collected = state
+    write_atomic(run_dir / PLAN, plan.model_dump_json(indent=2) + "\n")
+    history.add_run(run_dir)
+    return records
+
+
+def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[list[str]], state: str,
+                  system: System, refs) -> None:
+    where = run_dir / "steps" / record.dirname
+    done = [(where / f"repeat-{r}") for r in range(s.repeats) if (where / f"repeat-{r}" / EXIT).is_file()]
+    if len(done) < s.repeats:
+        started = (where / "probe").is_dir()
+        record.reason = (f"the job ended ({state}) while this step ran; its output so far is kept in {where}"
+                         if started else f"the job ended ({state}) before this step")
+        return
+    stack = _probe_facts(where / "probe")
+    hosts = sorted(stack.get("nodes", {}))
+    with judged(record):
+        sweeps, out = [], ""
+        for outdir in done:
+            rc, started, ended = (outdir / EXIT).read_text().split()
+            result = StepResult(launched_step(s, commands[1]), commands[1], int(rc),
+                                (outdir / "stdout.txt").read_text(errors="replace"),
+                                (outdir / "stderr.txt").read_text(errors="replace"),
+                                float(started), float(ended) - float(started), hosts, outdir)
+            record.started = record.started or result.started
+            record.elapsed_s += result.elapsed_s
+            Launcher._classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+            sweeps.append(add_repeat(s, record, result, run_dir))
+            out = result.stdout + result.stderr
+        conclude(s, record, sweeps, out, stack, system, refs)
+
+
+def _probe_facts(outdir: Path) -> dict:
+    try:
+        rc = (outdir / EXIT).read_text().split()[0]
+        if rc != "0":
+            return {"probe_error": f"exit {rc}: {(outdir / 'stderr.txt').read_text(errors='replace').strip()[-300:]}"}
+        return parse_probe((outdir / "stdout.txt").read_text(errors="replace"))
+    except OSError:
+        return {"probe_error": "the probe did not finish"}
+    except ParseError as e:
+        return {"probe_error": f"ParseError: {e}"}
+
+
+def status(run_dir: Path, slurm_env: dict[str, str], wait: bool = False, poll_s: float = 5.0,
+           say=print) -> list[Record] | None:
+    """The job's state; once it ended, its results judged and recorded (only once). None: still going."""
+    plan = read_plan(run_dir)
+    if plan.collected:
+        say(f"job {plan.job_id}: {plan.collected}, results collected")
+        return read_run(run_dir)
+    last = None
+    while True:
+        state = job_state(plan.job_id, slurm_env)
+        if state != last:
+            say(f"job {plan.job_id}: {state}")
+            last = state
+        if state not in ACTIVE:
+            return collect(run_dir, state)
+        if not wait:
+            return None
+        time.sleep(poll_s)
