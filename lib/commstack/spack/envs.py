@@ -32,8 +32,8 @@ PURPOSE = {
     "gh200-ompi": "the GH200 image userland (Ubuntu 24.04, CSCS images): for images, not for Alps login nodes",
     "gh200-cray": "Alps GH200 nodes with the Cray PE (cray-mpich, /opt/cray): install on an Alps login node",
     "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
-    **{f"images/{p.name}": f"image {p.name} only: podman builds it from containers/{p.name}/Containerfile"
-       for p in sorted((TOP / "envs" / "images").iterdir()) if (p / "spack.yaml").is_file()},
+    **{n: f"image {n[7:]} only: podman builds it from containers/{n[7:]}/Containerfile"
+       for n in ENVS if n.startswith("images/")},
 }
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it
