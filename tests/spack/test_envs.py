@@ -147,17 +147,13 @@ def test_lock_diff_names_what_changed(concrete, tmp_path):
 
 
 @pytest.mark.parametrize("env", LOCKED)
-def test_committed_lock_pairs_each_root_with_its_spec(spack, staged, env):
+def test_committed_lock_pairs_each_root_with_its_spec(spack, tmp_path, env):
     """Each root of the committed lock points at the package, version and variants it asks for
     (a concretization-cache answer once paired the root openmpi with nccl-tests' spec)."""
-    copy = staged / env_dir(env)
+    copy = stage(tmp_path) / env_dir(env)
     shutil.copy(TOP / env_dir(env) / "spack.lock", copy / "spack.lock")
-    try:
-        roots = json.loads((TOP / env_dir(env) / "spack.lock").read_text())["roots"]
-        assert len(roots) >= 3
-        assert root_mismatches(spack, copy) == []
-    finally:
-        (copy / "spack.lock").unlink()
+    assert len(json.loads((copy / "spack.lock").read_text())["roots"]) >= 3
+    assert root_mismatches(spack, copy) == []
 
 
 def test_a_swapped_root_is_caught(spack, tmp_path):
@@ -170,65 +166,26 @@ def test_a_swapped_root_is_caught(spack, tmp_path):
 
 
 def test_another_host_set_up_gives_the_same_lock(spack, concrete, tmp_path):
-    """A host whose own config names its compiler and externals (this machine's, as
-    `bin/commstack setup` detected them: gcc 12, perl, cmake... of Debian 12 x86_64), in a scope
-    above the env's, locks gh200-cray exactly as the clean run did."""
-    host_scope = tmp_path / "host-scope"
-    host_scope.mkdir()
-    shutil.copy(TOP / ".spack" / "externals.yaml", host_scope / "packages.yaml")
-    assert "gcc" in (host_scope / "packages.yaml").read_text()
-    host = concretize_all(spack, ["gh200-cray"], stage(tmp_path / "staged"), options=("-C", str(host_scope)))
+    """A workstation whose user config names its own compiler and externals (this machine's, as
+    `spack external find` writes them: gcc 12, autoconf, perl, cmake... without an arch), locks
+    gh200-cray exactly as the clean run did: the lock reads the env's files only."""
+    user = tmp_path / "user-scope"
+    user.mkdir()
+    shutil.copy(TOP / ".spack" / "externals.yaml", user / "packages.yaml")
+    assert "gcc" in (user / "packages.yaml").read_text()
+    host = concretize_all(spack, ["gh200-cray"], stage(tmp_path / "staged"), extra_env={
+        "SPACK_USER_CONFIG_PATH": str(user), "SPACK_USER_CACHE_PATH": str(Path.home() / ".spack")})
     assert lock_diff(concrete["gh200-cray"].lock, host["gh200-cray"].lock) == []
     assert {n["os"] for n in host["gh200-cray"].nodes} == {"sles15"}
 
 
-def tree_digest() -> str:
-    files = [TOP / "spack.yaml", *sorted((TOP / "envs").rglob("*")), *sorted((TOP / "repo").rglob("*.py"))]
-    return hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()
-
-
-def test_a_typo_names_the_env_and_the_line(spack, tmp_path):
-    before = tree_digest()
+def test_a_pin_for_an_unknown_package_is_refused(spack, tmp_path):
+    """Spack ignores config for a name it does not know: a typo in a pin would silently unpin."""
     staged = stage(tmp_path)
-    stack = staged / "envs" / "common" / "stack.yaml"
-    text = stack.read_text()
-    assert "osu-micro-benchmarks +cuda" in text
-    stack.write_text(text.replace("osu-micro-benchmarks +cuda", "osu-micro-benchmarks +cdua"))
+    pins = staged / "envs" / "common" / "pins.yaml"
+    pins.write_text(pins.read_text() + '  opnmpi:\n    require:\n    - "@5.0.8"   # a typo\n')
     with pytest.raises(EnvError) as e:
-        concretize_all(spack, ["gh200-ompi"], staged)
-    msg = str(e.value)
-    assert msg.startswith("env gh200-ompi: concretization failed")
-    assert "cdua" in msg and "envs/common/stack.yaml:" in msg and "osu: [osu-micro-benchmarks +cdua]" in msg
-    assert tree_digest() == before, "a failed check must not modify the repository"
-
-
-def test_an_unknown_env_is_a_named_error():
-    with pytest.raises(ConfigError, match="unknown env 'gh200-nope'; known: local, gh200-ompi, gh200-cray, alps-login"):
-        env_dir("gh200-nope")
-
-
-@pytest.mark.parametrize("env", ENVS)
-def test_audit_configs(spack, staged, env):
-    proc = spack("audit", "configs", env_dir=staged / env_dir(env), check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def our_recipes() -> list[str]:
-    return sorted(p.parent.name.replace("_", "-") for p in (TOP / "repo").glob("spack_repo/*/packages/*/package.py"))
-
-
-def test_audit_packages(spack, staged):
-    proc = spack("audit", "packages", *our_recipes(), env_dir=staged / "envs" / "gh200-ompi", check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_style_of_recipes(spack, staged):
-    recipes = sorted(str(p) for p in (TOP / "repo").glob("spack_repo/*/packages/*/package.py"))
-    tools = Path(sys.executable).parent  # black, isort and flake8 come with requirements.txt
-    proc = spack("style", "-t", "import,isort,black", *recipes, check=False,
-                 extra_env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
-    assert proc.returncode == 0 and "checks were clean" in proc.stdout, proc.stdout + proc.stderr
-    # flake8 with spack-packages' recipe rules: `spack style` grants them only to var/spack/
-    lint = subprocess.run([str(tools / "flake8"), "--config", str(TOP / "repo" / ".flake8"), *recipes],
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stdout
+        concretize_all(spack, ["gh200-cray"], staged)
+    assert str(e.value).startswith("env gh200-cray: concretization failed")
+    assert "packages config names unknown package(s): opnmpi" in str(e.value)
+    assert "envs/common/pins.yaml:" in str(e.value)  # the line at fault, quoted

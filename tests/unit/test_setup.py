@@ -99,3 +99,13 @@ def test_a_kept_checkout_at_another_commit_is_refused(tmp_path):
     assert (f"{kept}: HEAD is {head}, toolchain.yaml pins v2025.11.0 = 119680aeee "
             "(a checkout kept from an earlier setup: remove it to clone again)") in proc.stderr
     assert not (copy / ".spack" / "repos.yaml").exists()
+
+
+@pytest.mark.parametrize("argv", [["lock", "--dry-run"], ["containerize", "--chek"], ["preflight", "gh200-cray", "-x"]])
+def test_spack_commands_refuse_unknown_options(argv):
+    """Only `test` passes unknown arguments on; `lock --dry-run` used to rewrite the locks."""
+    locks = {p: p.read_bytes() for p in (TOP / "envs").glob("*/spack.lock")}
+    proc = subprocess.run([sys.executable, "-m", "commstack", *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"commstack {argv[0]}: error: {argv[0]}: unrecognized arguments: {argv[-1]}" in proc.stderr
+    assert {p: p.read_bytes() for p in locks} == locks

@@ -16,7 +16,8 @@ class CrayMpich(BuiltinCrayMpich):
         # <mpich>/ofi/<compiler>/<version> (the prefix): the same flags without the search.
         if os.path.isdir(self.prefix) or not self.spec.satisfies("+cuda cuda_arch=*"):
             return super().gtl_lib
-        gtl = join_path(os.path.dirname(os.path.dirname(os.path.dirname(self.prefix))), "gtl", "lib")
+        mpich = os.path.abspath(join_path(self.prefix, os.pardir, os.pardir, os.pardir))
+        gtl = join_path(mpich, "gtl", "lib")
         return {"ldflags": [f"-L{gtl}", f"-Wl,-rpath,{gtl}"], "ldlibs": ["-lmpi_gtl_cuda"]}
 
     def setup_dependent_build_environment(self, env, dependent_spec):
