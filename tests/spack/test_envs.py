@@ -187,5 +187,5 @@ def test_a_pin_for_an_unknown_package_is_refused(spack, tmp_path):
     with pytest.raises(EnvError) as e:
         concretize_all(spack, ["gh200-cray"], staged)
     assert str(e.value).startswith("env gh200-cray: concretization failed")
-    assert "packages config names unknown package(s): opnmpi" in str(e.value)
+    assert "packages config names unknown package(s): 'opnmpi'" in str(e.value)
     assert "envs/common/pins.yaml:" in str(e.value)  # the line at fault, quoted

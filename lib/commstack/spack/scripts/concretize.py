@@ -36,7 +36,7 @@ def check_names(packages):
     unknown = sorted(n for n in packages if n != "all" and not spack.repo.PATH.exists(n)
                      and not spack.repo.PATH.is_virtual(n))
     if unknown:
-        raise Refused(f"packages config names unknown package(s): {', '.join(unknown)} "
+        raise Refused(f"packages config names unknown package(s): {', '.join(repr(n) for n in unknown)} "
                       "(a typo? Spack ignores them)")
 
 
