@@ -6,8 +6,9 @@ and compare the locked ones (gh200-ompi, gh200-cray) with their committed spack.
                                      an env does not concretize or its lock drifted
   ci/concretize.py --report-only     the drift canary (ci/drift-canary.sh): every env, report only
 
-The same code as the spack tier and `bin/commstack lock` (commstack.spack.envs), so a failure names the
-env and the lines of its files at fault, and a drift prints as `bin/commstack lock` prints it.
+The same code as the spack tier and `bin/commstack lock` (commstack.spack.envs): one Spack process
+per core, each concretizing its share of the envs; a failure names the env and the lines of its
+files at fault, and a drift prints as `bin/commstack lock` prints it.
 One env failing does not hide the others. Nothing in the repository is written; Spack's logs go
 to results/spack-logs/. Run with the venv's Python (ci/spack-tier.sh does).
 """
@@ -17,12 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from commstack.cli import need_spack
-from commstack.spack.envs import DUMP, ENVS, LOCKED, concretize, env_dir, lock_diff, stage
 from commstack.errors import CommstackError
+from commstack.paths import TOP
+from commstack.spack import need_spack
+from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, stage
 
 
 def main() -> int:
@@ -38,20 +39,16 @@ def main() -> int:
         return 2
     bad = []
     with tempfile.TemporaryDirectory(prefix="commstack-ci-") as tmp:
-        staged = stage(Path(tmp))
-        (staged / "dump.py").write_text(DUMP)
-        with ThreadPoolExecutor(max_workers=len(names)) as pool:
-            futures = {n: pool.submit(concretize, spack, n, staged) for n in names}
-        for name, future in futures.items():
-            try:
-                c = future.result()
-            except CommstackError as e:
+        done = concretize_all(spack, names, stage(Path(tmp)), raise_first=False)
+        for name, c in done.items():
+            if isinstance(c, CommstackError):
                 bad.append(name)
-                print(f"{name}: FAILED\n{e}", flush=True)
+                print(f"{name}: FAILED\n{c}", flush=True)
                 continue
-            line = f"{name}: {len(c.nodes)} nodes in {c.seconds:.1f} s"
+            line = f"{name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s"
             if name in LOCKED:
-                diff = lock_diff(TOP / env_dir(name) / "spack.lock", c.lock)
+                committed = TOP / env_dir(name) / "spack.lock"
+                diff = lock_diff(committed, c.lock) if committed.exists() else [f"+ no committed lock: bin/commstack lock {name}"]
                 if diff:
                     bad.append(name)
                 line += (f"; {len(diff)} changes against the committed lock:\n  " + "\n  ".join(diff)

@@ -7,6 +7,7 @@
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
   images       image references and the podman commands that build and push them
+  mirror create ENV [DIR]  sources (and, with --key, a signed build cache) for an offline site
   suite NAME   run a suite (suites/NAME.yaml) on --system, or print its srun lines with --dry-run
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
@@ -20,14 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 import commstack
 from commstack.config import known_systems, load_suite, load_system
@@ -39,17 +38,14 @@ from commstack.run.launch import Launcher
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, exit_status, new_run_dir
 from commstack.run.steps import expand
 from commstack.spack import containers
-from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, preflight, stage
+from commstack.spack import envs, mirror
+from commstack.spack import preflight as spack_preflight
+from commstack.spack import setup as spack_setup
+from commstack.spack.envs import ENVS, LOCKED
 from commstack.errors import CommstackError
 from commstack.slurm import LocalSlurm
 from commstack.paths import TOP
-from commstack.spack import Spack, find_spack
-
-TOOLCHAIN = TOP / "toolchain.yaml"
-
-
-def pins() -> dict:
-    return yaml.safe_load(TOOLCHAIN.read_text())
+from commstack.spack import find_spack, need_spack
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
@@ -103,147 +99,27 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
-    p = pins()
-    want = p["spack"]["tag"].lstrip("v")
-    dest = TOP / ".spack"
-    dest.mkdir(exist_ok=True)
-    spack_root = os.environ.get("SPACK_ROOT")
-    if spack_root:
-        exe = Path(spack_root) / "bin" / "spack"
-        if not exe.is_file():
-            raise CommstackError(f"SPACK_ROOT={spack_root} has no bin/spack")
-        found = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.split()[0]
-        print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
-        if found.split(".")[:2] != want.split(".")[:2] and not args.force:
-            raise CommstackError(f"SPACK_ROOT has Spack {found}, commstack is pinned to {want} "
-                                 f"(major.minor differ); use --force to go on anyway")
-    else:
-        exe = dest / "spack" / "bin" / "spack"
-        if not exe.is_file():
-            _clone(p["spack"]["url"], p["spack"]["tag"], p["spack"]["commit"], dest / "spack", args.spack_source)
-    # --packages: a checkout is used in place; anything else (a local git mirror) is cloned from
-    given = Path(args.packages) if args.packages else None
-    if given and (given / p["spack_packages"]["builtin"]).is_dir():
-        packages = given
-    else:
-        packages = dest / "spack-packages"
-        if not (packages / p["spack_packages"]["builtin"]).is_dir():
-            _clone(p["spack_packages"]["url"], p["spack_packages"]["tag"], p["spack_packages"]["commit"], packages,
-                   args.packages)
-    builtin = (packages / p["spack_packages"]["builtin"]).resolve()
-    # every env includes this file (optional), so builtin is our pinned checkout, never a download;
-    # commstack is in it too for commands outside an env (`spack -C .spack ...`)
-    repos = {"commstack": str(TOP / "repo" / "spack_repo" / "commstack"), "builtin": str(builtin)}
-    (dest / "repos.yaml").write_text(yaml.safe_dump({"repos": repos}, sort_keys=False))
-    spack = Spack(exe, TOP / "results" / "spack-logs")
-    print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={exe.parent.parent}\n"
-          f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
-    externals = dest / "externals.yaml"
-    if args.detect or not externals.exists():
-        detect_externals(spack, externals)
-    return 0
-
-
-#: what the local env takes from the machine: compilers and MPI, then the usual build tools
-#: (`spack external find` searches either named packages or tags, not both at once)
-DETECT = (("gcc", "llvm", "openmpi", "mpich"), ("--tag", "build-tools", "--tag", "core-packages"))
-
-
-def detect_externals(spack: Spack, out: Path) -> None:
-    """`spack external find` into a scratch user scope, kept as the local env's externals.yaml."""
-    with tempfile.TemporaryDirectory() as scratch:
-        env = {"SPACK_USER_CONFIG_PATH": scratch}
-        for what in DETECT:
-            spack("-C", str(out.parent), "external", "find", "--scope", "user", *what, extra_env=env)
-        found = Path(scratch) / "packages.yaml"
-        if not found.exists():
-            raise CommstackError("spack external find detected nothing (no compiler, no MPI?)")
-        text = found.read_text()
-    out.write_text("# written by `bin/commstack setup` (spack external find); --detect redoes it\n" + text)
-    names = sorted((yaml.safe_load(text).get("packages") or {}))
-    print(f"setup: {len(names)} externals of this machine in {out}: {', '.join(names)}")
-
-
-def _clone(url: str, tag: str, commit: str, dest: Path, local: str | None) -> None:
-    source = local or url
-    print(f"setup: cloning {source} at {tag} into {dest}")
-    proc = subprocess.run(["git", "clone", "-q", "--depth=1", "--branch", tag, source, str(dest)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CommstackError(
-            f"cannot clone {source} ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'})."
-            "\nOffline? Either point SPACK_ROOT at an existing Spack "
-            f"{tag}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
-            "--packages /path/to/spack-packages (a checkout or local git mirror).")
-    head = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    if not head.startswith(commit):
-        raise CommstackError(f"{dest}: tag {tag} is at {head.strip()}, toolchain.yaml pins {commit}")
-
-
-def need_spack() -> Spack:
-    exe = find_spack()
-    if exe is None:
-        raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
-    return Spack(exe, TOP / "results" / "spack-logs")
+    return spack_setup.setup(args.spack_source, args.packages, args.force, args.detect, args.mirror)
 
 
 def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
-    """Concretize the locked envs (on a staged copy) and write their spack.lock, showing the diff."""
-    names = args.envs or list(LOCKED)
-    for name in names:
-        if name not in LOCKED:
-            env_dir(name)  # unknown names fail here, by name
-            raise CommstackError(f"env {name} has no committed lock (its externals are this machine's)")
-    with tempfile.TemporaryDirectory() as tmp:
-        done = concretize_all(need_spack(), names, stage(Path(tmp)))
-        for name, c in done.items():
-            lock = TOP / env_dir(name) / "spack.lock"
-            diff = lock_diff(lock, c.lock) if lock.exists() else ["+ new lock"]
-            shutil.copy(c.lock, lock)
-            print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; "
-                  + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "unchanged"))
-    return 0
+    return envs.lock(need_spack(), args.envs)
 
 
 def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
-    """Before `spack install` on a real system: does every external of the env exist here?"""
-    checks = preflight(need_spack(), TOP / env_dir(args.env))
-    for c in checks:
-        print(f"  {c.line()}")
-    missing = [c for c in checks if c.problems]
-    print(f"preflight {args.env}: {len(checks)} externals, "
-          + (f"{len(missing)} missing: {', '.join(c.name for c in missing)}" if missing else "all present"))
-    return 1 if missing else 0
+    return spack_preflight.run(need_spack(), args.env)
 
 
 def cmd_containerize(args: argparse.Namespace, extra: list[str]) -> int:
-    """Render containers/<image>/ (Containerfile by spack containerize, EDFs); --check: diff only."""
-    spack = need_spack()
-    chosen = [containers.image(n) for n in args.images] or list(containers.images().values())
-    diffs = []
-    for img in chosen:
-        files = containers.rendered(spack, img)  # raises before anything is written
-        found = containers.drift(files)
-        diffs += found
-        if not args.check:
-            containers.write(files)
-        print(f"{img.name}: {len(files)} files, " + (f"{len(found)} changed" if found else "unchanged"))
-    if args.check and diffs:
-        print("\n".join(diffs))
-        print("containers drifted from their envs: run bin/commstack containerize", file=sys.stderr)
-        return 1
-    return 0
+    return containers.containerize(need_spack(), args.images, args.check)
 
 
 def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
-    """Each image's reference, files, and the commands that build and push it (no engine needed)."""
-    for img in containers.images().values():
-        rel = img.containerfile.relative_to(TOP)
-        print(f"{img.name}: {img.ref}\n"
-              f"  podman build --platform linux/arm64 -f {rel} -t {img.ref} .\n"
-              f"  podman push {img.ref}")
-        for name in img.edfs:
-            print(f"  EDF {rel.parent / (name + '.toml')}")
+    return containers.show_images()
+
+
+def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
+    mirror.create(need_spack(), args.env, Path(args.dir) if args.dir else None, args.key)
     return 0
 
 
@@ -452,6 +328,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
     s.add_argument("--force", action="store_true", help="accept a SPACK_ROOT of another major.minor")
     s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
+    s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
     s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
     s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
     s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
@@ -460,6 +337,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("images", nargs="*", help="default: all")
     s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
     sub.add_parser("images", help="image references and their build/push commands")
+    s = sub.add_parser("mirror", help="a mirror of an env's sources (and signed binaries) for offline sites")
+    s.add_argument("action", choices=("create",))
+    s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
+    s.add_argument("dir", nargs="?", help="default: results/mirror-<env>")
+    s.add_argument("--key", help="GPG key (spack gpg list) to sign a build cache of what is installed")
     s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
     s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
     _run_options(s)
@@ -505,6 +387,7 @@ def parser() -> argparse.ArgumentParser:
 
 HANDLERS = {"run": cmd_run, "test": cmd_test, "slurm": cmd_slurm, "setup": cmd_setup, "lock": cmd_lock,
             "preflight": cmd_preflight, "containerize": cmd_containerize, "images": cmd_images,
+            "mirror": cmd_mirror,
             "suite": cmd_suite, "report": cmd_report, "status": cmd_status,
             "history": cmd_history, "export": cmd_export, "compare": cmd_compare,
             "parse": lambda a, _: parse.parse_command(a.file, a.args, a.json, a.ranks)}
@@ -514,9 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    p = parser()
+    args, unknown = p.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if unknown:  # a mistyped option is an error, never passed on
+        p.error(f"{args.cmd}: unrecognized arguments: {' '.join(unknown)}")
     if extra and args.cmd not in ("test", "run", "suite"):
-        parser().error(f"{args.cmd} takes no arguments after --")
+        p.error(f"{args.cmd} takes no arguments after --")
     try:
         return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:

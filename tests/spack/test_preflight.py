@@ -2,7 +2,8 @@
 
 import pytest
 
-from commstack.spack.envs import preflight, stage
+from commstack.spack.envs import stage
+from commstack.spack.preflight import preflight
 
 pytestmark = pytest.mark.spack
 

@@ -10,46 +10,11 @@ from pathlib import Path
 import pytest
 
 from commstack.paths import TOP
+from commstack.spack import script
 
 pytestmark = pytest.mark.spack
 
 RECIPES = sorted(p.parent.name.replace("_", "-") for p in (TOP / "repo").glob("spack_repo/commstack/packages/*/package.py"))
-
-# Runs in `spack -e <env> python`: what Spack would pass to configure/make for each package.
-BUILD_ARGS = r'''
-import json, sys
-import spack.builder
-import spack.environment as ev
-from spack.util.environment import EnvironmentModifications
-specs = {s.name: s for s in ev.active_environment().all_specs()}
-out = {}
-for name in sys.argv[2:]:
-    spec = specs[name]
-    if "mpi" in spec:  # mpicc & co. are set on the spec by the MPI package, as at build time
-        spec["mpi"].package.setup_dependent_package(spec.package.module, spec)
-    builder = spack.builder.create(spec.package)
-    mods = EnvironmentModifications()
-    builder.setup_build_environment(mods)
-    out[name] = {"prefix": {d.name: str(d.prefix) for d in spec.traverse()},
-                 "env": {m.name: getattr(m, "value", None) for m in mods.env_modifications},
-                 "configure": builder.configure_args() if hasattr(builder, "configure_args") else None,
-                 "make": list(builder.build_targets) if hasattr(builder, "build_targets") else None}
-json.dump(out, open(sys.argv[1], "w"))
-'''
-
-# Versions each of our recipes declares itself (not those inherited from builtin), and how.
-VERSIONS = r'''
-import json, sys
-import spack.repo
-out = {}
-for name in spack.repo.PATH.get_repo("commstack").all_package_names():
-    cls = spack.repo.PATH.get_pkg_class(f"commstack.{name}")
-    parents = [b for b in cls.__mro__[1:] if getattr(b, "namespace", None) == "builtin"]
-    inherited = set(parents[0].versions) if parents else set()
-    out[name] = {str(v): sorted(k for k in ("sha256", "commit") if args.get(k))
-                 for v, args in cls.versions.items() if v not in inherited}
-json.dump(out, open(sys.argv[1], "w"))
-'''
 
 # The documented variant combinations beyond what the envs hold (docs/recipes.md), per context.
 COMBINATIONS = {
@@ -57,17 +22,16 @@ COMBINATIONS = {
 }
 
 
-def run_script(spack, env_copy: Path, script: str, *args: str) -> dict:
-    path, out = env_copy / "script.py", env_copy / "script-out.json"
-    path.write_text(script)
-    spack("python", str(path), str(out), *args, env_dir=env_copy)
+def run_script(spack, env_copy: Path, name: str, *args: str) -> dict:
+    out = env_copy / f"{name}-out.json"
+    spack("python", str(script(name)), str(out), *args, env_dir=env_copy)
     return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def build_args(spack, concrete) -> dict:
     env = concrete["gh200-ompi"]  # its staged copy holds the spack.lock just concretized
-    return run_script(spack, env.copy, BUILD_ARGS, "openmpi", "osu-micro-benchmarks", "nccl-tests", "mpi-pingpong")
+    return run_script(spack, env.copy, "build_args", "openmpi", "osu-micro-benchmarks", "nccl-tests", "mpi-pingpong")
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -78,7 +42,7 @@ def test_info(spack, staged, recipe):
 
 
 def test_every_version_of_ours_has_a_sha256_or_commit(spack, staged):
-    versions = run_script(spack, staged / "envs" / "gh200-ompi", VERSIONS)
+    versions = run_script(spack, staged / "envs" / "gh200-ompi", "versions")
     assert set(versions) == set(RECIPES)
     unpinned = [f"{name}@{v}" for name, vs in versions.items() for v, how in vs.items() if not how]
     assert not unpinned, f"versions without a sha256 or commit: {unpinned}"
@@ -90,7 +54,7 @@ def test_a_version_without_checksum_is_caught(spack, tmp_path):
     staged = stage(tmp_path)
     recipe = staged / "repo" / "spack_repo" / "commstack" / "packages" / "nccl_tests" / "package.py"
     recipe.write_text(recipe.read_text().replace('    version("2.17.1"', '    version("2.18.0")\n    version("2.17.1"'))
-    versions = run_script(spack, staged / "envs" / "gh200-ompi", VERSIONS)
+    versions = run_script(spack, staged / "envs" / "gh200-ompi", "versions")
     assert versions["nccl-tests"]["2.18.0"] == []
 
 
@@ -140,3 +104,18 @@ def test_pingpong_make_is_cuda_with_the_env_mpi(build_args):
     a = build_args["mpi-pingpong"]
     p = a["prefix"]
     assert a["make"] == [f"MPICC={p['openmpi']}/bin/mpicc", "CUDA=1", f"CUDA_HOME={p['cuda']}"]
+
+
+@pytest.fixture(scope="module")
+def cray_build_args(spack, concrete) -> dict:
+    return run_script(spack, concrete["gh200-cray"].copy, "build_args", "osu-micro-benchmarks", "mpi-pingpong")
+
+
+@pytest.mark.parametrize("pkg", ["osu-micro-benchmarks", "mpi-pingpong"])
+def test_cray_mpich_dependents_link_the_gtl(cray_build_args, pkg):
+    """CUDA-aware cray-mpich: every link of a dependent carries libmpi_gtl_cuda (builtin gtl_lib)."""
+    a = cray_build_args[pkg]
+    gtl = "/opt/cray/pe/mpich/8.1.30/gtl/lib"  # next to the external's ofi/gnu/12.3 prefix
+    assert a["prefix"]["cray-mpich"] == "/opt/cray/pe/mpich/8.1.30/ofi/gnu/12.3"
+    assert a["env"]["SPACK_LDLIBS"].split() == ["-lmpi_gtl_cuda"], a["env"]
+    assert a["env"]["SPACK_LDFLAGS"].split() == [f"-L{gtl}", f"-Wl,-rpath,{gtl}"]  # Spack's compiler wrapper adds them

@@ -34,6 +34,15 @@ def instructions(img, kind: str) -> list[str]:
     return [i["value"] for i in parsed(img) if i["instruction"] == kind]
 
 
+#: images people compile in end on the devel image (compilers, headers); the others on runtime
+DEVEL = {"comm-fwk", "ompi"}
+
+
+def final_image(name: str) -> str:
+    cuda = containers.pinned_versions()["cuda"]
+    return f"nvidia/cuda:{cuda}-{'devel' if name in DEVEL else 'runtime'}-ubuntu24.04"
+
+
 def test_images_envs_and_outputs_agree():
     assert set(IMAGES) == {"comm-fwk", "ompi", "osu-mb", "nccl-tests"}
     assert {p.name for p in (TOP / "envs" / "images").iterdir()} == set(IMAGES)
@@ -44,8 +53,7 @@ def test_images_envs_and_outputs_agree():
 def test_env_container_section_follows_the_pins(name):
     cuda = containers.pinned_versions()["cuda"]
     conf = yaml.safe_load((TOP / "envs" / "images" / name / "spack.yaml").read_text())["spack"]["container"]
-    assert conf["images"] == {"build": f"nvidia/cuda:{cuda}-devel-ubuntu24.04",
-                              "final": f"nvidia/cuda:{cuda}-runtime-ubuntu24.04"}
+    assert conf["images"] == {"build": f"nvidia/cuda:{cuda}-devel-ubuntu24.04", "final": final_image(name)}
     assert conf["labels"] == {"io.commstack.env": f"envs/images/{name}", "io.commstack.image": name}
     assert conf.get("strip", True) is True and conf["format"] == "docker"
 
@@ -58,7 +66,7 @@ def test_containerfile_is_a_multistage_arm64_build_of_the_repo(name):
     froms = instructions(img, "FROM")
     cuda = containers.pinned_versions()["cuda"]
     assert froms == [f"--platform=linux/arm64 nvidia/cuda:{cuda}-devel-ubuntu24.04 AS builder",
-                     f"--platform=linux/arm64 nvidia/cuda:{cuda}-runtime-ubuntu24.04"]
+                     f"--platform=linux/arm64 {final_image(name)}"]
     copies = instructions(img, "COPY")
     for src, dest in (("repo", "/opt/commstack/repo"), ("envs", "/opt/commstack/envs"),
                       ("bin", "/opt/commstack/bin"), ("lib", "/opt/commstack/lib")):
@@ -70,7 +78,10 @@ def test_containerfile_is_a_multistage_arm64_build_of_the_repo(name):
     runs = instructions(img, "RUN")
     assert "/opt/commstack/bin/commstack setup" in runs
     assert any("spack -e . concretize && spack -e . install --fail-fast" in r for r in runs)
-    assert any("xargs strip" in r for r in runs)
+    strip = [r for r in runs if "xargs -r strip" in r]
+    assert len(strip) == 1 and strip[0].startswith("find /opt/software -type f")  # Spack's prefixes only
+    compilers = [r for r in runs[runs.index(strip[0]) + 1:] if "build-essential" in r]
+    assert bool(compilers) == (name in DEVEL)  # the final stage of a devel image can compile
     assert not any("target=" in r and "neoverse_v2" not in r for r in runs)  # no host arch
     labels = parser(img).labels
     assert labels["io.commstack.image"] == name
@@ -139,3 +150,64 @@ def test_tags_follow_the_pins():
 def test_unknown_image_is_a_named_error():
     with pytest.raises(ConfigError, match="unknown image 'osu'; known: comm-fwk, ompi, osu-mb, nccl-tests"):
         containers.image("osu")
+
+
+def env_config(name: str) -> dict:
+    """The packages: config of an image env's shared files, key by key (buildable and externals
+    are each set in one file only, which test_pins keeps so)."""
+    env = TOP / "envs" / "images" / name
+    spack = yaml.safe_load((env / "spack.yaml").read_text())["spack"]
+    merged: dict = {}
+    for inc in spack["include"]:
+        path = env / (inc if isinstance(inc, str) else inc["path"])
+        if path.is_file() and "/common/" in str(path):
+            for pkg, conf in (yaml.safe_load(path.read_text()).get("packages") or {}).items():
+                merged.setdefault(pkg, {}).update(conf)
+    return merged
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_containerfile_builds_nothing_the_base_provides(name):
+    """Static check with a real Dockerfile parser: two stages on the pinned NVIDIA images, and the
+    env it installs takes CUDA and NCCL from the base image instead of building them."""
+    p = parser(IMAGES[name])
+    stages = [i for i in p.structure if i["instruction"] == "FROM"]
+    assert len(stages) == 2 and p.baseimage == final_image(name)
+    build_base = stages[0]["value"].split()[1]
+    assert build_base.startswith("nvidia/cuda:") and "-devel-" in build_base
+    packages = env_config(name)
+    cuda = containers.pinned_versions()["cuda"]
+    assert packages["cuda"]["buildable"] is False
+    assert packages["cuda"]["externals"][0]["prefix"] == f"/usr/local/cuda-{'.'.join(cuda.split('.')[:2])}"
+    assert packages["cuda"]["externals"][0]["spec"].startswith(f"cuda@{cuda} ")
+    assert packages["nccl"]["buildable"] is False and packages["nccl"]["externals"][0]["prefix"] == "/usr"
+    runs = " ".join(i["value"] for i in p.structure if i["instruction"] == "RUN")
+    assert "spack -e . install" in runs and not re.search(r"\bcuda_\d|\.run\b|nccl.*make", runs)
+    # the plugin of the CE hook is not baked in (seed 002's "without the hook" EDF stays meaningful)
+    manifest = (TOP / "envs" / "images" / name / "spack.yaml").read_text() + (TOP / "envs/common/stack.yaml").read_text()
+    assert "aws-ofi-nccl" not in re.sub(r"#.*", "", manifest)
+
+
+def flat(table: dict, prefix: str = "") -> set[str]:
+    return {k for key, v in table.items()
+            for k in (flat(v, f"{prefix}{key}.") if isinstance(v, dict) else {f"{prefix}{key}"})}
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="seeds not in ../shared/seeds")
+def test_edf_annotations_are_the_documented_ones():
+    """Every annotation an EDF sets, and every one the seeds set, is one CSCS documents."""
+    documented = set(containers.ANNOTATIONS)
+    ours = set().union(*(flat(tomllib.loads(p.read_text()).get("annotations", {})) for p in edf_files()))
+    assert ours == documented
+    seeds = set().union(*(flat(s.get("annotations", {})) for s in seed_edfs()))
+    assert seeds and seeds <= documented
+    nccl = (TOP / "containers" / "nccl-tests" / "nccl-tests.toml").read_text()
+    assert '[annotations]\ncom.hooks.cxi.enabled = "true"\ncom.hooks.aws_ofi_nccl.enabled = "true"\n' \
+           'com.hooks.aws_ofi_nccl.variant = "cuda12"\n' in nccl  # dotted keys, as the seeds write them
+
+
+def test_an_undocumented_annotation_is_refused():
+    content = containers.edf("quay.io/x/y:1", {"cxi": True}, "12.8.1")
+    content["annotations"]["com.hooks.ssh.enabled"] = "true"
+    with pytest.raises(ConfigError, match=r"EDF y: annotations \['com.hooks.ssh.enabled'\] are not among"):
+        containers.render_edf(content, "y")

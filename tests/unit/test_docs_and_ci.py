@@ -271,8 +271,8 @@ def test_pinned_stack_table_is_the_pins():
     table = {name: (version, kind) for name, version, kind in rows}
     want = {}
     for name, pkg in pins.items():
-        kind = "require" if "require" in pkg else "prefer"
-        want[name] = (next(str(v)[1:] for v in pkg[kind] if str(v).startswith("@")), kind)
+        kind = next(k for k in ("require", "prefer", "version") if k in pkg)
+        want[name] = (next(str(v).lstrip("@") for v in pkg[kind] if kind == "version" or str(v).startswith("@")), kind)
     want["spack"] = (toolchain["spack"]["tag"], "`toolchain.yaml`")
     want["spack-packages"] = (toolchain["spack_packages"]["tag"], "`toolchain.yaml`")
     assert table == want

@@ -67,3 +67,45 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
     externals = yaml.safe_load((copy / ".spack" / "externals.yaml").read_text())["packages"]
     assert "gcc" in externals and ({"openmpi", "mpich"} & set(externals))
+
+
+def test_a_directory_that_is_not_a_mirror_is_refused_first(tmp_path):
+    copy = harness_copy(tmp_path / "copy")
+    proc = setup(copy, "--mirror", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{tmp_path} has no commstack-mirror.yaml: not a mirror made by `bin/commstack mirror create`" in proc.stderr
+    assert not (copy / ".spack" / "repos.yaml").exists()
+
+
+def test_a_mistyped_option_is_an_error(tmp_path):
+    proc = setup(harness_copy(tmp_path), "--detetc")
+    assert proc.returncode == 2 and "setup: unrecognized arguments: --detetc" in proc.stderr
+
+
+@pytest.mark.spack
+def test_a_kept_checkout_at_another_commit_is_refused(tmp_path):
+    """setup reuses .spack/spack-packages when present, and verifies its commit all the same."""
+    copy = harness_copy(tmp_path)
+    kept = copy / ".spack" / "spack-packages"
+    (kept / "repos" / "spack_repo" / "builtin").mkdir(parents=True)
+    git = ["git", "-C", str(kept), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(kept)], check=True)
+    (kept / "README").write_text("not spack-packages v2025.11.0\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-qm", "other"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    proc = setup(copy, spack_root=str(find_spack().parents[1]))
+    assert proc.returncode == 2
+    assert (f"{kept}: HEAD is {head}, toolchain.yaml pins v2025.11.0 = 119680aeee "
+            "(a checkout kept from an earlier setup: remove it to clone again)") in proc.stderr
+    assert not (copy / ".spack" / "repos.yaml").exists()
+
+
+@pytest.mark.parametrize("argv", [["lock", "--dry-run"], ["containerize", "--chek"], ["preflight", "gh200-cray", "-x"]])
+def test_spack_commands_refuse_unknown_options(argv):
+    """Only `test` passes unknown arguments on; `lock --dry-run` used to rewrite the locks."""
+    locks = {p: p.read_bytes() for p in (TOP / "envs").glob("*/spack.lock")}
+    proc = subprocess.run([sys.executable, "-m", "commstack", *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"commstack: error: {argv[0]}: unrecognized arguments: {argv[-1]}" in proc.stderr
+    assert {p: p.read_bytes() for p in locks} == locks

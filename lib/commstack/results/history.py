@@ -25,7 +25,7 @@ from pathlib import Path
 
 from commstack.errors import CommstackError
 from commstack.results.compare import Change
-from commstack.results.judge import HIGHER_IS_BETTER
+from commstack.benchmarks import METRICS
 from commstack.results.records import RECORD, Record, read_run
 
 SCHEMA_VERSION = 1
@@ -218,7 +218,7 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             if not all(math.isfinite(v) and v > 0 for v in (base, value)):
                 out.append(Change(name, size, base, value, "invalid"))
                 continue
-            higher = HIGHER_IS_BETTER[r.metric]
+            higher = METRICS[r.metric].higher_is_better
             change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
             # the history's spread on each side, computed like the change itself (a value the history has
             # already seen is inside it), plus twice this run's own repeat spread

@@ -11,11 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import CommstackError
+from commstack.files import write_atomic
 from commstack.paths import TOP
 
 
 class SpackError(CommstackError):
     pass
+
+
+class SpackTimeoutError(SpackError):
+    """A Spack command ran past its time limit."""
 
 
 def find_spack() -> Path | None:
@@ -50,12 +55,37 @@ class Spack:
         log = self.log_dir / f"{next(_SEQ):03d}-{name}.log"
         # clingo comes from PyPI in the interpreter running us: no bootstrap download
         env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable), **(extra_env or {})}
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
-        log.write_text(f"$ {' '.join(argv)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        except subprocess.TimeoutExpired as e:
+            write_atomic(log, f"$ {' '.join(argv)}\n# timed out after {timeout} s\n{e.stdout or ''}\n{e.stderr or ''}")
+            raise SpackTimeoutError(f"`{' '.join(argv[1:])}` ran past {timeout} s and was stopped; log: {log}") from None
+        write_atomic(log, f"$ {' '.join(argv)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
         if check and proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
             raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}); log: {log}\n{tail}")
         return proc
 
     def version(self) -> str:
-        return self("--version").stdout.strip().split()[0]
+        return self("--version", timeout=60).stdout.strip().split()[0]
+
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def script(name: str) -> Path:
+    """A script of scripts/ that runs inside `spack python` (package data, next to this module)."""
+    return SCRIPTS / f"{name}.py"
+
+
+def need_spack() -> Spack:
+    exe = find_spack()
+    if exe is None:
+        raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
+    return Spack(exe, TOP / "results" / "spack-logs")
+
+
+def refuse_extra(cmd: str, extra: list[str]) -> None:
+    """Only `test` passes unknown arguments on (to pytest); anywhere else a mistyped flag is an error."""
+    if extra:
+        raise CommstackError(f"{cmd}: unrecognized arguments: {' '.join(extra)}")

@@ -7,6 +7,7 @@ nothing in the repository. Facts come from the concrete specs, never from exit s
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -17,38 +18,26 @@ from pathlib import Path
 
 from commstack.errors import ConfigError
 from commstack.paths import TOP
-from commstack.spack import Spack, SpackError
+from commstack.files import write_atomic
+from commstack.spack import Spack, SpackError, script
 
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
+        "alps-login": Path("envs/alps-login"),
         **{f"images/{p.parent.name}": Path("envs/images") / p.parent.name
            for p in sorted((TOP / "envs" / "images").glob("*/spack.yaml"))}}
+#: where each env is installed: the images' userland is not the login nodes' (docs/environments.md)
+PURPOSE = {
+    "local": "this machine (workstation, CI runner): its detected compiler and MPI",
+    "gh200-ompi": "the GH200 image userland (Ubuntu 24.04, CSCS images): for images, not for Alps login nodes",
+    "gh200-cray": "Alps GH200 nodes with the Cray PE (cray-mpich, /opt/cray): install on an Alps login node",
+    "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
+    **{n: f"image {n[7:]} only: podman builds it from containers/{n[7:]}/Containerfile"
+       for n in ENVS if n.startswith("images/")},
+}
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it
-LOCKED = ("gh200-ompi", "gh200-cray")
-
-# Runs inside `spack -e <env> python`: the active env's config scopes are in effect.
-DUMP = r'''
-import json, sys, time
-import spack.environment as ev
-env = ev.active_environment()
-start = time.perf_counter()
-env.concretize(force=True)
-seconds = time.perf_counter() - start
-env.write(regenerate=False)
-nodes = {}
-for spec in env.all_specs():
-    nodes[spec.dag_hash()] = {
-        "name": spec.name, "version": str(spec.version), "namespace": spec.namespace,
-        "target": str(spec.target), "os": str(spec.os), "external": spec.external,
-        "prefix": spec.external_path if spec.external else None, "hash": spec.dag_hash(),
-        "variants": {k: v.value if isinstance(v.value, bool) else
-                     (sorted(str(x) for x in v.value) if isinstance(v.value, tuple) else str(v.value))
-                     for k, v in spec.variants.items()},
-        "deps": sorted({d.name for d in spec.dependencies()})}
-roots = [s.name for s in env.concrete_roots()]
-json.dump({"seconds": seconds, "roots": roots, "nodes": list(nodes.values())}, open(sys.argv[1], "w"))
-'''
+LOCKED = ("gh200-ompi", "gh200-cray", "alps-login")
 
 
 class EnvError(SpackError):
@@ -59,7 +48,7 @@ class EnvError(SpackError):
 class Concrete:
     name: str
     copy: Path            # the staged env directory, holding the new spack.lock
-    seconds: float        # wall time of the whole `spack python` process
+    seconds: float        # wall time of its `spack python` process (shared with the envs of its group)
     solve_seconds: float  # env.concretize() alone
     roots: list[str]
     nodes: list[dict]
@@ -99,29 +88,57 @@ def stage(dest: Path) -> Path:
     return dest
 
 
+def concretize_group(spack: Spack, names: list[str], staged: Path, options: tuple[str, ...] = (),
+                     extra_env: dict | None = None) -> dict[str, Concrete | EnvError]:
+    """Envs of a staged copy, one after the other in one Spack process (options: extra `spack -c`
+    settings); each is concrete, or the error that names it. The user and system config scopes are
+    left out: the env's own files say everything."""
+    outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
+    argv = []
+    for name, out in outs.items():
+        for stale in (out, out.with_name(out.name + ".error")):
+            stale.unlink(missing_ok=True)
+        argv += [str(out.parent), str(out)]
+    start = time.perf_counter()
+    proc = spack(*options, "python", str(script("concretize")), *argv, check=False, timeout=1800 * len(names),
+                 extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
+    seconds = time.perf_counter() - start
+    done: dict[str, Concrete | EnvError] = {}
+    for name, out in outs.items():
+        error = out.with_name(out.name + ".error")
+        if out.exists() and not error.exists():
+            data = json.loads(out.read_text())
+            done[name] = Concrete(name, out.parent, seconds, data["seconds"], data["roots"], data["nodes"])
+        else:
+            why = error.read_text() if error.exists() else proc.stderr  # else: the process died
+            done[name] = EnvError(f"env {name}: concretization failed (exit {proc.returncode})\n"
+                                  + explain(why, staged, env_dir(name)))
+    return done
+
+
 def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = (),
                extra_env: dict | None = None) -> Concrete:
-    """One env of a staged copy, in its own Spack process (options: extra `spack -c` settings)."""
-    copy = staged / env_dir(name)
-    out = copy / "concrete.json"
-    start = time.perf_counter()
-    proc = spack(*options, "python", str(staged / "dump.py"), str(out), env_dir=copy, check=False,
-                 timeout=1800, extra_env=extra_env)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0 or not out.exists():
-        raise EnvError(f"env {name}: concretization failed (exit {proc.returncode})\n"
-                       + explain(proc.stderr, staged, env_dir(name)))
-    data = json.loads(out.read_text())
-    return Concrete(name, copy, seconds, data["seconds"], data["roots"], data["nodes"])
+    """One env alone, in its own Spack process."""
+    return concretize_all(spack, [name], staged, 1, options, extra_env)[name]
 
 
 def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 0,
-                   options: tuple[str, ...] = (), extra_env: dict | None = None) -> dict[str, Concrete]:
-    """Concretize several envs of one staged copy, `workers` Spack processes at a time (0: all)."""
-    (staged / "dump.py").write_text(DUMP)
-    with ThreadPoolExecutor(max_workers=workers or len(names)) as pool:
-        futures = {n: pool.submit(concretize, spack, n, staged, options, extra_env) for n in names}
-        return {n: f.result() for n, f in futures.items()}
+                   options: tuple[str, ...] = (), extra_env: dict | None = None,
+                   raise_first: bool = True) -> dict[str, Concrete]:
+    """Concretize several envs of one staged copy in `workers` Spack processes at once (0: one per
+    core), the envs dealt round-robin: a process concretizes its envs one after the other, sharing
+    Spack's start-up, repositories and package classes between them."""
+    workers = min(workers or os.cpu_count() or 1, len(names))
+    groups = [names[i::workers] for i in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = {}
+        for part in pool.map(lambda g: concretize_group(spack, g, staged, options, extra_env), groups):
+            results.update(part)
+    done = {n: results[n] for n in names}
+    errors = [r for r in done.values() if isinstance(r, EnvError)]
+    if errors and raise_first:
+        raise errors[0]
+    return done
 
 
 def explain(stderr: str, root: Path, env: Path) -> str:
@@ -142,111 +159,85 @@ def explain(stderr: str, root: Path, env: Path) -> str:
 # ---- locks -------------------------------------------------------------------------------------
 
 def lock_nodes(lock: Path) -> dict[str, dict]:
-    """A spack.lock's concrete specs by name: version, variants, arch, external prefix, hash."""
+    """A spack.lock's concrete specs by name: what a drift is about (version, variants, arch,
+    external prefix, dependencies by name), and the hash to point at the spec."""
     data = json.loads(lock.read_text())
+    specs = data["concrete_specs"]
     nodes = {}
-    for h, spec in data["concrete_specs"].items():
+    for h, spec in specs.items():
         arch = spec.get("arch", {})
         target = arch.get("target")
-        nodes.setdefault(spec["name"], []).append({
-            "hash": h[:7], "version": str(spec.get("version")),
-            "arch": f"{arch.get('os')}-{target['name'] if isinstance(target, dict) else target}",
-            "variants": {k: v for k, v in spec.get("parameters", {}).items()
-                         if k not in ("cflags", "cxxflags", "fflags", "cppflags", "ldflags", "ldlibs")},
-            "external": (spec.get("external") or {}).get("path")})
-    return {name: sorted(v, key=lambda n: n["hash"]) for name, v in nodes.items()}
+        node = {"hash": h[:7], "version": str(spec.get("version")),
+                "arch": f"{arch.get('platform_os')}-{target['name'] if isinstance(target, dict) else target}",
+                "variants": {k: v for k, v in spec.get("parameters", {}).items()
+                             if k not in ("cflags", "cxxflags", "fflags", "cppflags", "ldflags", "ldlibs")},
+                "external": (spec.get("external") or {}).get("path"),
+                "deps": sorted(specs[d["hash"]]["name"] for d in spec.get("dependencies", []))}
+        if spec["name"] in nodes:  # the stack allows one node per package (duplicates: none)
+            raise ConfigError(f"{lock}: two {spec['name']} nodes; one per package expected")
+        nodes[spec["name"]] = node
+    return nodes
+
+
+def lock_roots(lock: Path) -> list[tuple[str, dict]]:
+    """Each root of a lock as written (its user spec) with the concrete spec its hash points to."""
+    data = json.loads(lock.read_text())
+    return [(r["spec"], data["concrete_specs"][r["hash"]]) for r in data["roots"]]
 
 
 def lock_diff(old: Path, new: Path) -> list[str]:
-    """Readable differences between two locks: package, old -> new version/variant/arch/hash."""
+    """What moved between two locks, one line per spec: version, variants, arch, external prefix,
+    dependencies; hashes alone (a recipe's text, a resolved commit) are not drift."""
     a, b = lock_nodes(old), lock_nodes(new)
     lines = []
     for name in sorted(set(a) | set(b)):
         if name not in b:
-            lines.append(f"- {name}: removed ({', '.join(n['version'] for n in a[name])})")
+            lines.append(f"- {name}: removed ({a[name]['version']})")
             continue
         if name not in a:
-            lines.append(f"+ {name}: added ({', '.join(n['version'] for n in b[name])})")
+            lines.append(f"+ {name}: added ({b[name]['version']})")
             continue
-        for x, y in zip(a[name], b[name]):
-            if x == y:
-                continue
-            what = [f"{k} {x[k]} -> {y[k]}" for k in ("version", "arch", "external") if x[k] != y[k]]
-            for k in sorted(set(x["variants"]) | set(y["variants"])):
-                if x["variants"].get(k) != y["variants"].get(k):
-                    what.append(f"{k}={x['variants'].get(k)} -> {y['variants'].get(k)}")
-            what.append(f"hash {x['hash']} -> {y['hash']}")
-            lines.append(f"~ {name}: " + ", ".join(what))
-        if len(a[name]) != len(b[name]):
-            lines.append(f"~ {name}: {len(a[name])} -> {len(b[name])} nodes")
+        x, y = a[name], b[name]
+        what = [f"{k} {x[k]} -> {y[k]}" for k in ("version", "arch", "external") if x[k] != y[k]]
+        for k in sorted(set(x["variants"]) | set(y["variants"])):
+            if x["variants"].get(k) != y["variants"].get(k):
+                what.append(f"{k}={x['variants'].get(k)} -> {y['variants'].get(k)}")
+        gone, new_deps = sorted(set(x["deps"]) - set(y["deps"])), sorted(set(y["deps"]) - set(x["deps"]))
+        what += [f"depends on {d} no more" for d in gone] + [f"now depends on {d}" for d in new_deps]
+        if what:
+            lines.append(f"~ {name}: " + ", ".join(what) + f" (hash {x['hash']} -> {y['hash']})")
     return lines
 
 
-# ---- preflight ---------------------------------------------------------------------------------
-
-# Runs inside `spack -e <env> python`: each external the env uses (its concrete DAG when locked,
-# else every external its config declares), whether its prefix or modules exist, and the version
-# Spack's own detection finds at the prefix.
-PREFLIGHT = r'''
-import json, os, shutil, sys
-import spack.config, spack.detection, spack.environment as ev, spack.spec
-from spack.util.module_cmd import module
-env = ev.active_environment()
-nodes = [s for s in env.all_specs() if s.external]
-if not nodes:
-    for name, conf in spack.config.get("packages").items():
-        for ext in conf.get("externals", []) if isinstance(conf, dict) else []:
-            s = spack.spec.Spec(ext["spec"])
-            s.name = s.name or name
-            s.external_path, s.external_modules = ext.get("prefix"), ext.get("modules")
-            nodes.append(s)
-has_module_cmd = bool(os.environ.get("MODULESHOME") or shutil.which("modulecmd"))
-out = []
-for s in nodes:
-    r = {"name": s.name, "claims": str(s.versions), "prefix": s.external_path,
-         "modules": s.external_modules or [], "problems": [], "found": None}
-    if s.external_path and not os.path.isdir(s.external_path):
-        r["problems"].append(f"prefix {s.external_path} does not exist")
-    for m in r["modules"]:
-        if not has_module_cmd:
-            r["problems"].append(f"module {m}: no module command here to check it")
-        elif not module("show", m).strip():
-            r["problems"].append(f"module {m} not found")
-    if s.external_path and os.path.isdir(s.external_path) and not r["problems"]:
-        try:
-            found = spack.detection.by_path([s.name], path_hints=[s.external_path]).get(s.name, [])
-        except Exception as e:
-            found, r["note"] = [], f"detection failed: {e}"
-        versions = sorted({str(getattr(f, "spec", f).versions) for f in found})
-        r["found"] = versions
-        if versions and not any(spack.spec.Spec(f"{s.name}@{v}").intersects(f"{s.name}@{s.versions}") for v in versions):
-            r["problems"].append(f"claims @{s.versions}, {s.external_path} has {', '.join(versions)}")
-    out.append(r)
-json.dump(sorted(out, key=lambda r: r["name"]), open(sys.argv[1], "w"))
-'''
+def lock(spack: Spack, names: list[str] | None = None) -> int:
+    """`bin/commstack lock [ENV...]`: concretize the locked envs on a staged copy, without the
+    concretization cache (a cached answer can pair roots with other specs), check every root
+    against its spec, and replace each spack.lock atomically, showing what moved."""
+    names = names or list(LOCKED)
+    for name in names:
+        if name not in LOCKED:
+            env_dir(name)  # unknown names fail here, by name
+            raise ConfigError(f"env {name} has no committed lock (its externals are this machine's)")
+    with tempfile.TemporaryDirectory(prefix="commstack-lock-") as tmp:
+        done = concretize_all(spack, names, stage(Path(tmp)),
+                              options=("-c", "concretizer:concretization_cache:enable:false"))
+        for name, c in done.items():
+            wrong = root_mismatches(spack, c.copy)
+            if wrong:
+                raise EnvError(f"env {name}: roots paired with the wrong specs:\n  " + "\n  ".join(wrong))
+        for name, c in done.items():
+            target = TOP / env_dir(name) / "spack.lock"
+            diff = lock_diff(target, c.lock) if target.exists() else ["+ new lock"]
+            write_atomic(target, c.lock.read_text())
+            print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; "
+                  + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "unchanged"))
+    return 0
 
 
-@dataclass
-class ExternalCheck:
-    name: str
-    claims: str
-    prefix: str | None
-    modules: list[str]
-    problems: list[str]
-    found: list[str] | None  # versions Spack's detection found at the prefix; None: not checked
-    note: str | None = None
-
-    def line(self) -> str:
-        where = self.prefix or ", ".join(self.modules) or "?"
-        seen = f" (found {', '.join(self.found)})" if self.found else ""
-        state = "FAIL: " + "; ".join(self.problems) if self.problems else "ok" + seen
-        return f"{self.name}@{self.claims} at {where}: {state}"
-
-
-def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
-    """Check every external an env uses exists on this machine (prefix or module, and version)."""
-    script = Path(tempfile.mkdtemp(prefix="commstack-preflight-")) / "preflight.py"
-    script.write_text(PREFLIGHT)
-    out = script.with_suffix(".json")
-    spack("python", str(script), str(out), env_dir=env)
-    return [ExternalCheck(**r) for r in json.loads(out.read_text())]
+def root_mismatches(spack: Spack, env: Path) -> list[str]:
+    """Roots of the env's spack.lock whose spec is not the package, version and variants they ask for."""
+    with tempfile.TemporaryDirectory(prefix="commstack-roots-") as tmp:
+        out = Path(tmp) / "roots.json"
+        spack("python", str(script("roots")), str(out), env_dir=env,
+              extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+        return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in json.loads(out.read_text()) if not r["ok"]]

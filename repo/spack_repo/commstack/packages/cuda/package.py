@@ -5,7 +5,7 @@ from spack.package import *
 
 
 class Cuda(BuiltinCuda):
-    """CUDA toolkit (builtin recipe; libs known before install)."""
+    """CUDA toolkit (builtin recipe; libs known before install, or where the external is absent)."""
 
     @property
     def libs(self):
@@ -13,7 +13,8 @@ class Cuda(BuiltinCuda):
         # dependents that read libs.directories[0] at configure time (openmpi@5 +cuda) raise
         # IndexError: their arguments can't be inspected on a login node or in CI. The runfile
         # installs libcudart in lib64 on x86_64 and sbsa alike (lib64 -> targets/<arch>/lib).
+        # An external is not here either when the lock is made elsewhere (the image's CUDA).
         found = super().libs
-        if found or self.spec.external:
+        if found:
             return found
         return LibraryList([join_path(self.prefix.lib64, "libcudart.so")])

@@ -1,0 +1,140 @@
+"""`bin/commstack setup`: the pinned Spack and spack-packages (toolchain.yaml), this repo's package
+repository, this machine's externals, and optionally an offline mirror (`commstack mirror create`).
+
+What it writes under .spack/ (repos.yaml, externals.yaml, mirrors.yaml) every env includes as an
+optional file, so an env reads the same pinned checkouts and mirror wherever it is concretized.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from commstack.errors import CommstackError
+from commstack.files import write_atomic
+from commstack.paths import TOP
+from commstack.spack import Spack
+from commstack.spack.mirror import signed as mirror_signed
+
+TOOLCHAIN = TOP / "toolchain.yaml"
+GIT_TIMEOUT = 900   # a clone of spack-packages over a slow link
+PROBE_TIMEOUT = 60  # `spack --version`
+
+#: what the local env takes from the machine: compilers and MPI, then the usual build tools
+#: (`spack external find` searches either named packages or tags, not both at once)
+DETECT = (("gcc", "llvm", "openmpi", "mpich"), ("--tag", "build-tools", "--tag", "core-packages"))
+
+
+class SetupError(CommstackError):
+    """Spack or spack-packages cannot be had at the pinned version."""
+
+
+def pins() -> dict:
+    return yaml.safe_load(TOOLCHAIN.read_text())
+
+
+def setup(spack_source: str | None = None, packages: str | None = None, force: bool = False,
+          detect: bool = False, mirror: str | None = None) -> int:
+    p = pins()
+    signed = mirror_signed(Path(mirror).resolve()) if mirror else False  # a wrong DIR fails first
+    want = p["spack"]["tag"].lstrip("v")
+    dest = TOP / ".spack"
+    dest.mkdir(exist_ok=True)
+    spack_root = os.environ.get("SPACK_ROOT")
+    if spack_root:
+        exe = Path(spack_root) / "bin" / "spack"
+        if not exe.is_file():
+            raise SetupError(f"SPACK_ROOT={spack_root} has no bin/spack")
+        found = _run([str(exe), "--version"], PROBE_TIMEOUT, f"{exe} --version").split()[0]
+        print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
+        if found.split(".")[:2] != want.split(".")[:2] and not force:
+            raise SetupError(f"SPACK_ROOT has Spack {found}, commstack is pinned to {want} "
+                             f"(major.minor differ); use --force to go on anyway")
+    else:
+        exe = dest / "spack" / "bin" / "spack"
+        checkout(p["spack"], dest / "spack", spack_source, exe.is_file())
+    # --packages: a checkout is used in place; anything else (a local git mirror) is cloned from
+    given = Path(packages) if packages else None
+    if given and (given / p["spack_packages"]["builtin"]).is_dir():
+        tree = given
+    else:
+        tree = dest / "spack-packages"
+        checkout(p["spack_packages"], tree, packages, (tree / p["spack_packages"]["builtin"]).is_dir())
+    builtin = (tree / p["spack_packages"]["builtin"]).resolve()
+    # every env includes this file (optional), so builtin is our pinned checkout, never a download;
+    # commstack is in it too for commands outside an env (`spack -C .spack ...`)
+    repos = {"commstack": str(TOP / "repo" / "spack_repo" / "commstack"), "builtin": str(builtin)}
+    write_atomic(dest / "repos.yaml", yaml.safe_dump({"repos": repos}, sort_keys=False))
+    spack = Spack(exe, TOP / "results" / "spack-logs")
+    print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={exe.parent.parent}\n"
+          f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
+    if mirror:
+        use_mirror(spack, Path(mirror).resolve(), dest / "mirrors.yaml", signed)
+    externals = dest / "externals.yaml"
+    if detect or not externals.exists():
+        detect_externals(spack, externals)
+    return 0
+
+
+def use_mirror(spack: Spack, mirror: Path, out: Path, signed: bool | None = None) -> None:
+    """Every env takes sources (and binaries, when the mirror has a build cache) from `mirror` first,
+    as stackinator's mirrors.yaml does; a signed cache's keys are trusted from the mirror itself."""
+    signed = mirror_signed(mirror) if signed is None else signed
+    conf = {"mirrors": {"commstack-offline": {"url": mirror.as_uri(), "signed": signed}}}
+    write_atomic(out, "# written by `bin/commstack setup --mirror`; every env includes it\n"
+                 + yaml.safe_dump(conf, sort_keys=False))
+    if signed:
+        spack("-C", str(out.parent), "buildcache", "keys", "--install", "--trust", timeout=300)
+    print(f"setup: mirror {mirror} in {out} (" + ("signed build cache, keys trusted)" if signed else "sources)"))
+
+
+def detect_externals(spack: Spack, out: Path) -> None:
+    """`spack external find` into a scratch user scope, kept as the local env's externals.yaml."""
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"SPACK_USER_CONFIG_PATH": scratch}
+        for what in DETECT:
+            spack("-C", str(out.parent), "external", "find", "--scope", "user", *what, extra_env=env, timeout=600)
+        found = Path(scratch) / "packages.yaml"
+        if not found.exists():
+            raise SetupError("spack external find detected nothing (no compiler, no MPI?)")
+        text = found.read_text()
+    write_atomic(out, "# written by `bin/commstack setup` (spack external find); --detect redoes it\n" + text)
+    names = sorted((yaml.safe_load(text).get("packages") or {}))
+    print(f"setup: {len(names)} externals of this machine in {out}: {', '.join(names)}")
+
+
+def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
+    """The pinned tag at dest: cloned when missing; when present (kept from an earlier setup), its
+    HEAD is verified against the pinned commit all the same."""
+    if not present:
+        source = local or pin["url"]
+        print(f"setup: cloning {source} at {pin['tag']} into {dest}")
+        try:
+            _run(["git", "clone", "-q", "--depth=1", "--branch", pin["tag"], source, str(dest)], GIT_TIMEOUT,
+                 f"git clone {source}")
+        except SetupError as e:
+            raise SetupError(
+                f"cannot clone {source} ({e.__cause__ or e})."
+                "\nOffline? Either point SPACK_ROOT at an existing Spack "
+                f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
+                "--packages /path/to/spack-packages (a checkout or local git mirror).") from None
+    head = _run(["git", "-C", str(dest), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {dest} rev-parse").strip()
+    if not head.startswith(pin["commit"]):
+        raise SetupError(f"{dest}: HEAD is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+                         + (" (a checkout kept from an earlier setup: remove it to clone again)" if present else ""))
+
+
+def _run(argv: list[str], timeout: int, what: str) -> str:
+    """stdout of a helper program; a failure or a timeout is a SetupError quoting its last line."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"{what} ran past {timeout} s") from None
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output"
+        raise SetupError(f"{what} failed: {last}") from RuntimeError(last)
+    return proc.stdout
