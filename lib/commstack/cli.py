@@ -42,8 +42,8 @@ from commstack.spack import envs, mirror
 from commstack.spack import preflight as spack_preflight
 from commstack.spack import setup as spack_setup
 from commstack.spack.envs import ENVS, LOCKED
-from commstack.errors import CommstackError
-from commstack.slurm import LocalSlurm
+from commstack.errors import CommstackError, SlurmUnavailableError
+from commstack.slurm import LocalSlurm, choose_slurm
 from commstack.paths import TOP
 from commstack.spack import find_spack, need_spack
 
@@ -198,13 +198,15 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
 
 
 def batch_env(system, mode: str) -> dict[str, str]:
-    """Slurm clients' environment: a reachable cluster, else the local one (left running for the job)."""
-    from commstack.run.runner import _reachable_slurm
-    if mode in ("auto", "external") and _reachable_slurm():
+    """Slurm clients' environment for a batch job: the site's Slurm, or the local one, started under
+    the manual lease so that it outlives this command (`commstack slurm stop` gives it back)."""
+    which = choose_slurm(system.name, mode)
+    if which == "off":
+        raise SlurmUnavailableError("a batch job needs Slurm (--slurm off)")
+    if which == "site":
         return dict(os.environ)
     cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
-    if not cluster.running():
-        cluster.start()
+    cluster.start(manual=True)
     return cluster.env
 
 

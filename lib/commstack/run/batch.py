@@ -200,7 +200,7 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
                                 float(started), float(ended) - float(started), hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
-            Launcher._classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+            Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
             sweeps.append(add_repeat(s, record, result, run_dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, system, refs)

@@ -214,7 +214,7 @@ class Launcher:
 
     def _classify(self, r: StepResult, timed_out: bool) -> None:
         try:
-            self._judge(r, timed_out)
+            self.classify(r, timed_out)
         except LaunchError as e:
             if self.kind == "srun" and not self._controller_answers():
                 self.lost = ControllerLostError(f"the Slurm controller stopped answering during step {r.step.name} "
@@ -229,7 +229,9 @@ class Launcher:
             return False
 
     @staticmethod
-    def _judge(r: StepResult, timed_out: bool) -> None:
+    def classify(r: StepResult, timed_out: bool) -> None:
+        """The named LaunchError of a step that did not run to its end, or nothing (a batch job's
+        saved steps are classified the same way)."""
         name, raw = r.step.name, str(r.outdir)
         if timed_out:
             raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
