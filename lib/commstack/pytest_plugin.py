@@ -169,7 +169,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if any(isinstance(i, StepItem) for i in session.items):
         with run.phase("report"):
             from commstack.results.report import write_report  # matplotlib only when there is a report
-            path = write_report(run.dir, run.references)
+            path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
+        from commstack.results import history
+        history.add_run(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
         total = time.monotonic() - session.config.stash[STARTED]
         write_json(run.dir / "timings.json", {**run.timings, "session": total})
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
