@@ -12,8 +12,9 @@
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
 
-Exit status of run, suite and report: 0 every step ran and passed; 1 some step did not pass;
-3 every step that ran passed but some did not run (--allow-not-run: 0); 2 bad input; 130 Ctrl-C.
+Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
+3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
+2 bad input; 130 Ctrl-C.
 """
 
 from __future__ import annotations
