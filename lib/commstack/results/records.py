@@ -73,15 +73,23 @@ class Record(BaseModel):
             raise RecordError(f"{path}: not a commstack record ({first['msg']}{' at ' + where if where else ''}); "
                               "truncated or written by something else") from None
 
-    def medians(self) -> dict[int, tuple[float, float, int]]:
-        """size -> (median, standard deviation, number of repeats) of the judged metric."""
+    def values(self) -> dict[int, list[float]]:
+        """size -> the judged metric of every repeat, in size order."""
         by_size: dict[int, list[float]] = {}
         for rows in self.repeats:
             for row in rows:
                 value = row.get(self.metric)  # JSON has no NaN: a non-finite value comes back as null
                 by_size.setdefault(row["size"], []).append(float("nan") if value is None else float(value))
+        return dict(sorted(by_size.items()))
+
+    def medians(self) -> dict[int, tuple[float, float, int]]:
+        """size -> (median, standard deviation, number of repeats) of the judged metric."""
         return {s: (statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-                for s, v in sorted(by_size.items())}
+                for s, v in self.values().items()}
+
+    def means(self) -> dict[int, tuple[float, float]]:
+        """size -> (mean, standard deviation) of the judged metric: seed 001's statistics."""
+        return {s: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for s, v in self.values().items()}
 
 
 def read_run(run_dir: Path) -> list[Record]:

@@ -106,8 +106,7 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
         fig, ax = plt.subplots(figsize=(8, 5))
         for env in envs:
             for r in (r for r in records if r.tags["environment"] == env):
-                m = r.medians()
-                means = {s: _mean_sd(r, s) for s in m}
+                means = r.means()
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
                             yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3, label=env)
         ax.set_xscale("log", base=2)
@@ -127,8 +126,8 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
         fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
         for ax, size in zip(axes.flat, shown):
             for env in envs:
-                pts = sorted((r.tags["nodes"], _mean_sd(r, size)) for r in records
-                             if r.tags["environment"] == env and size in r.medians())
+                pts = sorted((r.tags["nodes"], r.means()[size]) for r in records
+                             if r.tags["environment"] == env and size in r.means())
                 ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
                             marker="o", ms=4, capsize=3, label=env)
             ax.set_xscale("log", base=2)
@@ -144,13 +143,6 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _mean_sd(r: Record, size: int) -> tuple[float, float]:
-    values = [float(row[r.metric]) for rows in r.repeats for row in rows if row["size"] == size]
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-    return mean, sd
 
 
 def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:

@@ -10,8 +10,6 @@ container; each line it prints is `@@ <rank> <host> <section> <text>`, parsed st
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 from commstack.errors import ParseError
@@ -45,13 +43,6 @@ NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using netw
 
 def probe_argv(binary: str) -> list[str]:
     return ["bash", "-c", PROBE, "commstack-probe", binary]
-
-
-def _run(argv: list[str], timeout: int = 60) -> str:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
 
 
 def parse_probe(text: str) -> dict:
@@ -101,27 +92,6 @@ def _mpi(libmpi: str, ompi_info: str) -> dict:
         facts.update(mpi_library="MPICH (Cray MPICH)" if "cray" in libmpi else "MPICH",
                      mpi_version=Path(libmpi).name)
     return facts
-
-
-def mpi_facts(binary: str) -> dict:
-    """MPI library, version and CUDA support of the MPI `binary` is linked with, asked on this machine."""
-    libmpi = next((m.group(1) for m in re.finditer(r"libmpi\.so[.\d]* => (\S+)", _run(["ldd", binary]))), None)
-    if not libmpi:
-        return {"libmpi": None}
-    ompi_info = Path(libmpi).resolve().parent.parent / "bin" / "ompi_info"
-    ompi_info = str(ompi_info) if ompi_info.is_file() else shutil.which("ompi_info")
-    return _mpi(libmpi, _run([ompi_info, "--parsable", "--all"]) if ompi_info else "")
-
-
-def node_facts() -> dict:
-    """GPUs and NICs of the machine running the harness."""
-    gpus = [line for line in _run(["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU")] \
-        if shutil.which("nvidia-smi") else []
-    nics = sorted(p.name for p in Path("/sys/class/net").glob("*") if p.name != "lo")
-    cxi = sorted(p.name for p in Path("/sys/class/cxi").glob("*"))
-    providers = sorted(set(re.findall(r"^provider: (\S+)", _run(["fi_info", "-l"]), re.M))) \
-        if shutil.which("fi_info") else []
-    return {"gpus": gpus, "nics": nics, "cxi_devices": cxi, "libfabric_providers": providers}
 
 
 def nccl_net(text: str) -> dict[str, dict]:

@@ -15,15 +15,10 @@ from typing import Any
 
 from commstack import benchmarks
 from commstack.config import StepSpec, Suite, System
-from commstack.errors import ConfigError
 from commstack.run.launch import Step
 
 #: where the images put things (containers/templates: the view, and osu-mb's WORKDIR)
 IMAGE_VIEW = "/opt/view"
-
-
-class SuiteError(ConfigError):
-    """A suite that asks for something no system file can say (a node count that is not a count)."""
 
 
 @dataclass
