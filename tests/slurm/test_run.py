@@ -54,3 +54,20 @@ def test_a_mistyped_flag_is_refused_before_anything_runs(tmp_path: Path):
     proc = commstack("run", "--sytem", "local", "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and "unrecognized arguments: --sytem local" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_steps_placed_alike_share_one_probe_of_their_nodes(tmp_path: Path, slurm_env):
+    (tmp_path / "suites").mkdir()
+    suite = tmp_path / "suites" / "twice.yaml"
+    suite.write_text("name: twice\ndescription: the same placement twice\nsteps:\n" + "".join(
+        f"- {{benchmark: mpi-pingpong, mode: cpu, id: {i}, nodes: 1, ranks_per_node: 2, sizes: [8, 8]}}\n"
+        for i in "ab"))
+    proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), env=slurm_env)
+    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    a, b = read_run(tmp_path / "r")
+    probes = sorted((tmp_path / "r" / "steps").glob("*/probe"))
+    assert [p.relative_to(tmp_path / "r").as_posix() for p in probes] == [a.stack["probe"]] == [b.stack["probe"]]
+    host = a.nodelist[0]
+    assert host in (probes[0] / "stdout.txt").read_text()  # the facts are the probe's own output
+    assert a.stack["nodes"] == b.stack["nodes"] and a.stack["nodes"][host]["mpi_library"] == "Open MPI"
+    assert len(a.stack["ranks"]) == 2

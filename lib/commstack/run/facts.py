@@ -1,7 +1,8 @@
 """Stack facts kept with each result, taken on the compute nodes a step runs on: a probe launched
-just before the step with the step's own placement (same nodes, ranks, GPU binding, container)
-reports per rank what it sees (GPU and NIC selection) and per node which MPI the benchmark binary
-links (its library, version, CUDA support, components) and which libfabric provider fi_info picks.
+before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
+run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
+MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
+provider fi_info picks.
 NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
 
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the

@@ -162,6 +162,12 @@ def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
         return {"probe_error": f"{type(e).__name__}: {e}"}
 
 
+def placement(launcher: Launcher, step: Step) -> tuple:
+    """What the facts of a step depend on: its probe's command line (nodes, ranks, GPU binding,
+    container, binary) and its environment. Steps placed alike share one probe."""
+    return tuple(launcher.command(probe_step(step))), tuple(sorted(step.env.items()))
+
+
 def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
     """One repeat's saved output into the record: command, nodes, parsed rows."""
     record.outputs.append(str(result.outdir.relative_to(run_dir)))
@@ -202,6 +208,7 @@ class Run:
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._env: dict[str, str] | None = None
+        self._facts: dict[tuple, dict] = {}  # placement -> stack facts, probed once per run
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._inner = 0.0
@@ -278,13 +285,21 @@ class Run:
             argv = substitute(s.step.argv, self.binaries.resolve(s))
         step = launched_step(s, argv)
         launcher = self.launcher()
-        stack = probe(launcher, step, self.dir / "steps" / record.dirname / "probe")
+        stack = self.facts(launcher, step, self.dir / "steps" / record.dirname / "probe")
         sweeps, out = [], ""
         for r in range(s.repeats):
             result = launcher.run(step, self.dir / "steps" / record.dirname / f"repeat-{r}")
             sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
+
+    def facts(self, launcher: Launcher, step: Step, outdir: Path) -> dict:
+        """The stack facts of the step's placement: probed (output in `outdir`) by the first step placed
+        so; later ones name that probe's directory."""
+        key = placement(launcher, step)
+        if key not in self._facts:
+            self._facts[key] = {**probe(launcher, step, outdir), "probe": str(outdir.relative_to(self.dir))}
+        return self._facts[key]
 
     def _index(self, s: SuiteStep) -> int:
         return next((i for i, p in enumerate(self.planned) if p is s), len(self.planned))
