@@ -168,23 +168,22 @@ def trend_table(points: list[Point]) -> str:
 
 def plot(points: list[Point], out: Path) -> Path:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig = Figure(figsize=(10, 5))
+    ax = fig.subplots()
     series: dict[tuple, list[Point]] = {}
     for p in points:
         series.setdefault((p.suite, p.step, p.size), []).append(p)
     for (suite, step, size), pts in sorted(series.items()):
         xs = [p.started or i for i, p in enumerate(pts)]
+        factor = shown(pts[0].metric)[2]
         ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
-                     for x, p in zip(xs, pts)], [p.median for p in pts], yerr=[p.stdev for p in pts],
-                    marker="o", capsize=3, label=f"{step} {size} B")
-    units = sorted({p.unit for p in points})
-    ax.set_ylabel(", ".join(sorted({p.metric for p in points})) + f" [{', '.join(units)}]")
+                     for x, p in zip(xs, pts)], [p.median * factor for p in pts],
+                    yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=f"{step} {size} B")
+    ax.set_ylabel(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points})))
     ax.set_xlabel("run")
     ax.set_title(", ".join(sorted({p.system for p in points})))
     ax.legend(fontsize="small")
@@ -192,7 +191,6 @@ def plot(points: list[Point], out: Path) -> Path:
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out)
-    plt.close(fig)
     return out
 
 

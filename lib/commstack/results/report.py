@@ -18,17 +18,14 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure  # no pyplot: files only, no display and no global figure state
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from commstack.errors import CommstackError  # noqa: E402
-from commstack import benchmarks  # noqa: E402
-from commstack.benchmarks import METRICS  # noqa: E402
-from commstack.results.judge import VERDICTS, References  # noqa: E402
-from commstack.results.records import Record, read_run  # noqa: E402
+from commstack.errors import CommstackError
+from commstack import benchmarks
+from commstack.benchmarks import METRICS
+from commstack.results.judge import VERDICTS, References
+from commstack.results.records import Record, read_run
 
 
 class ReportError(CommstackError):
@@ -47,10 +44,10 @@ def _bytes(x: float, _pos: object = None) -> str:
     for unit, n in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
         if x >= n and x % n == 0:
             return f"{int(x // n)}{unit}"
-    return f"{int(x)}" if x >= 1 else f"{x:g}"
+    return f"{int(x)}" if x >= 1 else ""  # no message is smaller than 1 B; the margin gets no tick label
 
 
-def _shown(metric: str) -> tuple[str, str, float]:
+def shown(metric: str) -> tuple[str, str, float]:
     return SHOWN.get(metric, (metric, "", 1.0))
 
 
@@ -64,13 +61,17 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     """The metric against message size: one line per step, reference points with their tolerance
     bars (never interpolated), and the NIC line rate where the system declares it."""
     first = records[0]
-    label, unit, factor = _shown(first.metric)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    label, unit, factor = shown(first.metric)
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
     for r in records:
         m = r.medians()
         sizes = list(m)
-        ax.errorbar(sizes, [m[s][0] * factor for s in sizes], yerr=[m[s][1] * factor for s in sizes], marker="o",
-                    ms=3, capsize=2, label=r.step)
+        ys = [m[s][0] * factor for s in sizes]
+        if r.repeats and len(r.repeats) > 1:
+            ax.errorbar(sizes, ys, yerr=[m[s][1] * factor for s in sizes], marker="o", ms=3, capsize=2, label=r.step)
+        else:  # one repeat: no spread to draw
+            ax.plot(sizes, ys, marker="o", ms=3, label=r.step)
         ref = refs.find(r.benchmark, r.tags) if refs else None
         if ref:
             xs = sorted(ref.points)
@@ -90,20 +91,21 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     ax.set_title(_title(records, f"{first.benchmark}, {first.tags.get('memory', 'host')} memory", date), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.1, top=0.93)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
     """Seed 001's figures: the mean with standard-deviation error bars, one series per environment;
     against message size on one node count, else against node count for a few message sizes."""
     first = records[0]
-    label, unit, factor = _shown(first.metric)
+    label, unit, factor = shown(first.metric)
     envs = sorted({r.tags["environment"] for r in records}, key=lambda e: (e != "native", e))
     counts = sorted({r.tags["nodes"] for r in records})
     if len(counts) == 1:
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig = Figure(figsize=(8, 5))
+        ax = fig.subplots()
         for env in envs:
             for r in (r for r in records if r.tags["environment"] == env):
                 means = r.means()
@@ -120,11 +122,12 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
                      fontsize=10)
     else:
         sizes = sorted({s for r in records for s in r.medians()})
-        shown = [s for s in SEED_001_SIZES if s in sizes] or sizes[:: max(1, len(sizes) // 4)][:4]
-        cols = 2 if len(shown) > 1 else 1
-        rows = -(-len(shown) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
-        for ax, size in zip(axes.flat, shown):
+        panels = [s for s in SEED_001_SIZES if s in sizes] or sizes[:: max(1, len(sizes) // 4)][:4]
+        cols = 2 if len(panels) > 1 else 1
+        rows = -(-len(panels) // cols)
+        fig = Figure(figsize=(6 * cols, 4 * rows))
+        axes = fig.subplots(rows, cols, squeeze=False)
+        for ax, size in zip(axes.flat, panels):
             for env in envs:
                 pts = sorted((r.tags["nodes"], r.means()[size]) for r in records
                              if r.tags["environment"] == env and size in r.means())
@@ -137,12 +140,11 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
             ax.set_title(f"{_bytes(size)}B messages", fontsize=9)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-        for ax in list(axes.flat)[len(shown):]:
+        for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
         fig.suptitle(_title(records, f"{first.benchmark}: native vs container", date), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:
@@ -208,7 +210,6 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             plot_native_vs_container(rs, out / name, date)
         else:
             plot_curves(rs, refs, line_rate, out / name, date)
-        label, unit, factor = _shown(rs[0].metric)
         md += ["", f"## {bench}, {memory} memory", "", f"![{bench} {memory}]({name})", "",
                "| size (B) | " + " | ".join(r.step for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
         sizes = sorted({s for r in rs for s in r.medians()})
