@@ -139,8 +139,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     for opt in ("osu_prefix", "pingpong", "memory"):
         if getattr(args, opt):
             argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
-    if args.native_only:
-        argv.append("--native-only")
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
     rc = pytest.main(argv + extra)
     if rc == pytest.ExitCode.INTERRUPTED:
         print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
@@ -151,7 +150,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _dry_run(args: argparse.Namespace, system, suite) -> int:
-    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path("<run>/build")), {}
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path("<run>/build"),
+                               build=False), {}
     for tool, look in (("osu", binaries.osu_dir), ("mpi-pingpong", binaries.pingpong_binary)):
         try:
             given[tool] = str(look()) if tool == "osu" or args.pingpong else str(TOP / "results" / "<run>" /
@@ -187,11 +187,12 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
     if args.dry_run:
         with tempfile.TemporaryDirectory() as tmp:  # where mpi-pingpong is built for the look, then dropped
             results = Path(args.results or TOP / "results" / "RUN")
-            binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp))
+            binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
         return 0
     results = Path(args.results) if args.results else new_run_dir(TOP / "results")
-    binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build")
+    binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
+                        build=not args.no_build)
     out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))
     print(f"submitted batch job {out}; results in {results}; `commstack status {results}` polls it", flush=True)
     args.results = str(results)
@@ -295,6 +296,8 @@ def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
                    help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
     s.add_argument("--pingpong", help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--no-build", action="store_true",
+                   help="never set up Spack or build OSU; steps without their binaries are not run")
     s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",
                    help="auto: a reachable cluster, else the local one; local; external; off")
     s.add_argument("--launcher", choices=("srun", "mpirun"), default="srun", help="mpirun: this host, no Slurm")

@@ -13,6 +13,7 @@ tiers under tests/, from the same Run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -53,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "else the local Spack env's osu-micro-benchmarks when installed")
     g.addoption("--pingpong", default=None,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
+    g.addoption("--no-build", action="store_true",
+                help="never set up Spack or build OSU: steps without their binaries are not run")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -124,10 +127,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     done = prog["done"]
     left = prog["total"] - len(done)
     eta = f", about {statistics.mean(done) * left:.0f} s left" if done else ""
-    tr = item.config.pluginmanager.get_plugin("terminalreporter")
-    if tr:
-        tr.write_line(f"[step {len(done) + 1}/{prog['total']}] {item.name}{eta}")
+    say(item.config, f"[step {len(done) + 1}/{prog['total']}] {item.name}{eta}")
     prog["start"] = time.monotonic()
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A progress line on the terminal, also from inside a step (pytest captures output there)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if tr is None:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        tr.write_line(line)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
@@ -152,7 +163,8 @@ def session_run(config: pytest.Config) -> Run:
             results.mkdir(parents=True, exist_ok=True)
         else:
             results = new_run_dir(TOP / "results")
-        binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"))
+        binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
+                            build=not config.getoption("--no-build"), say=lambda line: say(config, line))
         run = Run(_system(config), results, binaries, launcher=config.getoption("--launcher"),
                   slurm=config.getoption("--slurm"))
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []

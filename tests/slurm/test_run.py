@@ -3,6 +3,7 @@ judged, the report written, and an exit status that says whether everything ran 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ def commstack(*args: str, env: dict | None = None) -> subprocess.CompletedProces
 
 def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: Path, slurm_env):
     env = {k: v for k, v in slurm_env.items() if k != "COMMSTACK_OSU_PREFIX"}
-    proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--results", str(tmp_path / "r")],
+    proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--no-build", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=900, env=env)
     records = {r.step: r for r in read_run(tmp_path / "r")}
     assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
@@ -35,6 +36,32 @@ def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: P
     assert junit.count("<testcase ") == 5 and junit.count("<skipped ") == 4
     page = (tmp_path / "r" / "report" / "index.html").read_text()
     assert "5 steps: 1 pass, 4 not-run" in page
+
+
+def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm_env):
+    """Without an OSU install, run sets up Spack when there is none and installs OSU in the local env,
+    one line per package; offline, without a mirror, the OSU steps are not-run with the fixing command."""
+    env = {k: v for k, v in slurm_env.items() if k != "COMMSTACK_OSU_PREFIX"}
+    proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--results", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=3600, env=env)
+    records = read_run(tmp_path / "r")
+    osu = [r for r in records if r.tool == "osu"]
+    assert len(osu) == 4
+    log = tmp_path / "r" / "build" / "spack-install.log"
+    if proc.returncode == EXIT_PASS:  # a connected machine: Spack built OSU 7.5.1
+        assert "spack: osu-micro-benchmarks ready in " in proc.stdout and all(r.version == "7.5.1" for r in osu)
+        return
+    assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
+    assert {r.verdict for r in osu} == {"not-run"}
+    reason = osu[0].reason
+    assert "bin/commstack mirror create local DIR" in reason and "--osu-prefix PREFIX" in reason
+    if "setting up the pinned Spack" in proc.stdout:  # no Spack here: setup ran on the way, and failed offline
+        assert "no Spack here, and setting it up failed: cannot clone" in reason
+    else:  # Spack here: its install ran, its first error is the reason, its log is kept
+        assert "spack: installing osu-micro-benchmarks in the local env" in proc.stdout
+        assert re.search(r"^spack: \[\+\] \S+ \(external in /usr\)$", proc.stdout, re.M), proc.stdout
+        assert "spack install osu-micro-benchmarks failed: FetchError" in reason and str(log) in reason
+        assert "install --fail-fast osu-micro-benchmarks" in log.read_text().splitlines()[0]
 
 
 @pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX to run the smoke suite's OSU steps")

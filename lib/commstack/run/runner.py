@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from commstack.config import System
 from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
@@ -30,9 +31,14 @@ from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, prob
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm import LocalSlurm, choose_slurm
+from commstack.spack.install import SpackInstallError, install
 
-OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or build it with "
-            "the pinned Spack: bin/commstack setup && spack -e . install osu-micro-benchmarks")
+OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` "
+            "build it with the pinned Spack (without --no-build)")
+#: what fixes a failed build here: most often no network for the sources
+OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror create local DIR`, bring DIR here and "
+           "`bin/commstack setup --mirror DIR`, then run again; or give an install: --osu-prefix PREFIX "
+           "(or COMMSTACK_OSU_PREFIX=PREFIX)")
 
 
 #: the phases of a run's timings; build: finding or building the binaries
@@ -58,17 +64,31 @@ class Binaries:
     osu_prefix: str | None = None
     pingpong: str | None = None
     build_dir: Path | None = None
+    build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
+    say: Callable[[str], None] = print  # progress of a build, for the terminal
+    osu_missing: str = OSU_HINT  # why there is no OSU, once it is known
 
     def osu_dir(self) -> Path:
-        if self.osu_prefix is None:  # Spack asked once per run, not per step ("" : it has none)
-            self.osu_prefix = _spack_location("osu-micro-benchmarks") or ""
+        if self.osu_prefix is None:  # looked up, and built if need be, once per run ("": there is none)
+            self.osu_prefix = self._osu_from_spack()
         if not self.osu_prefix:
-            raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {OSU_HINT}")
+            raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {self.osu_missing}")
         mpi = Path(self.osu_prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
         if not (mpi / "pt2pt" / "osu_latency").is_file():
             raise BinaryNotFoundError(f"{self.osu_prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
                                       f"{OSU_HINT}")
         return mpi
+
+    def _osu_from_spack(self) -> str:
+        """The local env's OSU: installed already, else installed now by the pinned Spack."""
+        found = _spack_location("osu-micro-benchmarks")
+        if found or not self.build:
+            return found or ""
+        try:
+            return str(install("osu-micro-benchmarks", self.build_dir / "spack-install.log", self.say))
+        except SpackInstallError as e:
+            self.osu_missing = f"{e}; {OSU_FIX}"
+            return ""
 
     def pingpong_binary(self) -> Path:
         """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""

@@ -1,0 +1,103 @@
+"""A package of the local env (spack.yaml) installed by the pinned Spack for `commstack run`: Spack
+set up on the way when there is none, one progress line per package on the terminal, and Spack's
+whole output kept in a log. A failure says why (the first Spack error) and what fixes it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from commstack.errors import CommstackError
+from commstack.paths import TOP
+from commstack.spack import find_spack
+
+INSTALL_TIMEOUT = 3600  # OSU builds in minutes; a slow node or a big dependency tree takes longer
+
+INSTALLING = re.compile(r"==> Installing (\S+)-[a-z0-9]{32} \[(\d+)/(\d+)\]")
+INSTALLED = re.compile(r"\[\+\] (\S+)(?: \(external (\S+)-[a-z0-9]{32}\))?")
+FAILED = re.compile(r"==> Error: (.+)")
+HASHED = re.compile(r"-[a-z0-9]{32}$")
+
+
+class SpackInstallError(CommstackError):
+    """Spack could not be set up, or could not install a package of the local env."""
+
+
+def spack_exe(say: Callable[[str], None]) -> Path:
+    """The Spack to use; when there is none, `bin/commstack setup` runs first (the pinned tags online,
+    SPACK_ROOT or local copies offline)."""
+    exe = find_spack()
+    if exe is not None:
+        return exe
+    from commstack.spack.setup import setup
+    say("spack: none set up here; setting up the pinned Spack (bin/commstack setup)")
+    try:
+        setup()
+    except CommstackError as e:
+        raise SpackInstallError(f"no Spack here, and setting it up failed: {e}") from None
+    exe = find_spack()
+    if exe is None:
+        raise SpackInstallError("bin/commstack setup ran, yet no Spack is found")
+    return exe
+
+
+def install(package: str, log: Path, say: Callable[[str], None] = print) -> Path:
+    """`spack -e <repo> install <package>`, one line per package as it is found or built; returns
+    the package's prefix."""
+    exe = spack_exe(say)
+    argv = [str(exe), "-e", str(TOP), "install", "--fail-fast", package]
+    env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
+    say(f"spack: installing {package} in the local env (log: {log})")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    t0 = time.monotonic()
+    with open(log, "xb") as out:  # a new run's file: never an old one, never through a symlink
+        out.write(f"$ {' '.join(argv)}\n".encode())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        limit = threading.Timer(INSTALL_TIMEOUT, proc.kill)  # our own child, nobody else's
+        limit.start()
+        try:
+            for raw in proc.stdout:
+                out.write(raw)
+                out.flush()
+                line = raw.decode(errors="replace").strip()
+                if m := INSTALLING.fullmatch(line):
+                    say(f"spack: [{m.group(2)}/{m.group(3)}] building {m.group(1)}")
+                elif m := INSTALLED.fullmatch(line):
+                    prefix, external = m.group(1), m.group(2)
+                    say(f"spack: [+] {external} (external in {prefix})" if external else
+                        f"spack: [+] {HASHED.sub('', Path(prefix).name)} (in {prefix})")
+                elif (m := FAILED.fullmatch(line)) and not errors:  # the first error; the rest follow from it
+                    errors.append(m.group(1))
+                    say(f"spack: error: {m.group(1)}")
+            rc = proc.wait()
+        except BaseException:  # Ctrl-C: stop Spack before we go
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+        finally:
+            limit.cancel()
+    if not limit.is_alive() and rc < 0 and time.monotonic() - t0 >= INSTALL_TIMEOUT:
+        raise SpackInstallError(f"spack install {package} ran past {INSTALL_TIMEOUT} s and was stopped (log: {log})")
+    if rc != 0:
+        why = errors[0] if errors else f"exit {rc}"
+        raise SpackInstallError(f"spack install {package} failed: {why} (log: {log})")
+    try:
+        where = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
+                               text=True, env=env, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise SpackInstallError(f"`spack location -i {package}` ran past 300 s") from None
+    if where.returncode != 0 or not where.stdout.strip():
+        raise SpackInstallError(f"spack installed {package}, yet `spack location -i` does not find it: "
+                                f"{where.stderr.strip()}")
+    say(f"spack: {package} ready in {where.stdout.strip()} ({time.monotonic() - t0:.0f} s)")
+    return Path(where.stdout.strip())
