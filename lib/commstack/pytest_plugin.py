@@ -161,8 +161,8 @@ def session_run(config: pytest.Config) -> Run:
         if given:
             results = Path(given)
             results.mkdir(parents=True, exist_ok=True)
-        else:
-            results = new_run_dir(TOP / "results")
+        else:  # results/latest names runs of suite steps, not a test session's Slurm lease
+            results = new_run_dir(TOP / "results", latest=bool(config.stash.get(PROGRESS, {}).get("total")))
         binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
                             build=not config.getoption("--no-build"), say=lambda line: say(config, line))
         run = Run(_system(config), results, binaries, launcher=config.getoption("--launcher"),
@@ -178,6 +178,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if run is None:
         return
     records = run.close(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if not session.config.getoption("--results") and not any(run.dir.iterdir()):
+        # a test session that used the run only for Slurm leaves no empty results/<run> behind
+        run.dir.rmdir()
+        return
     if any(isinstance(i, StepItem) for i in session.items):
         with run.phase("report"):
             from commstack.results.report import write_report  # matplotlib only when there is a report

@@ -45,12 +45,14 @@ OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror crea
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
 
 
-def new_run_dir(root: Path) -> Path:
-    """results/<date-time>-<random>, created exclusively, and results/latest pointing at it."""
+def new_run_dir(root: Path, latest: bool = True) -> Path:
+    """results/<date-time>-<random>, created exclusively, and (latest=True) results/latest pointing at it."""
     root.mkdir(parents=True, exist_ok=True)
     run_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     path = root / run_id
     path.mkdir()  # exclusive: two runs in the same second get different random suffixes
+    if not latest:
+        return path
     link = root / f".latest.{run_id}"
     link.symlink_to(run_id)
     os.replace(link, root / "latest")
