@@ -49,7 +49,7 @@ def test_report_from_seed_tables(tmp_path):
         assert p.stat().st_size > 10_000 and img.shape[0] > 400 and img.shape[1] > 700
     assert "**4 steps: 2 pass, 1 degraded, 1 not-run**" in md  # counts per verdict at the top
     assert "| `osu_alltoall` | not-run | no OSU micro-benchmarks here |" in md  # every step is listed
-    assert "| 4194304 | 23982.18 | 3121.42 |" in md  # seed 000: CXI hook vs none, 4 MiB
+    assert "| 4194304 | 23.98 | 3.121 |" in md  # seed 000: CXI hook vs none, 4 MiB, in GB/s as plotted
     html = page.read_text()
     assert page.name == "index.html" and html.count("src='data:image/png;base64,") == 2  # self-contained
     assert "<td>not-run</td><td>no OSU micro-benchmarks here</td>" in html
@@ -72,7 +72,7 @@ def test_container_vs_native_report_has_mean_and_error_bars(tmp_path):
     record(tmp_path, "lat-image", "cscs-osu-12.txt", suite="container-vs-native", repeats=3)
     write_report(tmp_path)
     assert (tmp_path / "report" / "osu_latency-host.png").stat().st_size > 10_000
-    assert "± 0.00" in (tmp_path / "report" / "report.md").read_text()  # three identical repeats
+    assert "182.4 ± 0 |" in (tmp_path / "report" / "report.md").read_text()  # three identical repeats
 
 
 def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):

@@ -47,6 +47,11 @@ def _bytes(x: float, _pos: object = None) -> str:
     return f"{int(x)}" if x >= 1 else ""  # no message is smaller than 1 B; the margin gets no tick label
 
 
+def _figure(v: float) -> str:
+    """Four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
+    return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 def shown(metric: str) -> tuple[str, str, float]:
     return SHOWN.get(metric, (metric, "", 1.0))
 
@@ -213,15 +218,17 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         md += ["", f"## {bench}, {memory} memory", "", f"![{bench} {memory}]({name})", "",
                "| size (B) | " + " | ".join(r.step for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
         sizes = sorted({s for r in rs for s in r.medians()})
+        label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
         table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html.escape(r.step)}</th>" for r in rs) + "</tr>"]
         for size in sizes:
             cells = []
             for r in rs:
                 m = r.medians().get(size)
-                cells.append("" if not m else f"{m[0]:.2f} ± {m[1]:.2f}" if m[2] > 1 else f"{m[0]:.2f}")
+                cells.append("" if not m else f"{_figure(m[0] * factor)} ± {_figure(m[1] * factor)}" if m[2] > 1
+                             else _figure(m[0] * factor))
             md.append(f"| {size} | " + " | ".join(cells) + " |")
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        note = f"{rs[0].metric} in {rs[0].unit}; median (± standard deviation over repeats)."
+        note = f"{label} in {unit}; median (± standard deviation over repeats)."
         md.append(f"\n{note}")
         png = base64.b64encode((out / name).read_bytes()).decode()
         page += [f"<h2>{html.escape(bench)}, {memory} memory</h2>",
