@@ -97,7 +97,7 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.1, top=0.93)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93)
     fig.savefig(path, dpi=100)
 
 
