@@ -206,8 +206,8 @@ def link_or_copy(src: str, dst: str) -> None:
 
 def spack_of_a_host(spack: Spack, where: Path, site_packages: str) -> Spack:
     """The same Spack release as installed on another host: its files (hard links; bin/spack finds its
-    prefix by its own path), its own site scope ($spack/etc/spack/site, which no environment variable
-    turns off, unlike the user and system scopes) and its own, empty, install tree."""
+    prefix by its own path), its own site scope ($spack/etc/spack/site, where a site's
+    `spack compiler find --scope site` writes) and its own, empty, install tree."""
     prefix = where / "spack"
     shutil.copytree(spack.exe.resolve().parents[1], prefix, copy_function=link_or_copy,
                     ignore=shutil.ignore_patterns("opt", "var", "__pycache__", ".git"))

@@ -101,8 +101,8 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
     core; options: extra `spack -c` settings); each is concrete, or the error that names it. Every
     process gets the whole list and takes the next env no other has claimed, sharing Spack's
     start-up, repositories and package classes between its envs: one done early takes more, so
-    none idles while another works through a fixed share. The user and system config scopes are
-    left out: the env's own files say everything."""
+    none idles while another works through a fixed share. The host's own Spack configuration (user,
+    system and site scopes) is left out: the env's own files say everything."""
     workers = min(workers or os.cpu_count() or 1, len(names))
     outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
     argv = []

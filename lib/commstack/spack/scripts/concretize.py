@@ -105,6 +105,11 @@ def claim(out):
         return False
 
 
+# The host's own Spack configuration ($spack/etc/spack and the site scope it includes; the caller
+# already turns off the user and system scopes) is no input: a site's detected compilers and tools
+# would otherwise be taken as externals of the node's stack, and the lock would be the host's.
+spack.config.CONFIG.remove_scope("spack")
+
 failed = 0
 for path, out in zip(sys.argv[1::2], sys.argv[2::2]):
     if not claim(out):
