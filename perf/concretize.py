@@ -2,9 +2,9 @@
 
   serial   each env alone in its own Spack process, one after the other (Spack's repo indexes
            built beforehand, as by bin/commstack setup; the concretization cache fresh)
-  ci-cold  the spack tier's way: one Spack process per core, each concretizing its share of the
-           envs one after the other (start-up, repositories and package classes shared), fresh
-           concretization cache
+  ci-cold  the spack tier's way: one Spack process per core, each taking the next env no other has
+           taken until none is left (start-up, repositories and package classes shared between the
+           envs of a process), fresh concretization cache
   ci-warm  the same again with the cache the cold run left (CI keeps ~/.spack/cache): an
            unchanged env is answered from Spack's concretization cache
   --baseline adds `serial` with Spack's default solver settings instead of envs/common/concretizer.yaml

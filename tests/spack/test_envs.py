@@ -17,6 +17,7 @@ import pytest
 from commstack.spack.envs import (ENVS, LOCKED, EnvError, concretize_all, env_dir, lock_diff, root_mismatches,
                                   stage)
 from commstack.errors import ConfigError
+from commstack.spack import Spack
 from commstack.paths import TOP
 
 pytestmark = pytest.mark.spack
@@ -165,18 +166,73 @@ def test_a_swapped_root_is_caught(spack, tmp_path):
     assert len(wrong) == 2 and wrong[0].startswith(lock["roots"][0]["spec"].split()[0].split("+")[0])
 
 
-def test_another_host_set_up_gives_the_same_lock(spack, concrete, tmp_path):
-    """A workstation whose user config names its own compiler and externals (this machine's, as
-    `spack external find` writes them: gcc 12, autoconf, perl, cmake... without an arch), locks
-    gh200-cray exactly as the clean run did: the lock reads the env's files only."""
-    user = tmp_path / "user-scope"
-    user.mkdir()
-    shutil.copy(TOP / ".spack" / "externals.yaml", user / "packages.yaml")
-    assert "gcc" in (user / "packages.yaml").read_text()
-    host = concretize_all(spack, ["gh200-cray"], stage(tmp_path / "staged"), extra_env={
-        "SPACK_USER_CONFIG_PATH": str(user), "SPACK_USER_CACHE_PATH": str(Path.home() / ".spack")})
-    assert lock_diff(concrete["gh200-cray"].lock, host["gh200-cray"].lock) == []
-    assert {n["os"] for n in host["gh200-cray"].nodes} == {"sles15"}
+#: what `spack external find` writes on an Ubuntu 22.04 workstation with gcc 11 and clang 14: the
+#: other host's compilers and tools (this machine's are .spack/externals.yaml, Debian 12's gcc 12)
+OTHER_HOST_EXTERNALS = """\
+packages:
+  gcc:
+    externals:
+    - spec: gcc@11.4.0 languages:='c,c++,fortran'
+      prefix: /usr
+      extra_attributes:
+        compilers: {c: /usr/bin/gcc-11, cxx: /usr/bin/g++-11, fortran: /usr/bin/gfortran-11}
+  llvm:
+    externals:
+    - spec: llvm@14.0.0+clang~flang~lld~lldb
+      prefix: /usr/lib/llvm-14
+      extra_attributes:
+        compilers: {c: /usr/lib/llvm-14/bin/clang, cxx: /usr/lib/llvm-14/bin/clang++}
+  openmpi:
+    externals:
+    - spec: openmpi@4.1.2
+      prefix: /usr
+  cmake:
+    externals:
+    - spec: cmake@3.22.1
+      prefix: /usr
+  python:
+    externals:
+    - spec: python@3.10.12
+      prefix: /usr
+"""
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)
+
+
+def spack_of_a_host(spack: Spack, where: Path, site_packages: str) -> Spack:
+    """The same Spack release as installed on another host: its files (hard links; bin/spack finds its
+    prefix by its own path), its own site scope ($spack/etc/spack/site, where a site's
+    `spack compiler find --scope site` writes) and its own, empty, install tree."""
+    prefix = where / "spack"
+    shutil.copytree(spack.exe.resolve().parents[1], prefix, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns("opt", "var", "__pycache__", ".git"))
+    site = prefix / "etc" / "spack" / "site" / "packages.yaml"
+    site.unlink(missing_ok=True)  # a new file, never a write through a link into the real Spack
+    site.write_text(site_packages)
+    return Spack(prefix / "bin" / "spack", where / "logs")
+
+
+@pytest.mark.parametrize("env", ("gh200-ompi", "gh200-cray"))
+def test_two_differently_set_up_hosts_lock_alike(spack, tmp_path, env):
+    """Two hosts whose Spack knows different compilers and tools (this Debian 12 machine's gcc 12 and
+    externals as detected here; an Ubuntu 22.04 host's gcc 11 and clang 14) and has a different
+    install tree each concretize the env as `bin/commstack lock` does: both give the committed lock."""
+    here = (TOP / ".spack" / "externals.yaml").read_text()
+    assert "gcc:" in here, "bin/commstack setup detects this machine's compiler"
+    for host, site in (("this-host", here), ("ubuntu-host", OTHER_HOST_EXTERNALS)):
+        other = spack_of_a_host(spack, tmp_path / host, site)
+        # the set-up differs where commstack's Spack runs read it: the site's compiler is seen
+        seen = other("config", "get", "packages", extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"}).stdout
+        assert ("gcc@12" if host == "this-host" else "gcc@11.4.0") in seen, seen
+        c = concretize_all(other, [env], stage(tmp_path / host / "staged"))[env]
+        diff = lock_diff(TOP / env_dir(env) / "spack.lock", c.lock)
+        assert diff == [], f"{env} on {host} differs from the committed lock:\n" + "\n".join(diff)
+        assert {n["os"] for n in c.nodes} == {OS[env]}
 
 
 def test_a_pin_for_an_unknown_package_is_refused(spack, tmp_path):

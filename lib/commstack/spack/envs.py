@@ -48,7 +48,7 @@ class EnvError(SpackError):
 class Concrete:
     name: str
     copy: Path            # the staged env directory, holding the new spack.lock
-    seconds: float        # wall time of its `spack python` process (shared with the envs of its group)
+    seconds: float        # wall time of the `spack python` processes that concretized it and its batch
     solve_seconds: float  # env.concretize() alone
     roots: list[str]
     nodes: list[dict]
@@ -88,34 +88,6 @@ def stage(dest: Path) -> Path:
     return dest
 
 
-def concretize_group(spack: Spack, names: list[str], staged: Path, options: tuple[str, ...] = (),
-                     extra_env: dict | None = None) -> dict[str, Concrete | EnvError]:
-    """Envs of a staged copy, one after the other in one Spack process (options: extra `spack -c`
-    settings); each is concrete, or the error that names it. The user and system config scopes are
-    left out: the env's own files say everything."""
-    outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
-    argv = []
-    for name, out in outs.items():
-        for stale in (out, out.with_name(out.name + ".error")):
-            stale.unlink(missing_ok=True)
-        argv += [str(out.parent), str(out)]
-    start = time.perf_counter()
-    proc = spack(*options, "python", str(script("concretize")), *argv, check=False, timeout=1800 * len(names),
-                 extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
-    seconds = time.perf_counter() - start
-    done: dict[str, Concrete | EnvError] = {}
-    for name, out in outs.items():
-        error = out.with_name(out.name + ".error")
-        if out.exists() and not error.exists():
-            data = json.loads(out.read_text())
-            done[name] = Concrete(name, out.parent, seconds, data["seconds"], data["roots"], data["nodes"])
-        else:
-            why = error.read_text() if error.exists() else proc.stderr  # else: the process died
-            done[name] = EnvError(f"env {name}: concretization failed (exit {proc.returncode})\n"
-                                  + explain(why, staged, env_dir(name)))
-    return done
-
-
 def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = (),
                extra_env: dict | None = None) -> Concrete:
     """One env alone, in its own Spack process."""
@@ -126,15 +98,38 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
                    options: tuple[str, ...] = (), extra_env: dict | None = None,
                    raise_first: bool = True) -> dict[str, Concrete]:
     """Concretize several envs of one staged copy in `workers` Spack processes at once (0: one per
-    core), the envs dealt round-robin: a process concretizes its envs one after the other, sharing
-    Spack's start-up, repositories and package classes between them."""
+    core; options: extra `spack -c` settings); each is concrete, or the error that names it. Every
+    process gets the whole list and takes the next env no other has claimed, sharing Spack's
+    start-up, repositories and package classes between its envs: one done early takes more, so
+    none idles while another works through a fixed share. The host's own Spack configuration (user,
+    system and site scopes) is left out: the env's own files say everything."""
     workers = min(workers or os.cpu_count() or 1, len(names))
-    groups = [names[i::workers] for i in range(workers)]
+    outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
+    argv = []
+    for out in outs.values():
+        for stale in (out, *(out.with_name(out.name + s) for s in (".error", ".claim"))):
+            stale.unlink(missing_ok=True)
+        argv += [str(out.parent), str(out)]
+    start = time.perf_counter()
+
+    def run(_):
+        return spack(*options, "python", str(script("concretize")), *argv, check=False,
+                     timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = {}
-        for part in pool.map(lambda g: concretize_group(spack, g, staged, options, extra_env), groups):
-            results.update(part)
-    done = {n: results[n] for n in names}
+        procs = list(pool.map(run, range(workers)))
+    seconds = time.perf_counter() - start
+    done: dict[str, Concrete | EnvError] = {}
+    for name, out in outs.items():
+        error = out.with_name(out.name + ".error")
+        if out.exists() and not error.exists():
+            data = json.loads(out.read_text())
+            done[name] = Concrete(name, out.parent, seconds, data["seconds"], data["roots"], data["nodes"])
+            continue
+        failed = [p for p in procs if p.returncode != 0]
+        why = error.read_text() if error.exists() else "\n".join(p.stderr for p in failed)  # else: a process died
+        done[name] = EnvError(f"env {name}: concretization failed (exit {failed[0].returncode if failed else 0})\n"
+                              + explain(why, staged, env_dir(name)))
     errors = [r for r in done.values() if isinstance(r, EnvError)]
     if errors and raise_first:
         raise errors[0]

@@ -1,6 +1,8 @@
 """Runs in `spack python concretize.py ENV_DIR OUT.json [ENV_DIR OUT.json ...]`: concretize each env
 as it would be concretized on its target, write its spack.lock, and dump every node for the checks.
-Several envs in one process share Spack's start-up, repositories and package classes.
+Several envs in one process share Spack's start-up, repositories and package classes. Several such
+processes may get the same list: each takes the next env no other has claimed (OUT.json.claim,
+created exclusively), so a process that finishes early takes more envs.
 
 A GH200 env declares its node's compiler and libc (gcc and glibc externals with the node's arch).
 Spack would otherwise take the OS label and the libc of the machine running it: the default OS of
@@ -10,6 +12,7 @@ the same lock. Envs without a declared libc (local) concretize for this machine,
 """
 import contextlib
 import json
+import os
 import re
 import sys
 import time
@@ -94,8 +97,23 @@ def concretize(path, out):
         json.dump({"seconds": seconds, "roots": roots, "nodes": list(nodes.values())}, f)
 
 
+def claim(out):
+    try:
+        os.close(os.open(out + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:  # another process has it
+        return False
+
+
+# The host's own Spack configuration ($spack/etc/spack and the site scope it includes; the caller
+# already turns off the user and system scopes) is no input: a site's detected compilers and tools
+# would otherwise be taken as externals of the node's stack, and the lock would be the host's.
+spack.config.CONFIG.remove_scope("spack")
+
 failed = 0
 for path, out in zip(sys.argv[1::2], sys.argv[2::2]):
+    if not claim(out):
+        continue
     try:
         concretize(path, out)
     except Exception as e:  # one env failing does not hide the others; the caller names it
