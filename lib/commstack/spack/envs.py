@@ -222,11 +222,23 @@ def lock(spack: Spack, names: list[str] | None = None) -> int:
                 raise EnvError(f"env {name}: roots paired with the wrong specs:\n  " + "\n  ".join(wrong))
         for name, c in done.items():
             target = TOP / env_dir(name) / "spack.lock"
+            if target.exists() and same_lock(target, c.lock):
+                print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; unchanged (file kept)")
+                continue
             diff = lock_diff(target, c.lock) if target.exists() else ["+ new lock"]
             write_atomic(target, c.lock.read_text())
             print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; "
-                  + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "unchanged"))
+                  + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "same specs, new hashes"))
     return 0
+
+
+def same_lock(a: Path, b: Path) -> bool:
+    """The same roots paired with the same hashes, and the same concrete specs: Spack 1.1 orders the
+    roots from a set, so two locks of one solve may differ in order only, and then the old file stays."""
+    def key(path: Path) -> tuple:
+        data = json.loads(path.read_text())
+        return sorted((r["spec"], r["hash"]) for r in data["roots"]), data["concrete_specs"]
+    return key(a) == key(b)
 
 
 def root_mismatches(spack: Spack, env: Path) -> list[str]:
