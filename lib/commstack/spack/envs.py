@@ -223,11 +223,11 @@ def lock(spack: Spack, names: list[str] | None = None) -> int:
         for name, c in done.items():
             target = TOP / env_dir(name) / "spack.lock"
             if target.exists() and same_lock(target, c.lock):
-                print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; unchanged (file kept)")
+                print(f"lock {name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s; unchanged (file kept)")
                 continue
             diff = lock_diff(target, c.lock) if target.exists() else ["+ new lock"]
             write_atomic(target, c.lock.read_text())
-            print(f"lock {name}: {len(c.nodes)} nodes in {c.seconds:.1f} s; "
+            print(f"lock {name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s; "
                   + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "same specs, new hashes"))
     return 0
 
