@@ -74,7 +74,8 @@ def measure(args, pingpong: str, work: Path) -> tuple[dict[int, list[float]], di
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pingpong", help="mpi-pingpong binary (default: make in src/mpi-pingpong)")
-    ap.add_argument("--osu-latency", default=OSU_PREFIX and f"{OSU_PREFIX}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency",
+    ap.add_argument("--osu-latency",
+                    default=OSU_PREFIX and f"{OSU_PREFIX}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency",
                     help="default: under $COMMSTACK_OSU_PREFIX")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--iterations", type=int, default=1000)
