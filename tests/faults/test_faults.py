@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from commstack.config import load_system
-from commstack.errors import BinaryNotFoundError, ControllerLostError, StepTimeoutError
+from commstack.errors import BinaryNotFoundError, ControllerLostError, StepCrashedError, StepTimeoutError
 from commstack.files import FileWriteError, UnsafePathError
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm import LocalSlurm
@@ -94,6 +94,18 @@ def test_step_that_times_out(own_slurm, system, tmp_path):
             time.sleep(0.5)
     assert (tmp_path / "slow" / "stdout.txt").read_text() == "started\n"
     assert '"error": "StepTimeoutError"' in (tmp_path / "slow" / "step.json").read_text()
+    assert not [p for p in own_slurm.processes() if _cmdline(p).startswith("sleep 300")]
+
+
+def test_a_rank_that_dies_ends_its_step_at_once(own_slurm, system, tmp_path):
+    """Rank 1 segfaults while rank 0 would wait for it for 5 minutes: the step fails as crashed, now."""
+    script = 'if [ "$SLURM_PROCID" = 1 ]; then kill -SEGV $$; fi; exec sleep 300'
+    step = Step("crash", ["bash", "-c", script], ntasks=2, timeout_s=300)
+    t0 = time.monotonic()
+    with Allocation(system, own_slurm.env, nodes=1, ntasks=2) as alloc:
+        with pytest.raises(StepCrashedError, match=r"crash: killed by a signal .*Segmentation fault"):
+            Launcher(system, "srun", own_slurm.env, alloc).run(step, tmp_path / "crash")
+    assert time.monotonic() - t0 < 60
     assert not [p for p in own_slurm.processes() if _cmdline(p).startswith("sleep 300")]
 
 

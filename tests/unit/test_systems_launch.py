@@ -48,7 +48,8 @@ def test_alps_srun_line_matches_seed_000():
     step = Step("osu_alltoall", ["./collective/osu_alltoall", "--validation", "-d", "cuda"], nodes=2,
                 ntasks_per_node=4, timeout_s=300, environment="omb-ompi", gpus=True)
     assert Launcher(alps, "srun", {}, alloc).command(step) == [
-        "srun", "--jobid=4242", "--mpi=pmix", "-N2", "--ntasks-per-node=4", "-t5", "--environment=omb-ompi",
+        "srun", "--jobid=4242", "--mpi=pmix", "-N2", "--ntasks-per-node=4", "-t5", "--kill-on-bad-exit=1",
+        "--environment=omb-ompi",
         "bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu",
         "./collective/osu_alltoall", "--validation", "-d", "cuda"]
 
@@ -57,7 +58,7 @@ def test_cray_line_uses_cray_shasta_and_gpus_per_task():
     cray = load_system("cray-ex-gpu")
     step = Step("bw", ["osu_bw", "-d", "cuda", "D", "D"], nodes=2, ntasks=2, timeout_s=60, gpus=True)
     assert Launcher(cray, "srun").command(step) == [
-        "srun", "--mpi=cray_shasta", "-N2", "-n2", "-t1", "--gpus-per-task=1", "osu_bw", "-d", "cuda", "D", "D"]
+        "srun", "--mpi=cray_shasta", "-N2", "-n2", "-t1", "--kill-on-bad-exit=1", "--gpus-per-task=1", "osu_bw", "-d", "cuda", "D", "D"]
 
 
 def test_mpirun_only_when_asked():

@@ -147,7 +147,8 @@ class Launcher:
         if self._hosts_for(step):
             argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
-        argv += [f"-t{max(1, -(-step.timeout_s // 60))}"]
+        # a rank that dies ends the step: its peers would wait for it until the time limit
+        argv += [f"-t{max(1, -(-step.timeout_s // 60))}", "--kill-on-bad-exit=1"]
         if step.environment:
             argv.append(f"--environment={step.environment}")
         if step.gpus and s.launcher.gpu_binding == "gpus-per-task":
