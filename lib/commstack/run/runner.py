@@ -89,7 +89,7 @@ class Binaries:
         try:
             return str(install("osu-micro-benchmarks", self.build_dir / "spack-install.log", self.say))
         except SpackInstallError as e:
-            self.osu_missing = f"{e}; {OSU_FIX}"
+            self.osu_missing = f"{str(e).rstrip('.')}; {OSU_FIX}"
             return ""
 
     def pingpong_binary(self) -> Path:
