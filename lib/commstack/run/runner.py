@@ -31,7 +31,8 @@ from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, prob
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm import LocalSlurm, choose_slurm
-from commstack.spack.install import SpackInstallError, install
+from commstack.spack import find_spack
+from commstack.spack.install import SpackInstallError, install, location
 
 OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` "
             "build it with the pinned Spack (without --no-build)")
@@ -83,7 +84,8 @@ class Binaries:
 
     def _osu_from_spack(self) -> str:
         """The local env's OSU: installed already, else installed now by the pinned Spack."""
-        found = _spack_location("osu-micro-benchmarks")
+        exe = find_spack()
+        found = location(exe, "osu-micro-benchmarks") if exe else None
         if found or not self.build:
             return found or ""
         try:
@@ -121,20 +123,6 @@ class Binaries:
             return {"$PINGPONG": str(self.pingpong_binary())}
         raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
                                   "(environments: [nccl-tests]) or give the system an install")
-
-
-def _spack_location(package: str) -> str | None:
-    """The local env's install of `package`, where Spack is set up and has installed it."""
-    from commstack.spack import find_spack  # only when no prefix was given
-    exe = find_spack()
-    if exe is None:
-        return None
-    try:
-        proc = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
-                              text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
 
 
 def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:

@@ -35,6 +35,11 @@ def find_spack() -> Path | None:
     return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
+def environment() -> dict[str, str]:
+    """Ours for a Spack process: clingo comes from PyPI in the interpreter running us, no bootstrap download."""
+    return {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
+
+
 _SEQ = itertools.count()  # log numbers stay unique when several Spack processes run at once
 
 
@@ -53,8 +58,7 @@ class Spack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         name = "-".join(Path(a).name.strip("-") for a in args[:3])[:60] or "spack"
         log = self.log_dir / f"{next(_SEQ):03d}-{name}.log"
-        # clingo comes from PyPI in the interpreter running us: no bootstrap download
-        env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable), **(extra_env or {})}
+        env = {**environment(), **(extra_env or {})}
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
         except subprocess.TimeoutExpired as e:

@@ -4,10 +4,8 @@ whole output kept in a log. A failure says why (the first Spack error) and what 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Callable
 
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import find_spack
+from commstack.spack import environment, find_spack
 
 INSTALL_TIMEOUT = 3600  # OSU builds in minutes; a slow node or a big dependency tree takes longer
 
@@ -52,15 +50,20 @@ def install(package: str, log: Path, say: Callable[[str], None] = print) -> Path
     the package's prefix."""
     exe = spack_exe(say)
     argv = [str(exe), "-e", str(TOP), "install", "--fail-fast", package]
-    env = {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
     say(f"spack: installing {package} in the local env (log: {log})")
     log.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     t0 = time.monotonic()
     with open(log, "xb") as out:  # a new run's file: never an old one, never through a symlink
         out.write(f"$ {' '.join(argv)}\n".encode())
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        limit = threading.Timer(INSTALL_TIMEOUT, proc.kill)  # our own child, nobody else's
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment())
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            proc.kill()  # our own child, nobody else's
+
+        limit = threading.Timer(INSTALL_TIMEOUT, expire)
         limit.start()
         try:
             for raw in proc.stdout:
@@ -86,18 +89,23 @@ def install(package: str, log: Path, say: Callable[[str], None] = print) -> Path
             raise
         finally:
             limit.cancel()
-    if not limit.is_alive() and rc < 0 and time.monotonic() - t0 >= INSTALL_TIMEOUT:
+    if expired.is_set():
         raise SpackInstallError(f"spack install {package} ran past {INSTALL_TIMEOUT} s and was stopped (log: {log})")
     if rc != 0:
         why = errors[0] if errors else f"exit {rc}"
         raise SpackInstallError(f"spack install {package} failed: {why} (log: {log})")
+    prefix = location(exe, package)
+    if prefix is None:
+        raise SpackInstallError(f"spack installed {package}, yet `spack location -i {package}` does not find it")
+    say(f"spack: {package} ready in {prefix} ({time.monotonic() - t0:.0f} s)")
+    return Path(prefix)
+
+
+def location(exe: Path, package: str) -> str | None:
+    """The local env's install of `package`; None when it has none (or Spack does not answer)."""
     try:
-        where = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
-                               text=True, env=env, timeout=300)
+        proc = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
+                              text=True, env=environment(), timeout=300)
     except subprocess.TimeoutExpired:
-        raise SpackInstallError(f"`spack location -i {package}` ran past 300 s") from None
-    if where.returncode != 0 or not where.stdout.strip():
-        raise SpackInstallError(f"spack installed {package}, yet `spack location -i` does not find it: "
-                                f"{where.stderr.strip()}")
-    say(f"spack: {package} ready in {where.stdout.strip()} ({time.monotonic() - t0:.0f} s)")
-    return Path(where.stdout.strip())
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
