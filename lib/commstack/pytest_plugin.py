@@ -17,6 +17,7 @@ import contextlib
 import os
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -192,9 +193,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_json(run.dir / "timings.json", {**run.timings, "session": total})
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
-            counts = {}
-            for r in records:
-                counts[r.verdict] = counts.get(r.verdict, 0) + 1
+            counts = Counter(r.verdict for r in records)
             tr.write_line(f"commstack: {len(records)} steps: "
                           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f"; report {path}")
             tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
