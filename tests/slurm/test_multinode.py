@@ -112,6 +112,9 @@ def test_pingpong_crosses_the_virtual_network(cluster, env, system, pingpong, st
 
 
 def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir):
+    if len(cluster.leases()) > 1:  # ours, and a run or another session's: its jobs would die with node2
+        pytest.skip(f"multinode: others use the cluster too ({', '.join(cluster.leases())}); no node is killed "
+                    "under them")
     step = Step("mpi-pingpong-long", [str(pingpong), "-b", "8", "-e", "8", "-n", "2000000000"],
                 nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=180)
     outcome: dict = {}
