@@ -4,12 +4,9 @@ All envs are concretized once per session on a staged copy (conftest.concrete), 
 check modifies nothing in the repository.
 """
 
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -245,3 +242,14 @@ def test_a_pin_for_an_unknown_package_is_refused(spack, tmp_path):
     assert str(e.value).startswith("env gh200-cray: concretization failed")
     assert "packages config names unknown package(s): 'opnmpi'" in str(e.value)
     assert "envs/common/pins.yaml:" in str(e.value)  # the line at fault, quoted
+
+
+def test_an_unknown_env_is_a_named_error():
+    with pytest.raises(ConfigError, match="unknown env 'gh200-nope'; known: local, gh200-ompi, gh200-cray, alps-login"):
+        env_dir("gh200-nope")
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_audit_configs(spack, staged, env):
+    proc = spack("audit", "configs", env_dir=staged / env_dir(env), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

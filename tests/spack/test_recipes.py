@@ -5,6 +5,9 @@ them, and compared with the seed's hand-written builds (seeds 000 and 002).
 """
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +123,20 @@ def test_cray_mpich_dependents_link_the_gtl(cray_build_args, pkg):
     assert a["prefix"]["cray-mpich"] == "/opt/cray/pe/mpich/8.1.30/ofi/gnu/12.3"
     assert a["env"]["SPACK_LDLIBS"].split() == ["-lmpi_gtl_cuda"], a["env"]
     assert a["env"]["SPACK_LDFLAGS"].split() == [f"-L{gtl}", f"-Wl,-rpath,{gtl}"]  # Spack's compiler wrapper adds them
+
+
+def test_audit_packages(spack, staged):
+    proc = spack("audit", "packages", *RECIPES, env_dir=staged / "envs" / "gh200-ompi", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_style_of_recipes(spack):
+    recipes = sorted(str(p) for p in (TOP / "repo").glob("spack_repo/*/packages/*/package.py"))
+    tools = Path(sys.executable).parent  # black, isort and flake8 come with requirements.txt
+    proc = spack("style", "-t", "import,isort,black", *recipes, check=False,
+                 extra_env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0 and "checks were clean" in proc.stdout, proc.stdout + proc.stderr
+    # flake8 with spack-packages' recipe rules: `spack style` grants them only to var/spack/
+    lint = subprocess.run([str(tools / "flake8"), "--config", str(TOP / "repo" / ".flake8"), *recipes],
+                          capture_output=True, text=True, timeout=300)
+    assert lint.returncode == 0, lint.stdout

@@ -1,6 +1,5 @@
 """Judging against the alps-gh200 references built from the seeds' own tables."""
 
-from pathlib import Path
 
 import pytest
 

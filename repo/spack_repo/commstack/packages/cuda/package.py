@@ -5,7 +5,7 @@ from spack.package import *
 
 
 class Cuda(BuiltinCuda):
-    """CUDA toolkit (builtin recipe; libs known before install, or where the external is absent)."""
+    """CUDA toolkit (builtin recipe; libs known before install, or where the external is gone)."""
 
     @property
     def libs(self):
