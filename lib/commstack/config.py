@@ -6,15 +6,17 @@ ConfigError naming the file, the key path and what was expected; nothing is laun
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
-from commstack.benchmarks import BENCHMARKS
+from commstack.benchmarks import BENCHMARKS, METRICS, _suffixed
 from commstack.errors import ConfigError, UnknownSystemError
 from commstack.paths import SUITES, SYSTEMS
 
@@ -22,13 +24,23 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors and aliases: a few lines of `*a` can otherwise expand to gigabytes."""
+    """SafeLoader without anchors and aliases (a few lines of `*a` can otherwise expand to
+    gigabytes) and without duplicate keys (YAML keeps the last one, silently)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(path: Path) -> Any:
@@ -42,22 +54,55 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
-def load(model: type[Model], path: Path, context: dict | None = None) -> Model:
-    """`path` read as YAML and validated by `model`; every problem in one ConfigError."""
+def load(model: type[Model], path: Path) -> Model:
+    """`path` read as YAML and validated by `model`; every problem in one ConfigError. Read once
+    per process while the file stays as it is (cli, the pytest plugin and the runner all ask)."""
+    try:
+        stat = Path(path).stat()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return _load(model, Path(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _load(model: type[Model], path: Path, _mtime: int, _size: int) -> Model:
     data = read_yaml(path)
     try:
-        return model.model_validate(data, context={"path": Path(path), **(context or {})})
+        return model.model_validate(data, context={"path": path})
     except ValidationError as e:
-        raise ConfigError(f"{path}: {e.error_count()} problem{'s' if e.error_count() > 1 else ''}:\n"
-                          + "\n".join(_problem(err) for err in e.errors())) from None
+        problems: dict[str, list[dict]] = {}
+        for err in e.errors():  # a union's members fail one by one: one problem per key path
+            problems.setdefault(_where(err["loc"]), []).append(err)
+        raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}:\n"
+                          + "\n".join(_problem(where, errs) for where, errs in problems.items())) from None
 
 
-def _problem(err: dict) -> str:
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+#: the names pydantic gives a union's members in an error's location; not keys of the file
+_MEMBER = re.compile(r"(int|str|float|bool|none|constrained-\w+|(literal|list|dict|tuple|function-\w+)\[.*\])")
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and _MEMBER.fullmatch(p))) or "(top level)"
+
+
+def _problem(where: str, errs: list[dict]) -> str:
+    err = errs[0]
     got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
-    what = {"missing": "required key is missing",
-            "extra_forbidden": "unknown key"}.get(err["type"], err["msg"])
+    what = "; or ".join(dict.fromkeys({"missing": "required key is missing",
+                                        "extra_forbidden": "unknown key"}.get(e["type"], e["msg"]) for e in errs))
     return f"  {where}: {what}{got}"
+
+
+def _known(known: dict, what: str) -> AfterValidator:
+    def check(v: str) -> str:
+        if v not in known:
+            raise ValueError(f"unknown {what} {v!r}; known: {', '.join(sorted(known))}")
+        return v
+    return AfterValidator(check)
+
+
+BenchmarkName = Annotated[str, _known(BENCHMARKS, "benchmark")]
+MetricName = Annotated[str, _known(METRICS, "metric")]
 
 
 class Strict(BaseModel):
@@ -149,19 +194,21 @@ def load_system(name_or_path: str) -> System:
         path = SYSTEMS / f"{name_or_path}.yaml"
     if not path.is_file():
         raise UnknownSystemError(f"unknown system {name_or_path!r}; known: {', '.join(known_systems())}")
-    system = load(System, path)
-    return system.model_copy(update={"path": path})
+    system = load(System, path).model_copy(update={"path": path})
+    from commstack.results.judge import references_of  # judge reads this module's schemas
+    references_of(system)  # a bad references file is an error now, before anything is launched
+    return system
 
 
 # ----------------------------------------------------------------------------------------- suites
 
-Size = Annotated[int | str, Field(description="bytes, or with a K, M or G suffix")]
+Size = Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^\d+[KMG]$")]
 
 
 class StepSpec(Strict):
     """One entry of a suite's `steps:`; expanded per system into concrete steps (run.steps)."""
 
-    benchmark: str
+    benchmark: BenchmarkName
     id: str | None = None
     sizes: tuple[Size, Size] | None = None
     nodes: PositiveInt | Literal["all"] = 1
@@ -189,12 +236,29 @@ class StepSpec(Strict):
             raise ValueError("sizes is [smallest, largest]")
         return v
 
-    @field_validator("benchmark")
+    @field_validator("environments")
     @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in BENCHMARKS:
-            raise ValueError(f"unknown benchmark {v!r}")
+    def _environments(cls, v: list[str]) -> list[str]:
+        from commstack.spack.containers import edf_names  # images.yaml names the EDFs
+        unknown = [e for e in v if e != "native" and e not in edf_names()]
+        if unknown:
+            raise ValueError(f"unknown environment {unknown[0]!r}: native, or an EDF of containers/images.yaml "
+                             f"({', '.join(edf_names())})")
         return v
+
+    @model_validator(mode="after")
+    def _fits_the_benchmark(self) -> "StepSpec":
+        tool = BENCHMARKS[self.benchmark].tool
+        if self.mode is not None and tool != "mpi-pingpong":
+            raise ValueError(f"mode is mpi-pingpong's (cpu, staged, cuda-aware); {self.benchmark} has none")
+        if self.sizes:
+            if tool == "osu" and any(isinstance(s, str) for s in self.sizes):
+                raise ValueError(f"sizes {list(self.sizes)}: OSU reads -m with atoll, so 1M would mean 1 byte; "
+                                 "give bytes")
+            lo, hi = (_suffixed(str(s)) for s in self.sizes)
+            if lo > hi:
+                raise ValueError(f"sizes {list(self.sizes)}: the smallest comes first")
+        return self
 
     @property
     def argv(self) -> list[str]:
@@ -232,9 +296,9 @@ class Tolerance(Strict):
 
 class ReferenceSpec(Strict):
     id: str
-    benchmark: str
+    benchmark: BenchmarkName
     tags: dict[str, str | int | bool] = {}
-    metric: str
+    metric: MetricName
     recorded: Path | None = None        # a recorded real output, relative to the references file
     sizes: list[int] | None = None      # with recorded: the sizes held to it (default: all)
     points: dict[int, float] | None = None
@@ -248,8 +312,8 @@ class ReferenceSpec(Strict):
 
 
 class DiagnosisSpec(Strict):
-    benchmark: str
-    metric: str
+    benchmark: BenchmarkName
+    metric: MetricName
     size: int
     tags: dict[str, str | int | bool] = {}
     recorded: Path | None = None
@@ -274,11 +338,14 @@ class ReferencesFile(Strict):
 
 # ----------------------------------------------------------------------------------------- images
 
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+
+
 class ImageSpec(Strict):
-    tag: str                                            # formatted from envs/common/pins.yaml
-    edfs: dict[str, dict[Literal["cxi", "aws_ofi_nccl"], bool]] = {}
+    tag: Annotated[str, Field(pattern=r"^[\w.{}:-]+$")]   # formatted from envs/common/pins.yaml
+    edfs: dict[Name, dict[Literal["cxi", "aws_ofi_nccl"], bool]] = {}   # EDF name -> its hooks
 
 
 class ImagesFile(Strict):
-    registry: str
-    images: dict[str, ImageSpec]
+    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+$")]   # host[:port]/path
+    images: dict[Name, ImageSpec]

@@ -293,6 +293,7 @@ def test_system_examples_load(tmp_path):
     blocks = re.findall(r"```yaml\n(.*?)```", (TOP / "docs" / "new-system.md").read_text(), re.S)
     examples = [b for b in blocks if "launcher:" in b]
     assert len(examples) == 2
+    (tmp_path / "references").symlink_to(TOP / "systems" / "references")  # as beside systems/*.yaml
     for i, block in enumerate(examples):
         f = tmp_path / f"example{i}.yaml"
         f.write_text(textwrap.dedent(block))

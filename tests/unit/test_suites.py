@@ -127,23 +127,3 @@ def test_container_vs_native_scales_in_powers_of_two():
 def test_unknown_suite_is_named():
     with pytest.raises(ConfigError, match="unknown suite 'nope'; known: container-vs-native, cscs-images"):
         load_suite("nope")
-
-
-@pytest.mark.parametrize("body,problem", [
-    ("name: x\nsteps:\n- {benchmark: osu_bw, ranks: 2}\n", "steps.0.ranks: unknown key"),
-    ("name: x\nsteps:\n- {benchmark: osu_bw, args: -i 50}\n",
-     "steps.0.args: Value error, args is a list of arguments, e.g. ['-i', '50'], not one string"),
-    ("name: x\nsteps:\n- {benchmark: osu_bw, nodes: two}\n", "steps.0.nodes"),
-    ("name: x\nsteps:\n- {benchmark: osu_bandwidth}\n", "steps.0.benchmark: Value error, unknown benchmark"),
-    ("name: x\nsteps:\n- {nodes: 2}\n", "steps.0.benchmark: required key is missing"),
-    ("name: x\nsteps: []\n", "steps: List should have at least 1 item"),
-    ("steps:\n- {benchmark: osu_bw, repeats: 0}\n", "name: required key is missing\n  steps.0.repeats"),
-    ("a: &a [x, x, x, x]\nb: &b [*a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n", "YAML aliases (*a) are not allowed"),
-    ("name: x\nsteps: [\n", "not valid YAML"),
-])
-def test_bad_suite_files_are_one_error_with_file_and_key_path(tmp_path, body, problem):
-    path = tmp_path / "bad.yaml"
-    path.write_text(body)
-    with pytest.raises(ConfigError) as e:
-        load_suite(path)
-    assert str(e.value).startswith(str(path)) and problem in str(e.value), str(e.value)

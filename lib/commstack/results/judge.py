@@ -12,13 +12,14 @@ correctness alone. `not-run` is given by the runner to steps that never ran.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from commstack.config import ReferencesFile, load
+from commstack.config import ReferencesFile, System, load
 from commstack.errors import CommstackError, ConfigError
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
@@ -128,6 +129,21 @@ def load_references(path: Path) -> References:
             bad = d.value
         diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
     return References(spec.system, refs, diags, spec.unstable_spread)
+
+
+@functools.lru_cache(maxsize=16)
+def _references(path: Path, _mtime: int) -> References:
+    return load_references(path)
+
+
+def references_of(system: System) -> References | None:
+    """The system's references, read once per process; None for a correctness-only system."""
+    if system.references is None:
+        return None
+    try:
+        return _references(system.references, system.references.stat().st_mtime_ns)
+    except OSError as e:
+        raise ConfigError(f"{system.path}: references {system.references}: {e.strerror}") from None
 
 
 def _recorded(refs: Path, name: Path, where: str) -> Sweep:

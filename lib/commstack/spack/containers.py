@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tomli_w
-import yaml
 
+from commstack.config import ImagesFile, load, read_yaml
 from commstack.errors import ConfigError
 from commstack.files import write_atomic
 from commstack.paths import TOP
@@ -44,7 +44,7 @@ class Image:
 
 def pinned_versions() -> dict[str, str]:
     """The `@x.y.z` of every package pinned with require: in pins.yaml."""
-    pins = yaml.safe_load(PINS.read_text())["packages"]
+    pins = read_yaml(PINS)["packages"]
     out = {}
     for name, conf in pins.items():
         for item in conf.get("require", []):
@@ -83,15 +83,20 @@ def edf(ref: str, hooks: dict, cuda: str) -> dict:
             "annotations": annotations}
 
 
-def images() -> dict[str, Image]:
-    data = yaml.safe_load(IMAGES.read_text())
+def images(path: Path = IMAGES) -> dict[str, Image]:
+    spec = load(ImagesFile, path)
     versions = pinned_versions()
     out = {}
-    for name, conf in data["images"].items():
-        ref = f"{data['registry']}/{name}:{format_tag(conf['tag'], versions)}"
-        edfs = {e: edf(ref, hooks, versions["cuda"]) for e, hooks in (conf.get("edfs") or {}).items()}
+    for name, conf in spec.images.items():
+        ref = f"{spec.registry}/{name}:{format_tag(conf.tag, versions)}"
+        edfs = {e: edf(ref, hooks, versions["cuda"]) for e, hooks in conf.edfs.items()}
         out[name] = Image(name, ref, edfs, TOP / "envs" / "images" / name, CONTAINERS / name)
     return out
+
+
+def edf_names() -> list[str]:
+    """What a suite step's `environments:` may name besides native."""
+    return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
 
 
 def image(name: str) -> Image:
