@@ -174,12 +174,6 @@ def lock_nodes(lock: Path) -> dict[str, dict]:
     return nodes
 
 
-def lock_roots(lock: Path) -> list[tuple[str, dict]]:
-    """Each root of a lock as written (its user spec) with the concrete spec its hash points to."""
-    data = json.loads(lock.read_text())
-    return [(r["spec"], data["concrete_specs"][r["hash"]]) for r in data["roots"]]
-
-
 def lock_diff(old: Path, new: Path) -> list[str]:
     """What moved between two locks, one line per spec: version, variants, arch, external prefix,
     dependencies; hashes alone (a recipe's text, a resolved commit) are not drift."""
