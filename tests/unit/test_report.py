@@ -139,3 +139,28 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path):
         write_report(tmp_path)
     assert (tmp_path / "report" / "index.html").resolve() == good and good.is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report-") and p != good.parent]
+
+
+def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
+    import commstack.cli  # noqa: F401 - imports every module, so every error class exists
+    from commstack.errors import CommstackError, StepTimeoutError
+    from commstack.run.runner import judged
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+    kinds = {c.__name__: c.kind for c in subclasses(CommstackError)}
+    assert {"empty", "unknown-format", "bad-number", "truncated", "validation-failed", "crashed", "timed-out",
+            "node-failure"} <= set(kinds.values())
+    assert (kinds["StepTimeoutError"], kinds["NodeFailureError"], kinds["StepCrashedError"]) == (
+        "timed-out", "node-failure", "crashed")
+    assert kinds["RecordError"] == "record" and kinds["SpackInstallError"] == "spack-install"
+    rec = record(tmp_path, "osu_bw", None)
+    with judged(rec):
+        raise StepTimeoutError("osu_bw: step timed out after 4 s", "raw")
+    assert (rec.verdict, rec.error_kind) == ("fail", "timed-out")
+    rec.write(tmp_path)
+    write_report(tmp_path)
+    assert "| `osu_bw` | fail (timed-out) | osu_bw: step timed out after 4 s (raw output: raw) |" in (
+        tmp_path / "report" / "report.md").read_text()

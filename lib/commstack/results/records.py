@@ -35,7 +35,7 @@ class Record(BaseModel):
     unit: str
     verdict: Verdict
     reason: str = ""                       # the first thing wrong, in one line
-    error_kind: str | None = None          # a named error (ParseError or LaunchError kind), when there was one
+    error_kind: str | None = None          # the kind of the named error (errors.py: crashed, timed-out, ...)
     detail: str = ""                       # the judge's summary, point by point
     title: str | None = None
     version: str | None = None

@@ -147,9 +147,9 @@ def judged(record: Record):
     try:
         yield
     except (BinaryNotFoundError, SlurmUnavailableError) as e:
-        record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
+        record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except (LaunchError, ParseError) as e:
-        record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
+        record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
 
 
 def launched_step(s: SuiteStep, argv: list[str]) -> Step:
