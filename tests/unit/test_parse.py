@@ -44,6 +44,8 @@ def commstack_parse(capsys, path, args="", *extra):
 
 def test_osu_index_names_every_recorded_output():
     assert sorted(OSU_INDEX) == sorted(str(p.relative_to(OSU)) for p in OSU.glob("*/*.stdout"))
+    assert sorted(e["stderr"] for e in OSU_INDEX.values() if "stderr" in e) == sorted(
+        p.name for p in OSU.glob("*/*.stderr")) and all("with_stderr" in e for e in OSU_INDEX.values() if "stderr" in e)
     assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty"}
 
 
@@ -61,6 +63,27 @@ def test_every_real_osu_output_through_commstack_parse(capsys, name):
                    for t in tables)
     else:
         assert f": {entry['expect']}: " in err and "line " in err or entry["expect"] == "empty"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in OSU_INDEX.items() if "stderr" in e))
+def test_every_real_transcript_with_its_stderr(capsys, tmp_path, name):
+    """stdout then stderr, as a job script's 2>&1 keeps them: the launcher's and Slurm's lines name the kind."""
+    entry = OSU_INDEX[name]
+    path = tmp_path / "transcript"
+    path.write_bytes((OSU / name).read_bytes() + (OSU / name).with_name(entry["stderr"]).read_bytes())
+    rc, _, err = commstack_parse(capsys, path, entry["args"], "--ranks", str(entry["ranks"]))
+    assert rc == EXIT[entry["with_stderr"]] and f": {entry['with_stderr']}: " in err, err
+
+
+def test_slurm_says_why_it_ended_a_step():
+    e = raises(osu_text("7.2/osu_latency-srun-time-limit.stdout") + osu_text("7.2/osu_latency-srun-time-limit.stderr"),
+               ["-m", "1:1048576"])
+    assert (e.kind, e.lineno) == ("timed-out", 8) and e.line.startswith("slurmstepd-vm: error: *** STEP 1.0 ON vm")
+    e = raises(osu_text("7.2/osu_bibw-srun-node-failure.stdout") + osu_text("7.2/osu_bibw-srun-node-failure.stderr"),
+               [])
+    assert e.kind == "node-failure" and "DUE TO NODE FAILURE" in e.line
+    e = raises(osu_text("7.2/osu_allreduce-alloc-fails.stdout") + osu_text("7.2/osu_allreduce-alloc-fails.stderr"), [])
+    assert (e.kind, e.line) == ("crashed", "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD")
 
 
 @pytest.mark.parametrize("name,kind", [("7.2/osu_bw.stdout", "ok"), ("5.7/osu_latency.stdout", "ok"),

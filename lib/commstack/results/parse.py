@@ -3,8 +3,8 @@
 The title line tells the benchmark (commstack.benchmarks), its header the columns. Every line is
 the benchmark's own, a known warning (kept in `Sweep.warnings`, also when it is glued to the
 start or end of another line, which then still counts), or an error naming its kind
-(commstack.errors.PARSE_ERRORS) and quoting the line: a launcher error or signal is `crashed`,
-never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
+(commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
+`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
 the sweep reaches the sizes its arguments (or the benchmark's defaults) ask for, and the
 benchmark's own validation.
 """
@@ -23,7 +23,8 @@ from typing import Any
 from commstack import benchmarks
 from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
-                              ParseError, TruncatedError, UnknownFormatError, ValidationFailedError)
+                              NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
+                              ValidationFailedError)
 
 
 @dataclass
@@ -68,10 +69,20 @@ class Sweep:
 # A launcher error line, an MPI abort or a signal, anywhere in a line: a rank died.
 CRASH = re.compile(
     r"srun: error: |srun: Terminating StepId=|srun: Job step aborted|srun: forcing job termination"
-    r"|slurmstepd: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
+    r"|slurmstepd(?:-\S+)?: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
     r"|\b(?:Segmentation fault|Bus error|Floating point exception|Illegal instruction)\b"
-    r"|application called MPI_Abort|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
-    r"|returned\s+a non-zero exit code|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+    r"|application called MPI_Abort|MPI_ABORT was invoked on rank \d+|\*\*\* An error occurred in MPI_\w+"
+    r"|\*\*\* MPI_ERRORS_ARE_FATAL"
+    r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+# mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
+EXITED = re.compile(r"returned\s+a non-zero exit code|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
+                    r"|^mpirun detected that one or more processes exited with non-zero status")
+# Why Slurm ended a step, wherever it stands among the crash lines that follow from it
+# (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
+SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
+                "Slurm ended the step: a node failed"),
+               (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
 
 # Warnings with a known end, stripped where they are glued to the start or end of a line.
 # OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
@@ -110,12 +121,20 @@ def _own_lines(text: str) -> _Text:
     if not text.strip():
         raise EmptyOutputError("the output is empty")
     out = _Text([], [], not text.endswith("\n"))
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    exited: tuple[int, str] | None = None
+    for pattern, error, message in SLURM_ENDED:
+        for lineno, line in enumerate(lines, 1):
+            if pattern.search(line):
+                raise error(message, line.rstrip(), lineno)
+    for lineno, raw in enumerate(lines, 1):
         line = raw.rstrip()
         if not line.strip():
             continue
         if CRASH.search(line):
-            raise CrashedError("a launcher error or a signal: a rank died", line, lineno)
+            raise CrashedError("a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
+        if EXITED.search(line):
+            exited = exited or (lineno, line)
         for pattern in GLUED:
             for m in list(pattern.finditer(line)):
                 out.warnings.append((lineno, m.group(0)))
@@ -131,6 +150,8 @@ def _own_lines(text: str) -> _Text:
             out.warnings.append((lineno, line))
             continue
         out.lines.append((lineno, line))
+    if exited:
+        raise CrashedError("the launcher says a rank exited with a non-zero status", *exited[::-1])
     if not out.lines:
         raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
                                out.warnings[0][1], out.warnings[0][0])
