@@ -46,7 +46,8 @@ def test_osu_index_names_every_recorded_output():
     assert sorted(OSU_INDEX) == sorted(str(p.relative_to(OSU)) for p in OSU.glob("*/*.stdout"))
     assert sorted(e["stderr"] for e in OSU_INDEX.values() if "stderr" in e) == sorted(
         p.name for p in OSU.glob("*/*.stderr")) and all("with_stderr" in e for e in OSU_INDEX.values() if "stderr" in e)
-    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty"}
+    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty",
+                                                          "validation-failed"}
 
 
 @pytest.mark.parametrize("name", sorted(OSU_INDEX))
@@ -73,6 +74,20 @@ def test_every_real_transcript_with_its_stderr(capsys, tmp_path, name):
     path.write_bytes((OSU / name).read_bytes() + (OSU / name).with_name(entry["stderr"]).read_bytes())
     rc, _, err = commstack_parse(capsys, path, entry["args"], "--ranks", str(entry["ranks"]))
     assert rc == EXIT[entry["with_stderr"]] and f": {entry['with_stderr']}: " in err, err
+
+
+def test_osu_72_validation_error_line_is_validation_failed_also_before_the_crash_lines():
+    """OSU 7.2 osu_reduce_scatter -c, 3 ranks: a Fail row at 64 B, `DATA VALIDATION ERROR: ... on message
+    size 64.`, exit 1; the launcher's lines that follow are its consequence."""
+    e = raises(osu_text("7.2/osu_reduce_scatter-c.stdout"), ["-c"], ranks=3)
+    assert (e.kind, e.lineno) == ("validation-failed", 12) and e.line.endswith("exited with status 1 on message size 64.")
+    e = raises(osu_text("7.2/osu_reduce_scatter-c.stdout") + osu_text("7.2/osu_reduce_scatter-c.stderr"), ["-c"])
+    assert (e.kind, e.line.split()) == ("validation-failed", ["64", "5.73", "Fail"])
+    assert "then: the launcher says a rank exited with a non-zero status" in e.message
+    srun = swap(osu_text("7.2/osu_reduce_scatter-f-c.stdout"), "message size 64.\n",
+                "message size 64.\nsrun: error: node1: task 0: Exited with exit code 1\n"
+                "srun: Terminating StepId=1.1\n")
+    assert raises(srun, ["-f", "-c"]).kind == "validation-failed"
 
 
 def test_slurm_says_why_it_ended_a_step():
@@ -433,3 +448,27 @@ def test_registry_covers_every_suite_benchmark_and_every_title_parses():
             assert parse_osu(f"# {b.titles[0]} v7.2\n# Size  Latency (us)\n1  1.00\n" if b.sized else
                              f"# {b.titles[0]} v7.2\n# Avg Latency(us)\n  1.00\n")[0].benchmark == b.name
             assert b.defaults("7.2") and b.defaults("5.7") and b.defaults("6.0") is None
+
+
+def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed(tmp_path):
+    """The runner's path: srun says exit status 1 (StepCrashedError); the saved stdout says why."""
+    from commstack.config import load_system
+    from commstack.errors import StepCrashedError
+    from commstack.run.launch import Step
+    from commstack.run.runner import judged, new_record, validation_first
+    from commstack.run.steps import SuiteStep
+
+    exe = "/opt/omb72/libexec/osu-micro-benchmarks/mpi/collective/osu_reduce_scatter"
+    s = SuiteStep("osu_reduce_scatter-N1-n3", "osu_reduce_scatter", "osu", Step("rs", [exe, "-i", "20", "-x", "2", "-c"],
+                  ntasks=3), tags={"suite": "t"})
+    outcomes = {}
+    for name in ("7.2/osu_reduce_scatter-c.stdout", "7.2/osu_bw-np3.stdout"):  # a Fail row; no row at all
+        (tmp_path / "stdout.txt").write_bytes((OSU / name).read_bytes())
+        record = new_record("run", 0, s, load_system("local"))
+        with judged(record), validation_first(s, s.step, tmp_path):
+            raise StepCrashedError("rs: exit status 1; last stderr line: 'srun: Terminating StepId=1.1'", "raw")
+        outcomes[name] = (record.verdict, record.error_kind, record.reason)
+    verdict, kind, reason = outcomes["7.2/osu_reduce_scatter-c.stdout"]
+    assert (verdict, kind) == ("fail", "validation-failed") and "the step then exited non-zero" in reason
+    assert reason.endswith("exited with status 1 on message size 64.')")
+    assert outcomes["7.2/osu_bw-np3.stdout"][:2] == ("fail", "crashed")

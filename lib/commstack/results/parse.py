@@ -78,6 +78,11 @@ CRASH = re.compile(
 # mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
 EXITED = re.compile(r"returned\s+a non-zero exit code|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
                     r"|^mpirun detected that one or more processes exited with non-zero status")
+# The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
+# with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
+VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
+# a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail), or that line
+VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$")
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
 SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
@@ -121,18 +126,24 @@ def _own_lines(text: str) -> _Text:
     if not text.strip():
         raise EmptyOutputError("the output is empty")
     out = _Text([], [], not text.endswith("\n"))
-    lines = text.splitlines()
+    lines = [line.rstrip() for line in text.splitlines()]
     exited: tuple[int, str] | None = None
+    # the benchmark's failed data check comes first: the crash lines after it are its consequence
+    failed = next(((n, line) for n, line in enumerate(lines, 1) if VALIDATION_FAILED.search(line)), None)
+
+    def ended(error: type[ParseError], message: str, line: str, lineno: int) -> ParseError:
+        if failed:
+            return ValidationFailedError(f"the benchmark's data check failed, then: {message}", failed[1], failed[0])
+        return error(message, line, lineno)
     for pattern, error, message in SLURM_ENDED:
         for lineno, line in enumerate(lines, 1):
             if pattern.search(line):
-                raise error(message, line.rstrip(), lineno)
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.rstrip()
+                raise ended(error, message, line, lineno)
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         if CRASH.search(line):
-            raise CrashedError("a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
+            raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
             exited = exited or (lineno, line)
         for pattern in GLUED:
@@ -151,7 +162,7 @@ def _own_lines(text: str) -> _Text:
             continue
         out.lines.append((lineno, line))
     if exited:
-        raise CrashedError("the launcher says a rank exited with a non-zero status", *exited[::-1])
+        raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", exited[1], exited[0])
     if not out.lines:
         raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
                                out.warnings[0][1], out.warnings[0][0])
@@ -229,7 +240,8 @@ OSU_META = [
 ]
 
 
-OSU_USAGE = re.compile(r"^Usage: osu_\w+ \[options\]$")  # instead of a table, on an unknown option
+# instead of a table, on an unknown option; 7.x one-sided latency tests print their own usage line
+OSU_USAGE = re.compile(r"^Usage: (?:\./)?osu_\w+ (?:\[options\]|-\w .*)$")
 
 
 def osu_title(line: str) -> tuple[Benchmark, re.Match] | None:
@@ -268,6 +280,9 @@ def _osu_tables(t: _Text) -> list[Sweep]:
             continue
         if cur is None:
             raise UnknownFormatError("text before any OSU title", line, lineno)
+        if VALIDATION_ERROR.match(line):
+            cur.error_lines.append((lineno, line))
+            continue
         if line.startswith("#"):
             for pattern, meta in OSU_META:
                 mm = pattern.match(line)
@@ -461,7 +476,6 @@ PP_HEADER = re.compile(r"^# mpi-pingpong v(?P<ver>\S+) mode=(?P<mode>\S+) ranks=
 PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\S+), Transfer Time \(s\):\s*(?P<time>\S+), "
                     r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>\S+))?$")
 PP_END = re.compile(r"^# mpi-pingpong done: (.*)$")
-PP_FAIL = re.compile(r"^DATA VALIDATION ERROR: .*")
 
 
 def parse_pingpong(text: str) -> Sweep:
@@ -486,7 +500,7 @@ def parse_pingpong(text: str) -> Sweep:
             sweep.complete = True
             sweep.meta["summary"] = m.group(1)
             continue
-        if PP_FAIL.match(line):
+        if VALIDATION_ERROR.match(line):
             sweep.error_lines.append((lineno, line))
             continue
         if (m := PP_ROW.match(line)):
@@ -627,6 +641,19 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     if len(sweeps) > 1:
         raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
     return sweeps[0]
+
+
+def validation_failure(benchmark: str, text: str, args: list[str], ranks: int | None = None) \
+        -> ValidationFailedError | None:
+    """The benchmark's own report, in its stdout, that its data check failed; None where it has none.
+    A step that exited non-zero after one (OSU 7.x `-c` exits 1) failed validation: the exit followed."""
+    try:
+        parse_output(benchmark, text, args, ranks)
+    except ValidationFailedError as e:
+        return ValidationFailedError(f"{e.message}; the step then exited non-zero", e.line, e.lineno)
+    except ParseError:
+        return None
+    return None
 
 
 # ------------------------------------------------------------------------------ commstack parse

@@ -25,7 +25,7 @@ from commstack.results.records import Record, read_run
 from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import Launcher, StepResult
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
-                                  substitute)
+                                  substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.results import history
 from commstack.results.judge import load_references
@@ -200,7 +200,8 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
                                 float(started), float(ended) - float(started), hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
-            Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+            with validation_first(s, result.step, outdir):
+                Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
             sweeps.append(add_repeat(s, record, result, run_dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, system, refs)

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Callable
 
 from commstack.config import System
-from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
+from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError, StepCrashedError
 from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
-from commstack.results.parse import Sweep, parse_output
+from commstack.results.parse import Sweep, parse_output, validation_failure
 from commstack.results.records import Record
 from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
@@ -150,6 +150,19 @@ def judged(record: Record):
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except (LaunchError, ParseError) as e:
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
+
+
+@contextlib.contextmanager
+def validation_first(s: SuiteStep, step: Step, outdir: Path):
+    """A step that exits non-zero after its benchmark said its data check failed is validation-failed."""
+    try:
+        yield
+    except StepCrashedError as e:
+        failed = validation_failure(s.benchmark, (outdir / "stdout.txt").read_bytes().decode(errors="replace"),
+                                    step.argv[1:], step.ntasks)
+        if failed:
+            raise failed from e
+        raise
 
 
 def launched_step(s: SuiteStep, argv: list[str]) -> Step:
@@ -298,7 +311,9 @@ class Run:
         stack = self.facts(launcher, step, self.dir / "steps" / record.dirname / "probe")
         sweeps, out = [], ""
         for r in range(s.repeats):
-            result = launcher.run(step, self.dir / "steps" / record.dirname / f"repeat-{r}")
+            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
+            with validation_first(s, step, outdir):
+                result = launcher.run(step, outdir)
             sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
