@@ -111,3 +111,25 @@ def test_malformed_reference_file(tmp_path, body, match):
     f.write_text(body)
     with pytest.raises(ConfigError, match=match):
         load_references(f)
+
+
+def test_a_rate_of_zero_is_never_a_pass():
+    def zeroed(*sizes, seed="cscs-osu-01.txt"):
+        s = osu(seed)
+        for r in s.rows:
+            if r["size"] in sizes or not sizes:
+                r["bandwidth_MBps"] = 0.0
+        return judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    v = zeroed(8192)  # a size the reference holds
+    assert v.status == "fail" and v.reason == ("8192 B: bandwidth_MBps is 0 where reference osu_bw-host-inter "
+                                               "holds 6972.95 MB/s: no data moved")
+    v = zeroed(2048)  # no reference there, but 0.00 MB/s for 2 KiB is no measurement
+    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0.0 at 2048 B: not a measurement"
+    assert zeroed(1, 2).status == "pass"  # tiny messages may print 0.00, as nccl-tests does at 8 B
+    v = judge([osu("cscs-osu-01.txt")], INTER, None, "bandwidth_MBps")
+    s = osu("cscs-osu-01.txt")
+    s.rows = s.rows[:4]
+    for r in s.rows:
+        r["bandwidth_MBps"] = 0.0
+    v = judge([s], INTER, None, "bandwidth_MBps")
+    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0 at every size: no data moved"

@@ -24,6 +24,9 @@ from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.parse import Sweep, parse_tables
 
+#: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
+#: plugin: 0.00 GB/s up to 1 KiB); above it, it is no measurement
+TINY = 1024
 #: every verdict, best first; a step's verdict is the worst of its points and checks
 VERDICTS = ("pass", "no-reference", "unstable", "degraded", "fail", "not-run")
 
@@ -182,15 +185,18 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
     bench = repeats[0].benchmark
     failures = [f for s in repeats for f in check_correctness(s)]
     higher = METRICS[metric].higher_is_better
+    ref = refs.find(bench, tags) if refs else None
     for s in repeats:
-        # a time must be > 0; a rate may print 0.00 where the message is tiny (nccl-tests at 8 B)
+        # a time must be > 0; a rate may print 0.00 where the message is tiny (at a size the reference
+        # holds, the point says more: no data moved)
         bad = [r["size"] for r in s.rows if not math.isfinite(r[metric]) or r[metric] < 0
-               or (r[metric] == 0 and not higher)]
+               or (r[metric] == 0 and (not higher or r["size"] > TINY) and not (ref and r["size"] in ref.points))]
         if bad:
             failures.append(f"{bench}: {metric} is {s.row(bad[0])[metric]!r} at {bad[0]} B: not a measurement")
         if not s.rows:
             failures.append(f"{bench}: no data rows")
-    ref = refs.find(bench, tags) if refs else None
+        elif all(r[metric] == 0 for r in s.rows):
+            failures.append(f"{bench}: {metric} is 0 at every size: no data moved")
     points, diagnosis = [], []
     sizes = sorted({size for s in repeats for size in s.sizes})
     for size in sizes:
@@ -206,7 +212,11 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
             p.status = "fail"
             p.reason = (f"{med:.1f} MB/s is above the physical limit {line_rate_MBps * limit_factor:.0f} MB/s "
                         f"(NIC line rate x{limit_factor}): the measurement is wrong")
-        elif ref and size in ref.points and med > 0:
+        elif ref and size in ref.points and not med > 0:
+            p.status = "fail"
+            p.reason = (f"{metric} is {med:g} where reference {ref.id} holds {ref.points[size]:g} {ref.unit}: "
+                        f"no data moved")
+        elif ref and size in ref.points:
             p.reference = ref.points[size]
             p.ratio = med / p.reference
             change = (p.ratio - 1.0) if higher else (1.0 / p.ratio - 1.0)
