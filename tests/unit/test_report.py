@@ -1,6 +1,9 @@
 """Reports, plots and compare, built from the seeds' recorded real tables as typed records."""
 
 import csv
+import re
+import subprocess
+import sys
 import json
 from pathlib import Path
 
@@ -164,3 +167,64 @@ def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
     write_report(tmp_path)
     assert "| `osu_bw` | fail (timed-out) | osu_bw: step timed out after 4 s (raw output: raw) |" in (
         tmp_path / "report" / "report.md").read_text()
+
+
+def commstack_compare(*args) -> subprocess.CompletedProcess:
+    """`commstack compare` as a user types it."""
+    return subprocess.run([sys.executable, "-m", "commstack", "compare", *map(str, args)], capture_output=True,
+                          text=True)
+
+
+def test_compare_cli_b_lacks_a_step_or_sizes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(a, "osu_latency", "cscs-osu-07.txt")
+    record(b, "osu_bw", "cscs-osu-01.txt")
+    p = commstack_compare(a, b)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^cscs-images/osu_latency +all +- +- +-  missing in B$", p.stdout, re.M), p.stdout
+    cut = record(b, "osu_latency", "cscs-osu-07.txt")
+    cut.repeats = [cut.repeats[0][:-2]]
+    cut.write(b)
+    p = commstack_compare(a, b)
+    assert p.returncode == 1 and "2 differences" in p.stdout
+    assert re.search(r"^cscs-images/osu_latency +2097152 +\S+ +- +-  missing in B$", p.stdout, re.M), p.stdout
+
+
+def test_compare_cli_a_worse_verdict_is_a_difference(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(b, "osu_bw", "cscs-osu-01.txt", verdict="fail", reason="osu_bw: data validation failed at 8 B")
+    p = commstack_compare(a, b)
+    assert p.returncode == 1, p.stdout
+    assert "cscs-images/osu_bw" in p.stdout and "verdict pass -> fail: osu_bw: data validation failed at 8 B" in p.stdout
+    assert "1 differences" in p.stdout
+
+
+def test_compare_cli_not_run_on_both_sides_is_not_missing(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run in (a, b):
+        record(run, "osu_bw", "cscs-osu-01.txt")
+        record(run, "osu_alltoall", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    p = commstack_compare(a, b)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert re.search(r"^cscs-images/osu_alltoall +all +- +- +-  not run in A nor B$", p.stdout, re.M), p.stdout
+    assert "missing" not in p.stdout and "0 differences, 1 step not run in A nor B" in p.stdout
+    assert commstack_compare(a, b, "--allow-not-run").returncode == 0
+
+
+def test_compare_cli_refuses_other_metrics_nan_and_a_truncated_record(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(b, "osu_bw", "cscs-osu-07.txt")  # a latency table under the same step
+    p = commstack_compare(a, b)
+    assert p.returncode == 2 and "osu_bw: A measures bandwidth_MBps in MB/s, B latency_us in us" in p.stderr
+    bad = record(b, "osu_bw", "cscs-osu-01.txt")
+    bad.repeats[0][3]["bandwidth_MBps"] = float("nan")
+    bad.write(b)
+    p = commstack_compare(a, b)
+    assert p.returncode == 1 and re.search(r"^cscs-images/osu_bw +8 +7.610 +nan +nan  invalid$", p.stdout, re.M), p.stdout
+    path = bad.write(b)
+    path.write_text(path.read_text()[:300])
+    p = commstack_compare(a, b)
+    assert p.returncode == 2 and "record.json: not a commstack record" in p.stderr and "Traceback" not in p.stderr
