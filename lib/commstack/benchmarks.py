@@ -140,6 +140,8 @@ class Benchmark:
     mem_limit_per_rank: bool = False
     sized: bool = True                 # False: one row without a message size (barrier)
     line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
+    #: OSU 5.x reductions count MPI_FLOATs: their sweep starts at (lo // 4, at least 1) floats
+    elements_v5: int = 1
 
     @property
     def unit(self) -> str:
@@ -155,6 +157,16 @@ class Benchmark:
         for _, value in _options(args, ("-M", "--mem-limit")):
             limit = _leading_int(value)
         return limit
+
+    def first_size(self, version: str | None, lo: int, element: int) -> int:
+        """The first size a sweep from `lo` prints, as OSU's loops go: 5.x reductions round down to
+        whole floats; 7.x skips the sizes that hold no whole `element` (the -T datatype's bytes)."""
+        if self.tool == "osu" and (version or "").split(".")[0] == "5" and self.elements_v5 > 1:
+            return max(1, lo // self.elements_v5) * self.elements_v5
+        size = lo
+        while size < element:
+            size = size * 2 if size else 1
+        return size
 
     def defaults(self, version: str | None) -> tuple[int, int] | None:
         """The sizes a run without size arguments covers, for this output's version; None when
@@ -174,6 +186,10 @@ COLL_SIZES = (("5", (1, 1048576)), ("7", (1, 1048576)))
 REDUCE_SIZES = (("5", (4, 1048576)), ("7", (1, 1048576)))
 ATOMIC_SIZES = (("5", (8, 8)), ("7", (1, 1)))
 NO_SIZES = (("5", (0, 0)), ("7", (0, 0)))
+
+
+#: bytes of the datatypes OSU 7.x names on its `# Datatype:` line (-T mpi_char, mpi_int, mpi_float)
+DATATYPE_BYTES = {"MPI_CHAR": 1, "MPI_SIGNED_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT": 4, "MPI_DOUBLE": 8}
 
 
 def _osu(name: str, title: str, directory: str, metric: str = "latency_us", **kw) -> Benchmark:
@@ -204,7 +220,7 @@ _ALL = [
     _osu("osu_get_acc_latency", "OSU MPI_Get_accumulate latency Test", "one-sided"),
     _osu("osu_fop_latency", "OSU MPI_Fetch_and_op latency Test", "one-sided", default_sizes=ATOMIC_SIZES),
     _osu("osu_cas_latency", "OSU MPI_Compare_and_swap latency Test", "one-sided", default_sizes=ATOMIC_SIZES),
-    _osu("osu_allreduce", "OSU MPI Allreduce Latency Test", "collective", default_sizes=REDUCE_SIZES),
+    _osu("osu_allreduce", "OSU MPI Allreduce Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
     _osu("osu_alltoall", "OSU MPI All-to-All Personalized Exchange Latency Test", "collective",
          mem_limit_per_rank=True),
     _osu("osu_alltoallv", "OSU MPI All-to-Allv Personalized Exchange Latency Test", "collective",
@@ -212,8 +228,8 @@ _ALL = [
     _osu("osu_allgather", "OSU MPI Allgather Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_allgatherv", "OSU MPI Allgatherv Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_bcast", "OSU MPI Broadcast Latency Test", "collective"),
-    _osu("osu_reduce", "OSU MPI Reduce Latency Test", "collective", default_sizes=REDUCE_SIZES),
-    _osu("osu_reduce_scatter", "OSU MPI Reduce_scatter Latency Test", "collective", default_sizes=REDUCE_SIZES),
+    _osu("osu_reduce", "OSU MPI Reduce Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
+    _osu("osu_reduce_scatter", "OSU MPI Reduce_scatter Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
     _osu("osu_gather", "OSU MPI Gather Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_gatherv", "OSU MPI Gatherv Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_scatter", "OSU MPI Scatter Latency Test", "collective", mem_limit_per_rank=True),

@@ -302,6 +302,32 @@ def test_fail_rows_are_validation_failed():
     assert expect_kind(acc, ["-m", "1:2097152"]) == "validation-failed"
 
 
+def without_first_row(text: str) -> str:
+    """`text` less its first data row (the first line whose text starts with a digit)."""
+    lines = text.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.strip()[:1].isdigit())
+    return "".join(lines[:first] + lines[first + 1:])
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in OSU_INDEX.items() if e["expect"] == "ok"))
+def test_every_real_output_less_its_first_row_is_truncated(name):
+    """The first size is derived exactly: -m's lower bound, the datatype's element size, OSU's defaults."""
+    entry = OSU_INDEX[name]
+    e = raises(without_first_row(osu_text(name)), shlex.split(entry["args"]), entry["ranks"])
+    assert e.kind == "truncated", e
+
+
+def test_first_size_from_the_arguments_and_the_datatype():
+    assert expect_kind(osu_text("7.2/osu_latency-T_mpi_int.stdout"), ["-T", "mpi_int", "-m", "1:64"]) == "ok"  # from 4 B
+    assert expect_kind(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "8:1048576"]) == "ok"
+    assert expect_kind(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "4:1048576"]) == "truncated"
+    e = raises(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "16:1048576"])
+    assert e.kind == "unknown-format" and "below the 16 B" in e.message
+    # OSU refuses a minimum of 0 and keeps its default; 5.x reductions count floats, so 6 B is 1 float: 4 B
+    assert expect_kind(osu_text("5.7/osu_latency.stdout"), ["-m", "0:4194304"]) == "ok"
+    assert expect_kind(osu_text("5.7/osu_allreduce.stdout"), ["-m", "6:1048576"], ranks=3) == "ok"
+
+
 def test_missing_middle_row_and_empty():
     text = osu_text(BW)
     row = next(line for line in text.splitlines() if line.startswith("1024 "))

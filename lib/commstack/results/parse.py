@@ -567,6 +567,8 @@ def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
 def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> tuple[int, int]:
     """(lo, hi) that `args`, or the benchmark's defaults for this output's version, ask for."""
     lo, hi = bench.sizes.requested(args)
+    if bench.tool == "osu" and lo is not None and lo <= 0:
+        lo = None  # OSU refuses a minimum of 0 and keeps its default
     if bench.tool == "nccl-tests" and "minBytes" in sweep.meta:
         return sweep.meta["minBytes"], sweep.meta["maxBytes"]  # nccl-tests prints what it was asked
     if bench.tool == "mpi-pingpong" and "min" in sweep.meta:
@@ -588,6 +590,17 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
     return lo, hi
 
 
+def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
+    """The size the sweep's first row has: `lo` as the benchmark's loop rounds it (OSU: by the
+    datatype of its `# Datatype:` line); nccl-tests may round it to its element count, so lo or less."""
+    if bench.tool == "nccl-tests":
+        return min(lo, sweep.rows[0]["size"])
+    datatype = sweep.meta.get("datatype")  # 5.x prints none, and counts bytes from 0 up
+    if datatype and datatype not in benchmarks.DATATYPE_BYTES:
+        raise UnknownFormatError(f"{bench.name}: datatype {datatype} of unknown size", *sweep.title_line[::-1])
+    return bench.first_size(sweep.version, lo, benchmarks.DATATYPE_BYTES.get(datatype, 0))
+
+
 def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> None:
     """Raise the first problem of a parsed sweep: failed validation, or missing sizes."""
     if sweep.error_lines:
@@ -607,9 +620,13 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     else:
         following = last * sweep.meta.get("step", 2) if last else 1
     first = sweep.rows[0]["size"]
-    if bench.sized and first > max(lo, 8):  # datatypes of up to 8 B start a sweep at their size
-        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B, {lo} B was asked for: rows are missing",
-                             *sweep.row_lines[0][::-1])
+    want = first_size(bench, sweep, lo)
+    if bench.sized and first > want:
+        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B; {want} B comes first in the {lo}..{hi} B "
+                             f"asked for: rows are missing", *sweep.row_lines[0][::-1])
+    if bench.sized and first < want:
+        raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
+                                 f"for: the output of other arguments", *sweep.row_lines[0][::-1])
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
