@@ -228,3 +228,27 @@ def test_compare_cli_refuses_other_metrics_nan_and_a_truncated_record(tmp_path):
     path.write_text(path.read_text()[:300])
     p = commstack_compare(a, b)
     assert p.returncode == 2 and "record.json: not a commstack record" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
+    """The runner writes the plan (every expanded step) before its first step; a record lost after
+    that (run killed, disk trouble) still shows in read_run, the report and compare."""
+    from commstack.config import load_suite
+    from commstack.run.runner import Binaries, Run
+    from commstack.run.steps import expand
+
+    system = load_system("local-multinode")
+    steps = [s for s in expand(load_suite("nersc10"), system) if s.not_run]  # the device steps: nothing launches
+    run = Run(system, tmp_path, Binaries(build=False))
+    run.planned = steps
+    for s in steps:
+        run.execute(s)
+    lost = tmp_path / "steps" / f"nersc10--{steps[2].id}" / "record.json"
+    lost.unlink()
+    records = read_run(tmp_path)
+    assert [r.step for r in records] == [s.id for s in steps]
+    assert records[2].verdict == "not-run" and records[2].reason == "no record written (run interrupted or lost)"
+    write_report(tmp_path)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"**{len(steps)} steps: {len(steps)} not-run**" in md
+    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md

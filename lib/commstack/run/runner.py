@@ -26,7 +26,7 @@ from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
 from commstack.results.parse import Sweep, parse_output, validation_failure
-from commstack.results.records import Record
+from commstack.results.records import Plan, Record
 from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
@@ -285,6 +285,9 @@ class Run:
     # ---- steps
 
     def execute(self, s: SuiteStep) -> Record:
+        if not self.records:  # before the first step: what the run set out to do
+            Plan(system=str(self.system.path), steps=[new_record(self.id, i, p, self.system)
+                                                      for i, p in enumerate(self.planned)]).write(self.dir)
         record = new_record(self.id, self._index(s), s, self.system)
         self.records[record.key] = record
         if s.not_run:
