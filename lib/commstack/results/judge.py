@@ -6,8 +6,8 @@ recorded, and are parsed by the same parser as a live run.
 
 Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
 allows), unstable (repeats spread, or better than plausible), no-reference (the system has
-references but none for this step), pass. A system without a references file is judged on
-correctness alone. `not-run` is given by the runner to steps that never ran.
+references but none for this step), pass. A system without a references file (local,
+local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the runner to steps that never ran.
 """
 
 from __future__ import annotations
@@ -178,8 +178,9 @@ def worst(statuses) -> str:
 
 
 def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, metric: str,
-          line_rate_MBps: float | None = None) -> Verdict:
-    """Correctness of every repeat, then the median of the repeats against the reference."""
+          line_rate_MBps: float | None = None, system: str | None = None) -> Verdict:
+    """Correctness of every repeat, then the median of the repeats against the reference; `system`
+    (whose references `refs` are, None where it has none) names it in the reason."""
     if not repeats:
         raise CommstackError("nothing to judge: no result")
     bench = repeats[0].benchmark
@@ -245,6 +246,8 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         status, reason = "fail", failures[0]
     elif refs and not ref and status == "pass":
         status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
+    elif not refs and status == "pass":
+        reason = f"correctness only: system {system} has no references"
     return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
 
 

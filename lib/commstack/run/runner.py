@@ -205,7 +205,7 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
              references: References | None) -> None:
     """The verdict of a step from its parsed repeats and the facts of its nodes: the same for a step run
     here and one collected from a batch job."""
-    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps)
+    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
     record.title, record.version = sweeps[0].title, sweeps[0].version
     record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
