@@ -55,10 +55,12 @@ COLUMNS: dict[str, Column] = {
 METRICS = {name: c for name, c in COLUMNS.items() if c.higher_is_better is not None}
 
 
-def _leading_int(text: str) -> int:
-    """What C's atoll() makes of `text`: OSU reads `-m` with it, so `1M` is 1."""
-    m = re.match(r"\s*([+-]?\d+)", text)
-    return int(m.group(1)) if m else 0
+def _bytes(flag: str, value: str, text: str) -> int:
+    """A size of OSU's -m or -M, a plain byte count: OSU reads it with atoll(), which makes 1M 1 and
+    abc 0 without a word, so anything else is refused here."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise ConfigError(f"{flag} {value}: {text!r} is not a size in bytes")
+    return int(text)
 
 
 def _suffixed(text: str) -> int:
@@ -106,11 +108,11 @@ class SizeFlags:
         for flag, value in _options(args, self.range_flags + self.lo_flags + self.hi_flags):
             if flag in self.range_flags:
                 if ":" not in value:
-                    hi = _leading_int(value)
+                    hi = _bytes(flag, value, value)
                 else:
                     a, b = value.split(":", 1)
-                    lo = _leading_int(a) if a else lo
-                    hi = _leading_int(b) if b else hi
+                    lo = _bytes(flag, value, a) if a else lo
+                    hi = _bytes(flag, value, b) if b else hi
             elif flag in self.lo_flags:
                 lo = _suffixed(value)
             else:
@@ -154,8 +156,8 @@ class Benchmark:
     def mem_limit(self, args: list[str]) -> int:
         """OSU's -M: the bytes a collective may allocate, 512 MiB unless given."""
         limit = 512 << 20
-        for _, value in _options(args, ("-M", "--mem-limit")):
-            limit = _leading_int(value)
+        for flag, value in _options(args, ("-M", "--mem-limit")):
+            limit = _bytes(flag, value, value)
         return limit
 
     def first_size(self, version: str | None, lo: int, element: int) -> int:

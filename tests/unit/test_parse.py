@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from commstack import benchmarks, cli
-from commstack.errors import PARSE_ERRORS, ParseError, UnknownFormatError
+from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
 from commstack.results.parse import parse_nccl, parse_osu, parse_output, parse_pingpong, parse_tables
@@ -115,6 +115,39 @@ def test_commstack_parse_as_a_user_types_it(name, kind):
         assert "complete and valid" in p.stdout
     else:
         assert f": {kind}: " in p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--args=-m \"1:2"], "commstack parse: error: --args '-m \"1:2': No closing quotation"),
+    (["--args=-m 1:abc"], "commstack parse: error: -m 1:abc: 'abc' is not a size in bytes"),
+    (["--args=-m 1M"], "commstack parse: error: -m 1M: '1M' is not a size in bytes"),
+    (["--ranks", "0"], "commstack parse: error: --ranks 0: a run has 1 rank or more"),
+    (["--ranks", "-3"], "commstack parse: error: --ranks -3: a run has 1 rank or more"),
+])
+def test_commstack_parse_bad_arguments_are_named_errors(capsys, args, message):
+    rc = cli.main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == message and "Traceback" not in err
+
+
+def test_nccl_and_pingpong_sizes_come_from_the_arguments_when_given():
+    text = seed("cscs-nccl-01.txt")  # minBytes 8 maxBytes 134217728
+    assert expect_kind(text, ["-b", "8", "-e", "128M", "-f", "2"]) == "ok"
+    e = raises(text, ["-b", "8", "-e", "256M", "-f", "2"])
+    assert e.kind == "truncated" and "268435456 B" in e.message
+    pp = ("# mpi-pingpong v1.0 mode=cpu ranks=2 loops=10 warmup=5 min=8 max=16\n"
+          "Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, Check: Pass\n"
+          "Transfer size (B):         16, Transfer Time (s):     0.000000113, Bandwidth (GB/s):     0.131956265, Check: Pass\n"
+          "# mpi-pingpong done: data check passed\n")
+    assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-b", "8", "-e", "32"]) == "truncated"
+
+
+def test_a_trailing_junk_line_is_unknown_format_a_cut_row_truncated():
+    text = osu_text(BW)
+    e = raises(text + "Finalizing, please wait\n", [])
+    assert e.kind == "unknown-format" and e.line == "Finalizing, please wait"
+    assert raises(text + "Finalizing", []).kind == "unknown-format"  # no newline, but no row either
+    assert raises(text[:-8], []).kind == "truncated"  # cut inside the last row, no newline
 
 
 def test_parse_help_documents_every_exit_status():
@@ -286,6 +319,9 @@ def test_glued_unknown_text_is_an_error_not_a_lost_row():
     row = next(line for line in text.splitlines() if line.startswith("65536"))
     e = raises(swap(text, row, row + " WARNING: something odd"), [])
     assert e.kind == "unknown-format" and e.line.endswith("something odd")
+    assert e.message == "text glued to the end of a row: 'WARNING: something odd'"
+    e = raises(swap(text, row, "WARNING: something odd " + row), [])
+    assert e.message == "text glued to the start of a row: 'WARNING: something odd'"
     ucx = "[1700000000.123456] [nid001:1234:0]  ucp_context.c:1234 UCX  WARN  transport 'cxi' is not available"
     assert len(parse_output(None, swap(text, row, ucx + "\n" + row), []).rows) == 23
     e = raises(swap(text, row, ucx + "   " + row), [])  # a row swallowed by a free-text warning
@@ -463,7 +499,8 @@ def test_registry_size_arguments_round_trip():
     nccl = benchmarks.get("all_reduce_perf")
     assert nccl.sizes.args(8, "128M") == ["-b", "8", "-e", "128M", "-f", "2"]
     assert nccl.sizes.requested(shlex.split("-b 8 -e 128M -f 2")) == (8, 134217728)
-    assert benchmarks.get("osu_bw").sizes.requested(["-m", "1M"]) == (None, 1)  # OSU reads -m with atoll
+    with pytest.raises(ConfigError, match="-m 1M: '1M' is not a size in bytes"):  # OSU's atoll would make it 1
+        benchmarks.get("osu_bw").sizes.requested(["-m", "1M"])
 
 
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():

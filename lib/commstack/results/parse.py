@@ -109,6 +109,8 @@ WHOLE = [
 # a whole-line warning whose text ends like a table row may have swallowed one
 ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
+ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
 OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
 
@@ -200,9 +202,16 @@ def _check_last_line(t: _Text, sweeps: list[Sweep]) -> None:
         raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
 
 
-def _cut_row(t: _Text, lineno: int, line: str, message: str) -> ParseError:
-    """A row that does not fit: the output was cut there when it is the last line, else a format error."""
-    if lineno == t.lines[-1][0]:
+def _cut_row(t: _Text, lineno: int, line: str, message: str, want: int | None = None) -> ParseError:
+    """A row that does not fit: cut short when it is the last line, has no newline and starts like a
+    row; text glued to a whole row (`want` fields) when the row is there; else a format error."""
+    fields = line.split()
+    if want and len(fields) > want:
+        for where, row, rest in (("end", fields[:want], line.split(None, want)[-1]),
+                                 ("start", fields[-want:], line.rsplit(None, want)[0])):
+            if all(ROW_FIELD.fullmatch(f) for f in row):
+                return UnknownFormatError(f"text glued to the {where} of a row: {rest.strip()!r}", line, lineno)
+    if lineno == t.lines[-1][0] and t.cut and ROW_FIELD.fullmatch(fields[0]):
         return TruncatedError(f"the output ends mid-row ({message})", line, lineno)
     return UnknownFormatError(message, line, lineno)
 
@@ -312,7 +321,9 @@ def _osu_tables(t: _Text) -> list[Sweep]:
         sized = benchmarks.get(cur.benchmark).sized
         want = len(cur.columns) - (0 if sized else 1)
         if len(fields) != want:
-            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}")
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}", want)
+        if not fields[0][0].isdigit():  # a row starts with its size (barrier: its latency)
+            raise UnknownFormatError("not a row of the table: it does not start with a number", line, lineno)
         values = fields if sized else ["0", *fields]
         row: dict[str, Any] = {}
         for col, val in zip(cur.columns, values):
@@ -443,7 +454,8 @@ def parse_nccl(text: str) -> Sweep:
             raise UnknownFormatError("data row before the nccl-tests column header", line, lineno)
         fields = line.split()
         if len(fields) != len(NCCL_COLUMNS):
-            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}")
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}",
+                           len(NCCL_COLUMNS))
         row: dict[str, Any] = {}
         for col, val in zip(NCCL_COLUMNS, fields):
             if col in ("size", "count"):
@@ -569,10 +581,10 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
     lo, hi = bench.sizes.requested(args)
     if bench.tool == "osu" and lo is not None and lo <= 0:
         lo = None  # OSU refuses a minimum of 0 and keeps its default
-    if bench.tool == "nccl-tests" and "minBytes" in sweep.meta:
-        return sweep.meta["minBytes"], sweep.meta["maxBytes"]  # nccl-tests prints what it was asked
-    if bench.tool == "mpi-pingpong" and "min" in sweep.meta:
-        return sweep.meta["min"], sweep.meta["max"]
+    # nccl-tests and mpi-pingpong print the range they run: where the arguments give none
+    printed = {"nccl-tests": ("minBytes", "maxBytes"), "mpi-pingpong": ("min", "max")}.get(bench.tool, ())
+    if printed and printed[0] in sweep.meta:
+        return (sweep.meta[printed[0]] if lo is None else lo), (sweep.meta[printed[1]] if hi is None else hi)
     if lo is None or hi is None:
         default = bench.defaults(sweep.version)
         if default is None:
@@ -692,8 +704,14 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
         text = Path(path).read_bytes().decode(errors="replace")
     except OSError as e:
         raise CommstackError(f"cannot read {path}: {e.strerror}") from None
+    if ranks is not None and ranks < 1:
+        raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
     try:
-        sweeps = parse_outputs(text, shlex.split(args), ranks)
+        argv = shlex.split(args)
+    except ValueError as e:
+        raise CommstackError(f"--args {args!r}: {e}") from None
+    try:
+        sweeps = parse_outputs(text, argv, ranks)
     except ParseError as e:
         print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
         if e.line is not None:
