@@ -138,7 +138,7 @@ def test_nccl_and_pingpong_sizes_come_from_the_arguments_when_given():
     pp = ("# mpi-pingpong v1.0 mode=cpu ranks=2 loops=10 warmup=5 min=8 max=16\n"
           "Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, Check: Pass\n"
           "Transfer size (B):         16, Transfer Time (s):     0.000000113, Bandwidth (GB/s):     0.131956265, Check: Pass\n"
-          "# mpi-pingpong done: data check passed\n")
+          "# mpi-pingpong done: all sizes passed\n")
     assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-b", "8", "-e", "32"]) == "truncated"
 
 
@@ -206,6 +206,18 @@ def test_osu_72_all_datatypes_are_one_table_each():
         ("MPI_CHAR", 1, 64), ("MPI_INT", 4, 64), ("MPI_FLOAT", 4, 64)]
     with pytest.raises(UnknownFormatError, match="3 tables in one output"):
         parse_output(None, text, ["-m", "1:64"])
+
+
+def test_osu_72_point_to_point_all_datatypes_keep_the_first_tables_columns():
+    """7.2 heads a point-to-point test's MPI_INT and MPI_FLOAT tables with the collectives' header,
+    `# Size  Avg Latency(us)`, whatever the rows hold (bandwidth; for osu_mbw_mr two columns)."""
+    bw = parse_tables(osu_text("7.2/osu_bw-T_all.stdout"))
+    assert [(t.meta["datatype"], t.columns, t.sizes[0]) for t in bw] == [
+        ("MPI_CHAR", ["size", "bandwidth_MBps"], 1), ("MPI_INT", ["size", "bandwidth_MBps"], 4),
+        ("MPI_FLOAT", ["size", "bandwidth_MBps"], 4)]
+    assert bw[1].row(4) == {"size": 4, "bandwidth_MBps": 23.76}
+    mr = parse_tables(osu_text("7.2/osu_mbw_mr-T_all.stdout"))
+    assert mr[2].row(64) == {"size": 64, "bandwidth_MBps": 262.96, "message_rate": 4108674.44}
 
 
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():

@@ -81,8 +81,11 @@ EXITED = re.compile(r"returned\s+a non-zero exit code|^Primary job\s+terminated 
 # The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
 # with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
 VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
-# a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail), or that line
-VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$")
+# a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail; nccl-tests: wrong
+# elements out of place or in place, out-of-bounds values), or that line
+VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$"
+                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
+                               r"|^# Out of bounds values : \d+ FAILED$")
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
 SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
@@ -108,7 +111,7 @@ WHOLE = [
 ]
 # a whole-line warning whose text ends like a table row may have swallowed one
 ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]\d+)?")  # as printf writes them: 1.5, -1, 1.9164e+03
 # a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
 ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
 OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
@@ -244,8 +247,9 @@ OSU_META = [
      lambda m: {"pairs": int(m.group(1)), "window_size": int(m.group(2))}),
     (re.compile(r"^# Window creation: (\S+)$"), lambda m: {"window_creation": m.group(1)}),
     (re.compile(r"^# Synchronization: (\S+)$"), lambda m: {"synchronization": m.group(1)}),
-    (re.compile(r"^# Send Buffer on (\w+) \((\w)\) and Receive Buffer on (\w+) \((\w)\)$"),
-     lambda m: {"buffers": m.group(2) + m.group(4)}),
+    # 7.x with -d: H(ost), D(evice) or managed memory, MD or MH (util/osu_util.c print_header)
+    (re.compile(r"^# Send Buffer on (\w+) \((\w{1,2})\) and Receive Buffer on (\w+) \((\w{1,2})\)$"),
+     lambda m: {"buffers": f"{m.group(2)},{m.group(4)}"}),
 ]
 
 
@@ -307,6 +311,8 @@ def _osu_tables(t: _Text) -> list[Sweep]:
                 cols = _osu_header(line)
                 if cols is None:
                     raise UnknownFormatError("unknown OSU header line or column", line, lineno)
+                if cur.columns and not cur.rows:  # 7.x -T all: the next datatype's header
+                    raise TruncatedError(f"{cur.benchmark}: a table ends before its first row", line, lineno)
                 if cur.columns:
                     raise UnknownFormatError("second column header in one OSU table", line, lineno)
                 if (cols[0] == "size") != benchmarks.get(cur.benchmark).sized:
@@ -314,6 +320,12 @@ def _osu_tables(t: _Text) -> list[Sweep]:
                                              f"column", line, lineno)
                 # barrier has no size column: its one row is size 0
                 cur.columns = cols if cols[0] == "size" else ["size", *cols]
+                first = next(s for s in sweeps if s.title_line == cur.title_line)
+                if first is not cur and benchmarks.get(cur.benchmark).directory == "pt2pt":
+                    # 7.2 -T all: a point-to-point test heads its second and later datatypes with the
+                    # collectives' header (`# Size  Avg Latency(us)`, for osu_bw and osu_mbw_mr too);
+                    # their rows are the first table's columns
+                    cur.columns = first.columns
             continue
         if not cur.columns:
             raise UnknownFormatError("data row before the OSU column header", line, lineno)
@@ -417,7 +429,9 @@ def parse_nccl(text: str) -> Sweep:
             raise UnknownFormatError("text before '# Collective test starting'", line, lineno)
         if sweep.complete:
             raise UnknownFormatError("output after '# Collective test concluded'", line, lineno)
-        if NCCL_END.match(line):
+        if (m := NCCL_END.match(line)):
+            if m.group(1) != sweep.benchmark:  # also a cut end line
+                raise UnknownFormatError(f"the end line names another benchmark than {sweep.benchmark}", line, lineno)
             sweep.complete = True
             continue
         if NCCL_PARAMS.match(line):
@@ -476,6 +490,8 @@ def parse_nccl(text: str) -> Sweep:
         sweep.row_lines.append((lineno, line))
     if sweep is None:
         raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
+    if not sweep.rows:
+        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
     _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
     return sweep
@@ -487,7 +503,7 @@ PP_HEADER = re.compile(r"^# mpi-pingpong v(?P<ver>\S+) mode=(?P<mode>\S+) ranks=
                        r"warmup=(?P<warmup>\d+) min=(?P<min>\d+) max=(?P<max>\d+)$")
 PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\S+), Transfer Time \(s\):\s*(?P<time>\S+), "
                     r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>\S+))?$")
-PP_END = re.compile(r"^# mpi-pingpong done: (.*)$")
+PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)$")
 
 
 def parse_pingpong(text: str) -> Sweep:
