@@ -1,6 +1,8 @@
 """Suites expand into the srun lines the seeds imply; what a system cannot hold is kept, with the reason."""
 
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,15 @@ def test_bad_suite_files_are_one_error_with_file_and_key_path(tmp_path, body, pr
     with pytest.raises(ConfigError) as e:
         load_suite(path)
     assert str(e.value).startswith(str(path)) and problem in str(e.value), str(e.value)
+
+
+def test_a_suite_file_anywhere_is_collected_when_named(tmp_path):
+    """`commstack suite /abs/path/file.yaml` (--help: "or a suite file") runs pytest on that file."""
+    suite = tmp_path / "mine.yaml"
+    suite.write_text("name: mine\ndescription: a suite file outside suites/\nsteps:\n"
+                     "- {benchmark: mpi-pingpong, mode: cpu, nodes: 1, ranks_per_node: 2, sizes: [8, 8]}\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", str(suite), "--collect-only", "-q", "--system", "local",
+                        "-p", "no:cacheprovider", "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini")],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0 and "::mpi-pingpong-cpu-N1-n2-host-native\n" in p.stdout, p.stdout + p.stderr
+    assert "1 test collected" in p.stdout
