@@ -62,7 +62,7 @@ class BadNumberError(ParseError):
 
 
 class TruncatedError(ParseError):
-    """The sweep stops before the last size its arguments, or the benchmark's defaults, ask for."""
+    """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
 
     kind = "truncated"
     exit_code = 7
