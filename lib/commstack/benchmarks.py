@@ -55,10 +55,12 @@ COLUMNS: dict[str, Column] = {
 METRICS = {name: c for name, c in COLUMNS.items() if c.higher_is_better is not None}
 
 
-def _leading_int(text: str) -> int:
-    """What C's atoll() makes of `text`: OSU reads `-m` with it, so `1M` is 1."""
-    m = re.match(r"\s*([+-]?\d+)", text)
-    return int(m.group(1)) if m else 0
+def _bytes(flag: str, value: str, text: str) -> int:
+    """A size of OSU's -m or -M, a plain byte count: OSU reads it with atoll(), which makes 1M 1 and
+    abc 0 without a word, so anything else is refused here."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise ConfigError(f"{flag} {value}: {text!r} is not a size in bytes")
+    return int(text)
 
 
 def _suffixed(text: str) -> int:
@@ -106,11 +108,11 @@ class SizeFlags:
         for flag, value in _options(args, self.range_flags + self.lo_flags + self.hi_flags):
             if flag in self.range_flags:
                 if ":" not in value:
-                    hi = _leading_int(value)
+                    hi = _bytes(flag, value, value)
                 else:
                     a, b = value.split(":", 1)
-                    lo = _leading_int(a) if a else lo
-                    hi = _leading_int(b) if b else hi
+                    lo = _bytes(flag, value, a) if a else lo
+                    hi = _bytes(flag, value, b) if b else hi
             elif flag in self.lo_flags:
                 lo = _suffixed(value)
             else:
@@ -140,6 +142,8 @@ class Benchmark:
     mem_limit_per_rank: bool = False
     sized: bool = True                 # False: one row without a message size (barrier)
     line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
+    #: OSU 5.x reductions count MPI_FLOATs: their sweep starts at (lo // 4, at least 1) floats
+    elements_v5: int = 1
 
     @property
     def unit(self) -> str:
@@ -152,9 +156,19 @@ class Benchmark:
     def mem_limit(self, args: list[str]) -> int:
         """OSU's -M: the bytes a collective may allocate, 512 MiB unless given."""
         limit = 512 << 20
-        for _, value in _options(args, ("-M", "--mem-limit")):
-            limit = _leading_int(value)
+        for flag, value in _options(args, ("-M", "--mem-limit")):
+            limit = _bytes(flag, value, value)
         return limit
+
+    def first_size(self, version: str | None, lo: int, element: int) -> int:
+        """The first size a sweep from `lo` prints, as OSU's loops go: 5.x reductions round down to
+        whole floats; 7.x skips the sizes that hold no whole `element` (the -T datatype's bytes)."""
+        if self.tool == "osu" and (version or "").split(".")[0] == "5" and self.elements_v5 > 1:
+            return max(1, lo // self.elements_v5) * self.elements_v5
+        size = lo
+        while size < element:
+            size = size * 2 if size else 1
+        return size
 
     def defaults(self, version: str | None) -> tuple[int, int] | None:
         """The sizes a run without size arguments covers, for this output's version; None when
@@ -174,6 +188,10 @@ COLL_SIZES = (("5", (1, 1048576)), ("7", (1, 1048576)))
 REDUCE_SIZES = (("5", (4, 1048576)), ("7", (1, 1048576)))
 ATOMIC_SIZES = (("5", (8, 8)), ("7", (1, 1)))
 NO_SIZES = (("5", (0, 0)), ("7", (0, 0)))
+
+
+#: bytes of the datatypes OSU 7.x names on its `# Datatype:` line (-T mpi_char, mpi_int, mpi_float)
+DATATYPE_BYTES = {"MPI_CHAR": 1, "MPI_SIGNED_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT": 4, "MPI_DOUBLE": 8}
 
 
 def _osu(name: str, title: str, directory: str, metric: str = "latency_us", **kw) -> Benchmark:
@@ -204,7 +222,7 @@ _ALL = [
     _osu("osu_get_acc_latency", "OSU MPI_Get_accumulate latency Test", "one-sided"),
     _osu("osu_fop_latency", "OSU MPI_Fetch_and_op latency Test", "one-sided", default_sizes=ATOMIC_SIZES),
     _osu("osu_cas_latency", "OSU MPI_Compare_and_swap latency Test", "one-sided", default_sizes=ATOMIC_SIZES),
-    _osu("osu_allreduce", "OSU MPI Allreduce Latency Test", "collective", default_sizes=REDUCE_SIZES),
+    _osu("osu_allreduce", "OSU MPI Allreduce Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
     _osu("osu_alltoall", "OSU MPI All-to-All Personalized Exchange Latency Test", "collective",
          mem_limit_per_rank=True),
     _osu("osu_alltoallv", "OSU MPI All-to-Allv Personalized Exchange Latency Test", "collective",
@@ -212,8 +230,8 @@ _ALL = [
     _osu("osu_allgather", "OSU MPI Allgather Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_allgatherv", "OSU MPI Allgatherv Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_bcast", "OSU MPI Broadcast Latency Test", "collective"),
-    _osu("osu_reduce", "OSU MPI Reduce Latency Test", "collective", default_sizes=REDUCE_SIZES),
-    _osu("osu_reduce_scatter", "OSU MPI Reduce_scatter Latency Test", "collective", default_sizes=REDUCE_SIZES),
+    _osu("osu_reduce", "OSU MPI Reduce Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
+    _osu("osu_reduce_scatter", "OSU MPI Reduce_scatter Latency Test", "collective", default_sizes=REDUCE_SIZES, elements_v5=4),
     _osu("osu_gather", "OSU MPI Gather Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_gatherv", "OSU MPI Gatherv Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_scatter", "OSU MPI Scatter Latency Test", "collective", mem_limit_per_rank=True),

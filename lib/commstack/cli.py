@@ -32,11 +32,12 @@ import pytest
 import commstack
 from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
-from commstack.results.compare import compare, compare_table
+from commstack.results.compare import NOT_RUN, compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, exit_status, new_run_dir
+from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE, Binaries,
+                                  exit_status, new_run_dir)
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack import envs, mirror
@@ -248,7 +249,9 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     refs = load_references(system.references) if system and system.references else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
     print(compare_table(changes), end="")
-    return 1 if any(c.difference for c in changes) else 0
+    if any(c.difference for c in changes):
+        return EXIT_FAILED
+    return EXIT_NOT_RUN if any(c.verdict == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
 
 
 def cmd_compare_history(args: argparse.Namespace) -> int:
@@ -358,7 +361,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("results", help="the run's results directory (printed by --submit)")
     s.add_argument("--wait", action="store_true", help="block until the job ends")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
-    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference")
+    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference, "
+                                       "3 when a step ran on neither side")
     s.add_argument("baseline", nargs="?", help="the baseline run (none with --baseline history)")
     s.add_argument("results")
     s.add_argument("--baseline", dest="baseline_from", choices=("history",),
@@ -366,6 +370,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tolerance", type=float, default=None,
                    help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
     s.add_argument("--last", type=int, default=10, help="with --baseline history: how many earlier runs")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0, not 3, when a step ran on neither side")
     s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
                    help="history file (default: $COMMSTACK_HISTORY, else history.sqlite beside the run)")
     s = sub.add_parser("history", help="the trend of each step's figure over runs; `history import DIR` fills it")

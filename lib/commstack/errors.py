@@ -1,8 +1,21 @@
 """Named errors. Each carries what a user needs to act on it; raw output is kept by the caller."""
 
+import re
+
 
 class CommstackError(Exception):
-    """Base of every error the harness raises on purpose."""
+    """Base of every error the harness raises on purpose.
+
+    `kind` names it in records, reports and `commstack parse`: the issue's kinds (empty,
+    unknown-format, bad-number, truncated, validation-failed, crashed, timed-out, node-failure)
+    are set below; any other class gets its name in kebab case, less "Error" (RecordError: record)."""
+
+    kind = "error"
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "kind" not in cls.__dict__:
+            cls.kind = re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__.removesuffix("Error")).lower()
 
 
 class ConfigError(CommstackError):
@@ -49,7 +62,7 @@ class BadNumberError(ParseError):
 
 
 class TruncatedError(ParseError):
-    """The sweep stops before the last size its arguments, or the benchmark's defaults, ask for."""
+    """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
 
     kind = "truncated"
     exit_code = 7
@@ -63,15 +76,29 @@ class ValidationFailedError(ParseError):
 
 
 class CrashedError(ParseError):
-    """The output holds a launcher error line or a signal: a rank died."""
+    """The output holds a launcher error line, an MPI abort or a signal: a rank died."""
 
     kind = "crashed"
     exit_code = 9
 
 
+class TimedOutError(ParseError):
+    """Slurm cancelled the step at its time limit (`... CANCELLED AT ... DUE TO TIME LIMIT ***`)."""
+
+    kind = "timed-out"
+    exit_code = 10
+
+
+class NodeFailedError(ParseError):
+    """Slurm cancelled the step because a node failed (`... DUE TO NODE FAILURE ***`)."""
+
+    kind = "node-failure"
+    exit_code = 11
+
+
 #: every parse error kind, for `commstack parse --help` and reports
 PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
-                CrashedError)
+                CrashedError, TimedOutError, NodeFailedError)
 
 
 class LaunchError(CommstackError):
@@ -97,16 +124,20 @@ class BinaryNotFoundError(LaunchError):
 
 
 class StepTimeoutError(LaunchError):
-    pass
+    kind = "timed-out"
 
 
 class NodeFailureError(LaunchError):
-    pass
+    kind = "node-failure"
 
 
 class StepCrashedError(LaunchError):
     """Non-zero exit or a signal."""
 
+    kind = "crashed"
+
 
 class SrunError(LaunchError):
     """srun refused the step (bad option, resources unavailable, ...)."""
+
+    kind = "srun-refused"

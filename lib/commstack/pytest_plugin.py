@@ -66,7 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---- suite files: one item per step
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "suites":
+    # a suite: any YAML file under a suites/ folder, or one named on the command line
+    named = parent.session.isinitpath(file_path)
+    if file_path.suffix in (".yaml", ".yml") and (file_path.parent.name == "suites" or named):
         return SuiteFile.from_parent(parent, path=file_path)
     return None
 

@@ -77,6 +77,25 @@ def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_env):
     assert json.loads((tmp_path / "r" / "steps" / f"smoke--{records[0].step}" / "record.json").read_text())["verdict"]
 
 
+@pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX")
+def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp_path: Path, slurm_env):
+    """OSU 7.2 osu_reduce_scatter -c on 3 ranks prints a Fail row at 64 B and exits 1; srun then
+    terminates the step. The verdict names the failed check, not the exit status."""
+    (tmp_path / "suites").mkdir()
+    suite = tmp_path / "suites" / "check.yaml"
+    suite.write_text("name: check\ndescription: OSU's own data check\nsteps:\n"
+                     "- {benchmark: osu_reduce_scatter, nodes: 1, ranks_per_node: 3, args: [-i, 20, -x, 2, -c]}\n")
+    proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), "--osu-prefix", OSU,
+                     env=slurm_env)
+    (record,) = read_run(tmp_path / "r")
+    stdout = next((tmp_path / "r" / "steps").glob("*/repeat-0/stdout.txt")).read_text()
+    if "# OSU MPI Reduce_scatter Latency Test v7.2" not in stdout:
+        pytest.skip(f"OSU 7.2 fails this check; {OSU} is another version")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (record.verdict, record.error_kind) == ("fail", "validation-failed"), record.reason
+    assert "on message size 64." in record.reason and "the step then exited non-zero" in record.reason
+
+
 def test_a_mistyped_flag_is_refused_before_anything_runs(tmp_path: Path):
     proc = commstack("run", "--sytem", "local", "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and "unrecognized arguments: --sytem local" in proc.stderr

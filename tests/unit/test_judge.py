@@ -71,8 +71,18 @@ def test_unknown_tags_have_no_reference():
     assert v.reason == "alps-gh200 has no reference for osu_bw memory=host, nodes=64"
 
 
-def test_a_system_without_references_is_judged_on_correctness():
-    assert judge([osu("cscs-osu-01.txt")], INTER, None, "bandwidth_MBps").status == "pass"
+def test_a_system_without_references_is_judged_on_correctness_and_says_so():
+    """local and local-multinode declare no references: a pass there says it checked correctness only."""
+    from commstack.config import load_system
+    from commstack.run.runner import conclude, new_record
+    from commstack.run.steps import SuiteStep
+
+    system = load_system("local-multinode")
+    assert system.references is None
+    s = SuiteStep("osu_bw-N2-n2-host-native", "osu_bw", "osu", None, tags={"suite": "t", **INTER})
+    record = new_record("run", 0, s, system)
+    conclude(s, record, [osu("cscs-osu-01.txt")], "", {}, system, None)
+    assert (record.verdict, record.reason) == ("pass", "correctness only: system local-multinode has no references")
 
 
 def test_zero_latency_is_not_a_measurement():
@@ -110,3 +120,25 @@ def test_malformed_reference_file(tmp_path, body, match):
     f.write_text(body)
     with pytest.raises(ConfigError, match=match):
         load_references(f)
+
+
+def test_a_rate_of_zero_is_never_a_pass():
+    def zeroed(*sizes, seed="cscs-osu-01.txt"):
+        s = osu(seed)
+        for r in s.rows:
+            if r["size"] in sizes or not sizes:
+                r["bandwidth_MBps"] = 0.0
+        return judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    v = zeroed(8192)  # a size the reference holds
+    assert v.status == "fail" and v.reason == ("8192 B: bandwidth_MBps is 0 where reference osu_bw-host-inter "
+                                               "holds 6972.95 MB/s: no data moved")
+    v = zeroed(2048)  # no reference there, but 0.00 MB/s for 2 KiB is no measurement
+    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0.0 at 2048 B: not a measurement"
+    assert zeroed(1, 2).status == "pass"  # tiny messages may print 0.00, as nccl-tests does at 8 B
+    v = judge([osu("cscs-osu-01.txt")], INTER, None, "bandwidth_MBps")
+    s = osu("cscs-osu-01.txt")
+    s.rows = s.rows[:4]
+    for r in s.rows:
+        r["bandwidth_MBps"] = 0.0
+    v = judge([s], INTER, None, "bandwidth_MBps")
+    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0 at every size: no data moved"

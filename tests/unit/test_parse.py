@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from commstack import benchmarks, cli
-from commstack.errors import PARSE_ERRORS, ParseError, UnknownFormatError
+from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
 from commstack.results.parse import parse_nccl, parse_osu, parse_output, parse_pingpong, parse_tables
@@ -44,7 +44,10 @@ def commstack_parse(capsys, path, args="", *extra):
 
 def test_osu_index_names_every_recorded_output():
     assert sorted(OSU_INDEX) == sorted(str(p.relative_to(OSU)) for p in OSU.glob("*/*.stdout"))
-    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty"}
+    assert sorted(e["stderr"] for e in OSU_INDEX.values() if "stderr" in e) == sorted(
+        p.name for p in OSU.glob("*/*.stderr")) and all("with_stderr" in e for e in OSU_INDEX.values() if "stderr" in e)
+    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty",
+                                                          "validation-failed"}
 
 
 @pytest.mark.parametrize("name", sorted(OSU_INDEX))
@@ -63,6 +66,41 @@ def test_every_real_osu_output_through_commstack_parse(capsys, name):
         assert f": {entry['expect']}: " in err and "line " in err or entry["expect"] == "empty"
 
 
+@pytest.mark.parametrize("name", sorted(n for n, e in OSU_INDEX.items() if "stderr" in e))
+def test_every_real_transcript_with_its_stderr(capsys, tmp_path, name):
+    """stdout then stderr, as a job script's 2>&1 keeps them: the launcher's and Slurm's lines name the kind."""
+    entry = OSU_INDEX[name]
+    path = tmp_path / "transcript"
+    path.write_bytes((OSU / name).read_bytes() + (OSU / name).with_name(entry["stderr"]).read_bytes())
+    rc, _, err = commstack_parse(capsys, path, entry["args"], "--ranks", str(entry["ranks"]))
+    assert rc == EXIT[entry["with_stderr"]] and f": {entry['with_stderr']}: " in err, err
+
+
+def test_osu_72_validation_error_line_is_validation_failed_also_before_the_crash_lines():
+    """OSU 7.2 osu_reduce_scatter -c, 3 ranks: a Fail row at 64 B, `DATA VALIDATION ERROR: ... on message
+    size 64.`, exit 1; the launcher's lines that follow are its consequence."""
+    e = raises(osu_text("7.2/osu_reduce_scatter-c.stdout"), ["-c"], ranks=3)
+    assert (e.kind, e.lineno) == ("validation-failed", 12) and e.line.endswith("exited with status 1 on message size 64.")
+    e = raises(osu_text("7.2/osu_reduce_scatter-c.stdout") + osu_text("7.2/osu_reduce_scatter-c.stderr"), ["-c"])
+    assert (e.kind, e.line.split()) == ("validation-failed", ["64", "5.73", "Fail"])
+    assert "then: the launcher says a rank exited with a non-zero status" in e.message
+    srun = swap(osu_text("7.2/osu_reduce_scatter-f-c.stdout"), "message size 64.\n",
+                "message size 64.\nsrun: error: node1: task 0: Exited with exit code 1\n"
+                "srun: Terminating StepId=1.1\n")
+    assert raises(srun, ["-f", "-c"]).kind == "validation-failed"
+
+
+def test_slurm_says_why_it_ended_a_step():
+    e = raises(osu_text("7.2/osu_latency-srun-time-limit.stdout") + osu_text("7.2/osu_latency-srun-time-limit.stderr"),
+               ["-m", "1:1048576"])
+    assert (e.kind, e.lineno) == ("timed-out", 8) and e.line.startswith("slurmstepd-vm: error: *** STEP 1.0 ON vm")
+    e = raises(osu_text("7.2/osu_bibw-srun-node-failure.stdout") + osu_text("7.2/osu_bibw-srun-node-failure.stderr"),
+               [])
+    assert e.kind == "node-failure" and "DUE TO NODE FAILURE" in e.line
+    e = raises(osu_text("7.2/osu_allreduce-alloc-fails.stdout") + osu_text("7.2/osu_allreduce-alloc-fails.stderr"), [])
+    assert (e.kind, e.line) == ("crashed", "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD")
+
+
 @pytest.mark.parametrize("name,kind", [("7.2/osu_bw.stdout", "ok"), ("5.7/osu_latency.stdout", "ok"),
                                        ("7.2/osu_acc_latency-c.stdout", "truncated"),
                                        ("5.7/osu_bw-c.stdout", "unknown-format"),
@@ -77,6 +115,39 @@ def test_commstack_parse_as_a_user_types_it(name, kind):
         assert "complete and valid" in p.stdout
     else:
         assert f": {kind}: " in p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--args=-m \"1:2"], "commstack parse: error: --args '-m \"1:2': No closing quotation"),
+    (["--args=-m 1:abc"], "commstack parse: error: -m 1:abc: 'abc' is not a size in bytes"),
+    (["--args=-m 1M"], "commstack parse: error: -m 1M: '1M' is not a size in bytes"),
+    (["--ranks", "0"], "commstack parse: error: --ranks 0: a run has 1 rank or more"),
+    (["--ranks", "-3"], "commstack parse: error: --ranks -3: a run has 1 rank or more"),
+])
+def test_commstack_parse_bad_arguments_are_named_errors(capsys, args, message):
+    rc = cli.main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == message and "Traceback" not in err
+
+
+def test_nccl_and_pingpong_sizes_come_from_the_arguments_when_given():
+    text = seed("cscs-nccl-01.txt")  # minBytes 8 maxBytes 134217728
+    assert expect_kind(text, ["-b", "8", "-e", "128M", "-f", "2"]) == "ok"
+    e = raises(text, ["-b", "8", "-e", "256M", "-f", "2"])
+    assert e.kind == "truncated" and "268435456 B" in e.message
+    pp = ("# mpi-pingpong v1.0 mode=cpu ranks=2 loops=10 warmup=5 min=8 max=16\n"
+          "Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, Check: Pass\n"
+          "Transfer size (B):         16, Transfer Time (s):     0.000000113, Bandwidth (GB/s):     0.131956265, Check: Pass\n"
+          "# mpi-pingpong done: all sizes passed\n")
+    assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-b", "8", "-e", "32"]) == "truncated"
+
+
+def test_a_trailing_junk_line_is_unknown_format_a_cut_row_truncated():
+    text = osu_text(BW)
+    e = raises(text + "Finalizing, please wait\n", [])
+    assert e.kind == "unknown-format" and e.line == "Finalizing, please wait"
+    assert raises(text + "Finalizing", []).kind == "unknown-format"  # no newline, but no row either
+    assert raises(text[:-8], []).kind == "truncated"  # cut inside the last row, no newline
 
 
 def test_parse_help_documents_every_exit_status():
@@ -135,6 +206,18 @@ def test_osu_72_all_datatypes_are_one_table_each():
         ("MPI_CHAR", 1, 64), ("MPI_INT", 4, 64), ("MPI_FLOAT", 4, 64)]
     with pytest.raises(UnknownFormatError, match="3 tables in one output"):
         parse_output(None, text, ["-m", "1:64"])
+
+
+def test_osu_72_point_to_point_all_datatypes_keep_the_first_tables_columns():
+    """7.2 heads a point-to-point test's MPI_INT and MPI_FLOAT tables with the collectives' header,
+    `# Size  Avg Latency(us)`, whatever the rows hold (bandwidth; for osu_mbw_mr two columns)."""
+    bw = parse_tables(osu_text("7.2/osu_bw-T_all.stdout"))
+    assert [(t.meta["datatype"], t.columns, t.sizes[0]) for t in bw] == [
+        ("MPI_CHAR", ["size", "bandwidth_MBps"], 1), ("MPI_INT", ["size", "bandwidth_MBps"], 4),
+        ("MPI_FLOAT", ["size", "bandwidth_MBps"], 4)]
+    assert bw[1].row(4) == {"size": 4, "bandwidth_MBps": 23.76}
+    mr = parse_tables(osu_text("7.2/osu_mbw_mr-T_all.stdout"))
+    assert mr[2].row(64) == {"size": 64, "bandwidth_MBps": 262.96, "message_rate": 4108674.44}
 
 
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
@@ -248,6 +331,9 @@ def test_glued_unknown_text_is_an_error_not_a_lost_row():
     row = next(line for line in text.splitlines() if line.startswith("65536"))
     e = raises(swap(text, row, row + " WARNING: something odd"), [])
     assert e.kind == "unknown-format" and e.line.endswith("something odd")
+    assert e.message == "text glued to the end of a row: 'WARNING: something odd'"
+    e = raises(swap(text, row, "WARNING: something odd " + row), [])
+    assert e.message == "text glued to the start of a row: 'WARNING: something odd'"
     ucx = "[1700000000.123456] [nid001:1234:0]  ucp_context.c:1234 UCX  WARN  transport 'cxi' is not available"
     assert len(parse_output(None, swap(text, row, ucx + "\n" + row), []).rows) == 23
     e = raises(swap(text, row, ucx + "   " + row), [])  # a row swallowed by a free-text warning
@@ -262,6 +348,32 @@ def test_fail_rows_are_validation_failed():
     acc = swap(osu_text("7.2/osu_acc_latency-c.stdout"), "\n2                       0.19            passed",
                "\n2                       0.19            failed")
     assert expect_kind(acc, ["-m", "1:2097152"]) == "validation-failed"
+
+
+def without_first_row(text: str) -> str:
+    """`text` less its first data row (the first line whose text starts with a digit)."""
+    lines = text.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.strip()[:1].isdigit())
+    return "".join(lines[:first] + lines[first + 1:])
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in OSU_INDEX.items() if e["expect"] == "ok"))
+def test_every_real_output_less_its_first_row_is_truncated(name):
+    """The first size is derived exactly: -m's lower bound, the datatype's element size, OSU's defaults."""
+    entry = OSU_INDEX[name]
+    e = raises(without_first_row(osu_text(name)), shlex.split(entry["args"]), entry["ranks"])
+    assert e.kind == "truncated", e
+
+
+def test_first_size_from_the_arguments_and_the_datatype():
+    assert expect_kind(osu_text("7.2/osu_latency-T_mpi_int.stdout"), ["-T", "mpi_int", "-m", "1:64"]) == "ok"  # from 4 B
+    assert expect_kind(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "8:1048576"]) == "ok"
+    assert expect_kind(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "4:1048576"]) == "truncated"
+    e = raises(osu_text("7.2/osu_bw-m8_1M.stdout"), ["-m", "16:1048576"])
+    assert e.kind == "unknown-format" and "below the 16 B" in e.message
+    # OSU refuses a minimum of 0 and keeps its default; 5.x reductions count floats, so 6 B is 1 float: 4 B
+    assert expect_kind(osu_text("5.7/osu_latency.stdout"), ["-m", "0:4194304"]) == "ok"
+    assert expect_kind(osu_text("5.7/osu_allreduce.stdout"), ["-m", "6:1048576"], ranks=3) == "ok"
 
 
 def test_missing_middle_row_and_empty():
@@ -399,7 +511,8 @@ def test_registry_size_arguments_round_trip():
     nccl = benchmarks.get("all_reduce_perf")
     assert nccl.sizes.args(8, "128M") == ["-b", "8", "-e", "128M", "-f", "2"]
     assert nccl.sizes.requested(shlex.split("-b 8 -e 128M -f 2")) == (8, 134217728)
-    assert benchmarks.get("osu_bw").sizes.requested(["-m", "1M"]) == (None, 1)  # OSU reads -m with atoll
+    with pytest.raises(ConfigError, match="-m 1M: '1M' is not a size in bytes"):  # OSU's atoll would make it 1
+        benchmarks.get("osu_bw").sizes.requested(["-m", "1M"])
 
 
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():
@@ -410,3 +523,27 @@ def test_registry_covers_every_suite_benchmark_and_every_title_parses():
             assert parse_osu(f"# {b.titles[0]} v7.2\n# Size  Latency (us)\n1  1.00\n" if b.sized else
                              f"# {b.titles[0]} v7.2\n# Avg Latency(us)\n  1.00\n")[0].benchmark == b.name
             assert b.defaults("7.2") and b.defaults("5.7") and b.defaults("6.0") is None
+
+
+def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed(tmp_path):
+    """The runner's path: srun says exit status 1 (StepCrashedError); the saved stdout says why."""
+    from commstack.config import load_system
+    from commstack.errors import StepCrashedError
+    from commstack.run.launch import Step
+    from commstack.run.runner import judged, new_record, validation_first
+    from commstack.run.steps import SuiteStep
+
+    exe = "/opt/omb72/libexec/osu-micro-benchmarks/mpi/collective/osu_reduce_scatter"
+    s = SuiteStep("osu_reduce_scatter-N1-n3", "osu_reduce_scatter", "osu", Step("rs", [exe, "-i", "20", "-x", "2", "-c"],
+                  ntasks=3), tags={"suite": "t"})
+    outcomes = {}
+    for name in ("7.2/osu_reduce_scatter-c.stdout", "7.2/osu_bw-np3.stdout"):  # a Fail row; no row at all
+        (tmp_path / "stdout.txt").write_bytes((OSU / name).read_bytes())
+        record = new_record("run", 0, s, load_system("local"))
+        with judged(record), validation_first(s, s.step, tmp_path):
+            raise StepCrashedError("rs: exit status 1; last stderr line: 'srun: Terminating StepId=1.1'", "raw")
+        outcomes[name] = (record.verdict, record.error_kind, record.reason)
+    verdict, kind, reason = outcomes["7.2/osu_reduce_scatter-c.stdout"]
+    assert (verdict, kind) == ("fail", "validation-failed") and "the step then exited non-zero" in reason
+    assert reason.endswith("exited with status 1 on message size 64.')")
+    assert outcomes["7.2/osu_bw-np3.stdout"][:2] == ("fail", "crashed")

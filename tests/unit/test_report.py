@@ -1,6 +1,9 @@
 """Reports, plots and compare, built from the seeds' recorded real tables as typed records."""
 
 import csv
+import re
+import subprocess
+import sys
 import json
 from pathlib import Path
 
@@ -139,3 +142,113 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path):
         write_report(tmp_path)
     assert (tmp_path / "report" / "index.html").resolve() == good and good.is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report-") and p != good.parent]
+
+
+def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
+    import commstack.cli  # noqa: F401 - imports every module, so every error class exists
+    from commstack.errors import CommstackError, StepTimeoutError
+    from commstack.run.runner import judged
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+    kinds = {c.__name__: c.kind for c in subclasses(CommstackError)}
+    assert {"empty", "unknown-format", "bad-number", "truncated", "validation-failed", "crashed", "timed-out",
+            "node-failure"} <= set(kinds.values())
+    assert (kinds["StepTimeoutError"], kinds["NodeFailureError"], kinds["StepCrashedError"]) == (
+        "timed-out", "node-failure", "crashed")
+    assert kinds["RecordError"] == "record" and kinds["SpackInstallError"] == "spack-install"
+    rec = record(tmp_path, "osu_bw", None)
+    with judged(rec):
+        raise StepTimeoutError("osu_bw: step timed out after 4 s", "raw")
+    assert (rec.verdict, rec.error_kind) == ("fail", "timed-out")
+    rec.write(tmp_path)
+    write_report(tmp_path)
+    assert "| `osu_bw` | fail (timed-out) | osu_bw: step timed out after 4 s (raw output: raw) |" in (
+        tmp_path / "report" / "report.md").read_text()
+
+
+def commstack_compare(*args) -> subprocess.CompletedProcess:
+    """`commstack compare` as a user types it."""
+    return subprocess.run([sys.executable, "-m", "commstack", "compare", *map(str, args)], capture_output=True,
+                          text=True)
+
+
+def test_compare_cli_b_lacks_a_step_or_sizes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(a, "osu_latency", "cscs-osu-07.txt")
+    record(b, "osu_bw", "cscs-osu-01.txt")
+    p = commstack_compare(a, b)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^cscs-images/osu_latency +all +- +- +-  missing in B$", p.stdout, re.M), p.stdout
+    cut = record(b, "osu_latency", "cscs-osu-07.txt")
+    cut.repeats = [cut.repeats[0][:-2]]
+    cut.write(b)
+    p = commstack_compare(a, b)
+    assert p.returncode == 1 and "2 differences" in p.stdout
+    assert re.search(r"^cscs-images/osu_latency +2097152 +\S+ +- +-  missing in B$", p.stdout, re.M), p.stdout
+
+
+def test_compare_cli_a_worse_verdict_is_a_difference(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(b, "osu_bw", "cscs-osu-01.txt", verdict="fail", reason="osu_bw: data validation failed at 8 B")
+    p = commstack_compare(a, b)
+    assert p.returncode == 1, p.stdout
+    assert "cscs-images/osu_bw" in p.stdout and "verdict pass -> fail: osu_bw: data validation failed at 8 B" in p.stdout
+    assert "1 differences" in p.stdout
+
+
+def test_compare_cli_not_run_on_both_sides_is_not_missing(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run in (a, b):
+        record(run, "osu_bw", "cscs-osu-01.txt")
+        record(run, "osu_alltoall", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    p = commstack_compare(a, b)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert re.search(r"^cscs-images/osu_alltoall +all +- +- +-  not run in A nor B$", p.stdout, re.M), p.stdout
+    assert "missing" not in p.stdout and "0 differences, 1 step not run in A nor B" in p.stdout
+    assert commstack_compare(a, b, "--allow-not-run").returncode == 0
+
+
+def test_compare_cli_refuses_other_metrics_nan_and_a_truncated_record(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt")
+    record(b, "osu_bw", "cscs-osu-07.txt")  # a latency table under the same step
+    p = commstack_compare(a, b)
+    assert p.returncode == 2 and "osu_bw: A measures bandwidth_MBps in MB/s, B latency_us in us" in p.stderr
+    bad = record(b, "osu_bw", "cscs-osu-01.txt")
+    bad.repeats[0][3]["bandwidth_MBps"] = float("nan")
+    bad.write(b)
+    p = commstack_compare(a, b)
+    assert p.returncode == 1 and re.search(r"^cscs-images/osu_bw +8 +7.610 +nan +nan  invalid$", p.stdout, re.M), p.stdout
+    path = bad.write(b)
+    path.write_text(path.read_text()[:300])
+    p = commstack_compare(a, b)
+    assert p.returncode == 2 and "record.json: not a commstack record" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
+    """The runner writes the plan (every expanded step) before its first step; a record lost after
+    that (run killed, disk trouble) still shows in read_run, the report and compare."""
+    from commstack.config import load_suite
+    from commstack.run.runner import Binaries, Run
+    from commstack.run.steps import expand
+
+    system = load_system("local-multinode")
+    steps = [s for s in expand(load_suite("nersc10"), system) if s.not_run]  # the device steps: nothing launches
+    run = Run(system, tmp_path, Binaries(build=False))
+    run.planned = steps
+    for s in steps:
+        run.execute(s)
+    lost = tmp_path / "steps" / f"nersc10--{steps[2].id}" / "record.json"
+    lost.unlink()
+    records = read_run(tmp_path)
+    assert [r.step for r in records] == [s.id for s in steps]
+    assert records[2].verdict == "not-run" and records[2].reason == "no record written (run interrupted or lost)"
+    write_report(tmp_path)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"**{len(steps)} steps: {len(steps)} not-run**" in md
+    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md

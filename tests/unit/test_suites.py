@@ -1,6 +1,8 @@
 """Suites expand into the srun lines the seeds imply; what a system cannot hold is kept, with the reason."""
 
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,15 @@ def test_container_vs_native_scales_in_powers_of_two():
 def test_unknown_suite_is_named():
     with pytest.raises(ConfigError, match="unknown suite 'nope'; known: container-vs-native, cscs-images"):
         load_suite("nope")
+
+
+def test_a_suite_file_anywhere_is_collected_when_named(tmp_path):
+    """`commstack suite /abs/path/file.yaml` (--help: "or a suite file") runs pytest on that file."""
+    suite = tmp_path / "mine.yaml"
+    suite.write_text("name: mine\ndescription: a suite file outside suites/\nsteps:\n"
+                     "- {benchmark: mpi-pingpong, mode: cpu, nodes: 1, ranks_per_node: 2, sizes: [8, 8]}\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", str(suite), "--collect-only", "-q", "--system", "local",
+                        "-p", "no:cacheprovider", "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini")],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0 and "::mpi-pingpong-cpu-N1-n2-host-native\n" in p.stdout, p.stdout + p.stderr
+    assert "1 test collected" in p.stdout

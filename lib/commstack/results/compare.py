@@ -1,9 +1,11 @@
 """Compare run B against baseline run A, per step and per message size.
 
-A step or size on one side only is a difference, reported as such; metrics and units must match;
-the tolerance comes from the system's references or --tolerance; a value that is not a finite
-positive number never equals anything. A change counts when it exceeds both the tolerance and twice
-the larger relative spread (standard deviation / median) of the two repeat sets.
+A step or size on one side only is a difference, reported as such, and so is a verdict that got
+worse (B fails where A passed, with the same numbers); metrics and units must match; the tolerance
+comes from the system's references or --tolerance; a value that is not a finite positive number
+never equals anything. A change counts when it exceeds both the tolerance and twice the larger
+relative spread (standard deviation / median) of the two repeat sets. A step run on neither side is
+"not run in A nor B": no difference, but `commstack compare` exits 3 for it, as `run` does.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 
 from commstack.errors import CommstackError
 from commstack.benchmarks import METRICS
-from commstack.results.judge import References
+from commstack.results.judge import VERDICTS, References
 from commstack.results.records import Record, read_run
+
+NOT_RUN = "not run in A nor B"
 
 
 class CompareError(CommstackError):
@@ -28,7 +32,9 @@ class Change:
     size: int | None          # None: the whole step
     a: float | None
     b: float | None
-    verdict: str              # same | better | regression | missing in A | missing in B | invalid
+    verdict: str              # same | better | regression | missing in A | missing in B | invalid | worse verdict
+    #                           | not run in A nor B
+    detail: str = ""          # B's verdict and reason, where that is the news
 
     @property
     def ratio(self) -> float | None:
@@ -36,7 +42,7 @@ class Change:
 
     @property
     def difference(self) -> bool:
-        return self.verdict != "same" and self.verdict != "better"
+        return self.verdict not in ("same", "better", NOT_RUN)
 
 
 def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
@@ -51,14 +57,30 @@ def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
     for key in sorted(set(base) | set(new)):
         name = f"{key[0]}/{key[1]}"
         ra, rb = base.get(key), new.get(key)
-        if ra is None or rb is None or not ra.repeats or not rb.repeats:
-            side = "A" if ra is None or not ra.repeats else "B"
-            out.append(Change(name, None, None, None, f"missing in {side}"))
+        if ra is None or rb is None:
+            out.append(Change(name, None, None, None, f"missing in {'A' if ra is None else 'B'}"))
+            continue
+        if not ra.repeats and not rb.repeats:  # no rows on either side: only the verdicts compare
+            worse = VERDICTS.index(rb.verdict) > VERDICTS.index(ra.verdict)
+            out.append(Change(name, None, None, None, "worse verdict" if worse else NOT_RUN if rb.verdict == "not-run"
+                              else "same", _said(rb, "B")))
+            continue
+        if not ra.repeats or not rb.repeats:
+            side, other = ("A", ra) if not ra.repeats else ("B", rb)
+            out.append(Change(name, None, None, None, f"missing in {side}", _said(other, side)))
             continue
         if (ra.metric, ra.unit) != (rb.metric, rb.unit):
             raise CompareError(f"{name}: A measures {ra.metric} in {ra.unit}, B {rb.metric} in {rb.unit}")
         out += _sizes(name, ra, rb, _tolerance(rb, tolerance, refs))
+        if VERDICTS.index(rb.verdict) > VERDICTS.index(ra.verdict):
+            out.append(Change(name, None, None, None, "worse verdict",
+                              f"verdict {ra.verdict} -> {rb.verdict}" + (f": {rb.reason}" if rb.reason else "")))
     return out
+
+
+def _said(r: Record, side: str) -> str:
+    """What a side's record says of a step it has no rows for."""
+    return f"{side}: {r.verdict}" + (f" ({r.error_kind})" if r.error_kind else "") + (f": {r.reason}" if r.reason else "")
 
 
 def _tolerance(r: Record, given: float | None, refs: References | None) -> float:
@@ -96,8 +118,10 @@ def compare_table(changes: list[Change]) -> str:
     lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  verdict"]
     for c in changes:
         lines.append(f"{c.step:48s} {num(c.size, 'd') if c.size is not None else 'all':>10s} {num(c.a, '.3f'):>12s} "
-                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.verdict}")
+                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.verdict}"
+                     + (f" - {c.detail}" if c.detail and c.verdict != NOT_RUN else ""))
     n = sum(c.difference for c in changes)
+    not_run = sum(c.verdict == NOT_RUN for c in changes)
     lines.append(f"{len(changes)} points, {sum(c.verdict == 'regression' for c in changes)} regressions, "
-                 f"{n} differences")
+                 f"{n} differences" + (f", {not_run} step{'s' * (not_run > 1)} {NOT_RUN}" if not_run else ""))
     return "\n".join(lines) + "\n"

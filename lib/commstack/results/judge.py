@@ -6,8 +6,8 @@ recorded, and are parsed by the same parser as a live run.
 
 Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
 allows), unstable (repeats spread, or better than plausible), no-reference (the system has
-references but none for this step), pass. A system without a references file is judged on
-correctness alone. `not-run` is given by the runner to steps that never ran.
+references but none for this step), pass. A system without a references file (local,
+local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the runner to steps that never ran.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.parse import Sweep, parse_tables
 
+#: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
+#: plugin: 0.00 GB/s up to 1 KiB); above it, it is no measurement
+TINY = 1024
 #: every verdict, best first; a step's verdict is the worst of its points and checks
 VERDICTS = ("pass", "no-reference", "unstable", "degraded", "fail", "not-run")
 
@@ -191,22 +194,26 @@ def worst(statuses) -> str:
 
 
 def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, metric: str,
-          line_rate_MBps: float | None = None) -> Verdict:
-    """Correctness of every repeat, then the median of the repeats against the reference."""
+          line_rate_MBps: float | None = None, system: str | None = None) -> Verdict:
+    """Correctness of every repeat, then the median of the repeats against the reference; `system`
+    (whose references `refs` are, None where it has none) names it in the reason."""
     if not repeats:
         raise CommstackError("nothing to judge: no result")
     bench = repeats[0].benchmark
     failures = [f for s in repeats for f in check_correctness(s)]
     higher = METRICS[metric].higher_is_better
+    ref = refs.find(bench, tags) if refs else None
     for s in repeats:
-        # a time must be > 0; a rate may print 0.00 where the message is tiny (nccl-tests at 8 B)
+        # a time must be > 0; a rate may print 0.00 where the message is tiny (at a size the reference
+        # holds, the point says more: no data moved)
         bad = [r["size"] for r in s.rows if not math.isfinite(r[metric]) or r[metric] < 0
-               or (r[metric] == 0 and not higher)]
+               or (r[metric] == 0 and (not higher or r["size"] > TINY) and not (ref and r["size"] in ref.points))]
         if bad:
             failures.append(f"{bench}: {metric} is {s.row(bad[0])[metric]!r} at {bad[0]} B: not a measurement")
         if not s.rows:
             failures.append(f"{bench}: no data rows")
-    ref = refs.find(bench, tags) if refs else None
+        elif all(r[metric] == 0 for r in s.rows):
+            failures.append(f"{bench}: {metric} is 0 at every size: no data moved")
     points, diagnosis = [], []
     sizes = sorted({size for s in repeats for size in s.sizes})
     for size in sizes:
@@ -222,7 +229,11 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
             p.status = "fail"
             p.reason = (f"{med:.1f} MB/s is above the physical limit {line_rate_MBps * limit_factor:.0f} MB/s "
                         f"(NIC line rate x{limit_factor}): the measurement is wrong")
-        elif ref and size in ref.points and med > 0:
+        elif ref and size in ref.points and not med > 0:
+            p.status = "fail"
+            p.reason = (f"{metric} is {med:g} where reference {ref.id} holds {ref.points[size]:g} {ref.unit}: "
+                        f"no data moved")
+        elif ref and size in ref.points:
             p.reference = ref.points[size]
             p.ratio = med / p.reference
             change = (p.ratio - 1.0) if higher else (1.0 / p.ratio - 1.0)
@@ -251,6 +262,8 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         status, reason = "fail", failures[0]
     elif refs and not ref and status == "pass":
         status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
+    elif not refs and status == "pass":
+        reason = f"correctness only: system {system} has no references"
     return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
 
 

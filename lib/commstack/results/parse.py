@@ -3,8 +3,8 @@
 The title line tells the benchmark (commstack.benchmarks), its header the columns. Every line is
 the benchmark's own, a known warning (kept in `Sweep.warnings`, also when it is glued to the
 start or end of another line, which then still counts), or an error naming its kind
-(commstack.errors.PARSE_ERRORS) and quoting the line: a launcher error or signal is `crashed`,
-never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
+(commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
+`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
 the sweep reaches the sizes its arguments (or the benchmark's defaults) ask for, and the
 benchmark's own validation.
 """
@@ -23,7 +23,8 @@ from typing import Any
 from commstack import benchmarks
 from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
-                              ParseError, TruncatedError, UnknownFormatError, ValidationFailedError)
+                              NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
+                              ValidationFailedError)
 
 
 @dataclass
@@ -68,10 +69,28 @@ class Sweep:
 # A launcher error line, an MPI abort or a signal, anywhere in a line: a rank died.
 CRASH = re.compile(
     r"srun: error: |srun: Terminating StepId=|srun: Job step aborted|srun: forcing job termination"
-    r"|slurmstepd: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
+    r"|slurmstepd(?:-\S+)?: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
     r"|\b(?:Segmentation fault|Bus error|Floating point exception|Illegal instruction)\b"
-    r"|application called MPI_Abort|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
-    r"|returned\s+a non-zero exit code|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+    r"|application called MPI_Abort|MPI_ABORT was invoked on rank \d+|\*\*\* An error occurred in MPI_\w+"
+    r"|\*\*\* MPI_ERRORS_ARE_FATAL"
+    r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+# mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
+EXITED = re.compile(r"returned\s+a non-zero exit code|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
+                    r"|^mpirun detected that one or more processes exited with non-zero status")
+# The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
+# with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
+VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
+# a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail; nccl-tests: wrong
+# elements out of place or in place, out-of-bounds values), or that line
+VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$"
+                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
+                               r"|^# Out of bounds values : \d+ FAILED$")
+# Why Slurm ended a step, wherever it stands among the crash lines that follow from it
+# (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
+SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
+                "Slurm ended the step: a node failed"),
+               (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
 
 # Warnings with a known end, stripped where they are glued to the start or end of a line.
 # OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
@@ -92,7 +111,9 @@ WHOLE = [
 ]
 # a whole-line warning whose text ends like a table row may have swallowed one
 ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]\d+)?")  # as printf writes them: 1.5, -1, 1.9164e+03
+# a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
+ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
 OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
 
@@ -110,12 +131,26 @@ def _own_lines(text: str) -> _Text:
     if not text.strip():
         raise EmptyOutputError("the output is empty")
     out = _Text([], [], not text.endswith("\n"))
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
+    lines = [line.rstrip() for line in text.splitlines()]
+    exited: tuple[int, str] | None = None
+    # the benchmark's failed data check comes first: the crash lines after it are its consequence
+    failed = next(((n, line) for n, line in enumerate(lines, 1) if VALIDATION_FAILED.search(line)), None)
+
+    def ended(error: type[ParseError], message: str, line: str, lineno: int) -> ParseError:
+        if failed:
+            return ValidationFailedError(f"the benchmark's data check failed, then: {message}", failed[1], failed[0])
+        return error(message, line, lineno)
+    for pattern, error, message in SLURM_ENDED:
+        for lineno, line in enumerate(lines, 1):
+            if pattern.search(line):
+                raise ended(error, message, line, lineno)
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         if CRASH.search(line):
-            raise CrashedError("a launcher error or a signal: a rank died", line, lineno)
+            raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
+        if EXITED.search(line):
+            exited = exited or (lineno, line)
         for pattern in GLUED:
             for m in list(pattern.finditer(line)):
                 out.warnings.append((lineno, m.group(0)))
@@ -131,6 +166,8 @@ def _own_lines(text: str) -> _Text:
             out.warnings.append((lineno, line))
             continue
         out.lines.append((lineno, line))
+    if exited:
+        raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", exited[1], exited[0])
     if not out.lines:
         raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
                                out.warnings[0][1], out.warnings[0][0])
@@ -168,9 +205,16 @@ def _check_last_line(t: _Text, sweeps: list[Sweep]) -> None:
         raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
 
 
-def _cut_row(t: _Text, lineno: int, line: str, message: str) -> ParseError:
-    """A row that does not fit: the output was cut there when it is the last line, else a format error."""
-    if lineno == t.lines[-1][0]:
+def _cut_row(t: _Text, lineno: int, line: str, message: str, want: int | None = None) -> ParseError:
+    """A row that does not fit: cut short when it is the last line, has no newline and starts like a
+    row; text glued to a whole row (`want` fields) when the row is there; else a format error."""
+    fields = line.split()
+    if want and len(fields) > want:
+        for where, row, rest in (("end", fields[:want], line.split(None, want)[-1]),
+                                 ("start", fields[-want:], line.rsplit(None, want)[0])):
+            if all(ROW_FIELD.fullmatch(f) for f in row):
+                return UnknownFormatError(f"text glued to the {where} of a row: {rest.strip()!r}", line, lineno)
+    if lineno == t.lines[-1][0] and t.cut and ROW_FIELD.fullmatch(fields[0]):
         return TruncatedError(f"the output ends mid-row ({message})", line, lineno)
     return UnknownFormatError(message, line, lineno)
 
@@ -203,12 +247,14 @@ OSU_META = [
      lambda m: {"pairs": int(m.group(1)), "window_size": int(m.group(2))}),
     (re.compile(r"^# Window creation: (\S+)$"), lambda m: {"window_creation": m.group(1)}),
     (re.compile(r"^# Synchronization: (\S+)$"), lambda m: {"synchronization": m.group(1)}),
-    (re.compile(r"^# Send Buffer on (\w+) \((\w)\) and Receive Buffer on (\w+) \((\w)\)$"),
-     lambda m: {"buffers": m.group(2) + m.group(4)}),
+    # 7.x with -d: H(ost), D(evice) or managed memory, MD or MH (util/osu_util.c print_header)
+    (re.compile(r"^# Send Buffer on (\w+) \((\w{1,2})\) and Receive Buffer on (\w+) \((\w{1,2})\)$"),
+     lambda m: {"buffers": f"{m.group(2)},{m.group(4)}"}),
 ]
 
 
-OSU_USAGE = re.compile(r"^Usage: osu_\w+ \[options\]$")  # instead of a table, on an unknown option
+# instead of a table, on an unknown option; 7.x one-sided latency tests print their own usage line
+OSU_USAGE = re.compile(r"^Usage: (?:\./)?osu_\w+ (?:\[options\]|-\w .*)$")
 
 
 def osu_title(line: str) -> tuple[Benchmark, re.Match] | None:
@@ -247,6 +293,9 @@ def _osu_tables(t: _Text) -> list[Sweep]:
             continue
         if cur is None:
             raise UnknownFormatError("text before any OSU title", line, lineno)
+        if VALIDATION_ERROR.match(line):
+            cur.error_lines.append((lineno, line))
+            continue
         if line.startswith("#"):
             for pattern, meta in OSU_META:
                 mm = pattern.match(line)
@@ -262,6 +311,8 @@ def _osu_tables(t: _Text) -> list[Sweep]:
                 cols = _osu_header(line)
                 if cols is None:
                     raise UnknownFormatError("unknown OSU header line or column", line, lineno)
+                if cur.columns and not cur.rows:  # 7.x -T all: the next datatype's header
+                    raise TruncatedError(f"{cur.benchmark}: a table ends before its first row", line, lineno)
                 if cur.columns:
                     raise UnknownFormatError("second column header in one OSU table", line, lineno)
                 if (cols[0] == "size") != benchmarks.get(cur.benchmark).sized:
@@ -269,6 +320,12 @@ def _osu_tables(t: _Text) -> list[Sweep]:
                                              f"column", line, lineno)
                 # barrier has no size column: its one row is size 0
                 cur.columns = cols if cols[0] == "size" else ["size", *cols]
+                first = next(s for s in sweeps if s.title_line == cur.title_line)
+                if first is not cur and benchmarks.get(cur.benchmark).directory == "pt2pt":
+                    # 7.2 -T all: a point-to-point test heads its second and later datatypes with the
+                    # collectives' header (`# Size  Avg Latency(us)`, for osu_bw and osu_mbw_mr too);
+                    # their rows are the first table's columns
+                    cur.columns = first.columns
             continue
         if not cur.columns:
             raise UnknownFormatError("data row before the OSU column header", line, lineno)
@@ -276,7 +333,9 @@ def _osu_tables(t: _Text) -> list[Sweep]:
         sized = benchmarks.get(cur.benchmark).sized
         want = len(cur.columns) - (0 if sized else 1)
         if len(fields) != want:
-            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}")
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}", want)
+        if not fields[0][0].isdigit():  # a row starts with its size (barrier: its latency)
+            raise UnknownFormatError("not a row of the table: it does not start with a number", line, lineno)
         values = fields if sized else ["0", *fields]
         row: dict[str, Any] = {}
         for col, val in zip(cur.columns, values):
@@ -370,7 +429,9 @@ def parse_nccl(text: str) -> Sweep:
             raise UnknownFormatError("text before '# Collective test starting'", line, lineno)
         if sweep.complete:
             raise UnknownFormatError("output after '# Collective test concluded'", line, lineno)
-        if NCCL_END.match(line):
+        if (m := NCCL_END.match(line)):
+            if m.group(1) != sweep.benchmark:  # also a cut end line
+                raise UnknownFormatError(f"the end line names another benchmark than {sweep.benchmark}", line, lineno)
             sweep.complete = True
             continue
         if NCCL_PARAMS.match(line):
@@ -407,7 +468,8 @@ def parse_nccl(text: str) -> Sweep:
             raise UnknownFormatError("data row before the nccl-tests column header", line, lineno)
         fields = line.split()
         if len(fields) != len(NCCL_COLUMNS):
-            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}")
+            raise _cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}",
+                           len(NCCL_COLUMNS))
         row: dict[str, Any] = {}
         for col, val in zip(NCCL_COLUMNS, fields):
             if col in ("size", "count"):
@@ -428,6 +490,8 @@ def parse_nccl(text: str) -> Sweep:
         sweep.row_lines.append((lineno, line))
     if sweep is None:
         raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
+    if not sweep.rows:
+        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
     _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
     return sweep
@@ -439,8 +503,7 @@ PP_HEADER = re.compile(r"^# mpi-pingpong v(?P<ver>\S+) mode=(?P<mode>\S+) ranks=
                        r"warmup=(?P<warmup>\d+) min=(?P<min>\d+) max=(?P<max>\d+)$")
 PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\S+), Transfer Time \(s\):\s*(?P<time>\S+), "
                     r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>\S+))?$")
-PP_END = re.compile(r"^# mpi-pingpong done: (.*)$")
-PP_FAIL = re.compile(r"^DATA VALIDATION ERROR: .*")
+PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)$")
 
 
 def parse_pingpong(text: str) -> Sweep:
@@ -465,7 +528,7 @@ def parse_pingpong(text: str) -> Sweep:
             sweep.complete = True
             sweep.meta["summary"] = m.group(1)
             continue
-        if PP_FAIL.match(line):
+        if VALIDATION_ERROR.match(line):
             sweep.error_lines.append((lineno, line))
             continue
         if (m := PP_ROW.match(line)):
@@ -532,10 +595,12 @@ def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
 def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> tuple[int, int]:
     """(lo, hi) that `args`, or the benchmark's defaults for this output's version, ask for."""
     lo, hi = bench.sizes.requested(args)
-    if bench.tool == "nccl-tests" and "minBytes" in sweep.meta:
-        return sweep.meta["minBytes"], sweep.meta["maxBytes"]  # nccl-tests prints what it was asked
-    if bench.tool == "mpi-pingpong" and "min" in sweep.meta:
-        return sweep.meta["min"], sweep.meta["max"]
+    if bench.tool == "osu" and lo is not None and lo <= 0:
+        lo = None  # OSU refuses a minimum of 0 and keeps its default
+    # nccl-tests and mpi-pingpong print the range they run: where the arguments give none
+    printed = {"nccl-tests": ("minBytes", "maxBytes"), "mpi-pingpong": ("min", "max")}.get(bench.tool, ())
+    if printed and printed[0] in sweep.meta:
+        return (sweep.meta[printed[0]] if lo is None else lo), (sweep.meta[printed[1]] if hi is None else hi)
     if lo is None or hi is None:
         default = bench.defaults(sweep.version)
         if default is None:
@@ -551,6 +616,17 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
         if sweep.meta.get("mem_limit"):
             hi = min(hi, sweep.meta["mem_limit"])
     return lo, hi
+
+
+def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
+    """The size the sweep's first row has: `lo` as the benchmark's loop rounds it (OSU: by the
+    datatype of its `# Datatype:` line); nccl-tests may round it to its element count, so lo or less."""
+    if bench.tool == "nccl-tests":
+        return min(lo, sweep.rows[0]["size"])
+    datatype = sweep.meta.get("datatype")  # 5.x prints none, and counts bytes from 0 up
+    if datatype and datatype not in benchmarks.DATATYPE_BYTES:
+        raise UnknownFormatError(f"{bench.name}: datatype {datatype} of unknown size", *sweep.title_line[::-1])
+    return bench.first_size(sweep.version, lo, benchmarks.DATATYPE_BYTES.get(datatype, 0))
 
 
 def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> None:
@@ -572,9 +648,13 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     else:
         following = last * sweep.meta.get("step", 2) if last else 1
     first = sweep.rows[0]["size"]
-    if bench.sized and first > max(lo, 8):  # datatypes of up to 8 B start a sweep at their size
-        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B, {lo} B was asked for: rows are missing",
-                             *sweep.row_lines[0][::-1])
+    want = first_size(bench, sweep, lo)
+    if bench.sized and first > want:
+        raise TruncatedError(f"{bench.name}: the sweep starts at {first} B; {want} B comes first in the {lo}..{hi} B "
+                             f"asked for: rows are missing", *sweep.row_lines[0][::-1])
+    if bench.sized and first < want:
+        raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
+                                 f"for: the output of other arguments", *sweep.row_lines[0][::-1])
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
@@ -608,6 +688,19 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     return sweeps[0]
 
 
+def validation_failure(benchmark: str, text: str, args: list[str], ranks: int | None = None) \
+        -> ValidationFailedError | None:
+    """The benchmark's own report, in its stdout, that its data check failed; None where it has none.
+    A step that exited non-zero after one (OSU 7.x `-c` exits 1) failed validation: the exit followed."""
+    try:
+        parse_output(benchmark, text, args, ranks)
+    except ValidationFailedError as e:
+        return ValidationFailedError(f"{e.message}; the step then exited non-zero", e.line, e.lineno)
+    except ParseError:
+        return None
+    return None
+
+
 # ------------------------------------------------------------------------------ commstack parse
 
 PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
@@ -627,8 +720,14 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
         text = Path(path).read_bytes().decode(errors="replace")
     except OSError as e:
         raise CommstackError(f"cannot read {path}: {e.strerror}") from None
+    if ranks is not None and ranks < 1:
+        raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
     try:
-        sweeps = parse_outputs(text, shlex.split(args), ranks)
+        argv = shlex.split(args)
+    except ValueError as e:
+        raise CommstackError(f"--args {args!r}: {e}") from None
+    try:
+        sweeps = parse_outputs(text, argv, ranks)
     except ParseError as e:
         print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
         if e.line is not None:

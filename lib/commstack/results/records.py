@@ -1,5 +1,8 @@
 """Records: what one step of a run left, written once as steps/<step>/record.json and read back
-through the same type. A record that is cut short or malformed is a RecordError naming the file."""
+through the same type. A record that is cut short or malformed is a RecordError naming the file.
+
+Before its first step a run writes its plan (plan.json): every expanded step, as the not-run record
+it starts as, and for a batch run the job. A planned step that left no record is read back not-run."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from commstack.files import write_atomic
 
 Verdict = Literal["pass", "no-reference", "unstable", "degraded", "fail", "not-run"]
 RECORD = "record.json"
+PLAN = "plan.json"
+LOST = "no record written (run interrupted or lost)"
 
 
 class RecordError(CommstackError):
@@ -35,7 +40,7 @@ class Record(BaseModel):
     unit: str
     verdict: Verdict
     reason: str = ""                       # the first thing wrong, in one line
-    error_kind: str | None = None          # a named error (ParseError or LaunchError kind), when there was one
+    error_kind: str | None = None          # the kind of the named error (errors.py: crashed, timed-out, ...)
     detail: str = ""                       # the judge's summary, point by point
     title: str | None = None
     version: str | None = None
@@ -92,11 +97,50 @@ class Record(BaseModel):
         return {s: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for s, v in self.values().items()}
 
 
+class Plan(BaseModel):
+    """What a run set out to do, written before its first step (one source for the interactive and
+    the batch runner). A batch run also names its job and what `commstack status` needs to judge it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    system: str                                 # the system file
+    steps: list[Record] = []                    # every expanded step, as its not-run record
+    suite: str | None = None                    # batch: the suite file, expanded again when collected
+    job_id: str | None = None
+    memory: str | None = None
+    native_only: bool = False
+    osu_prefix: str | None = None
+    pingpong: str | None = None
+    commands: dict[str, list[list[str]]] = {}   # step dirname -> [probe command, repeat command]
+    collected: str | None = None                # the job's final state, once its results were judged
+
+    def write(self, run_dir: Path) -> None:
+        write_atomic(run_dir / PLAN, self.model_dump_json(indent=2) + "\n")
+
+
+def read_plan(run_dir: Path) -> Plan | None:
+    """The run's plan; None for a run that wrote none."""
+    path = run_dir / PLAN
+    try:
+        return Plan.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise RecordError(f"{path}: cannot read: {e.strerror}") from None
+    except ValidationError as e:
+        raise RecordError(f"{path}: not a commstack plan ({str(e).splitlines()[0]}); truncated or written by "
+                          "something else") from None
+
+
 def read_run(run_dir: Path) -> list[Record]:
-    """Every record of a results directory, in suite and step order."""
+    """Every record of a results directory, in suite and step order; a planned step that left none
+    is not-run (LOST)."""
     if not run_dir.is_dir():
         raise RecordError(f"no results directory {run_dir}")
-    paths = sorted(run_dir.glob(f"steps/*/{RECORD}"))
-    if not paths:
+    records = {r.key: r for r in (Record.read(p) for p in sorted(run_dir.glob(f"steps/*/{RECORD}")))}
+    plan = read_plan(run_dir)
+    for planned in plan.steps if plan else []:
+        records.setdefault(planned.key, planned.model_copy(update={"verdict": "not-run", "reason": LOST}))
+    if not records:
         raise RecordError(f"{run_dir}: no step records (steps/*/{RECORD})")
-    return sorted((Record.read(p) for p in paths), key=lambda r: (r.index, r.suite, r.step))
+    return sorted(records.values(), key=lambda r: (r.index, r.suite, r.step))

@@ -199,10 +199,11 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th></tr>"]
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
-        md.append(f"| `{r.step}` | {r.verdict} | {r.reason.replace('|', '/')} | {', '.join(r.nodelist)} | "
+        verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
+        md.append(f"| `{r.step}` | {verdict} | {r.reason.replace('|', '/')} | {', '.join(r.nodelist)} | "
                   + (f"`{command}` |" if command else " |"))
         page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
-                    f"<td>{r.verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
+                    f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
                     f"<td><code>{html.escape(command)}</code></td></tr>")
     page.append("</table>")
     groups: dict[tuple, list[Record]] = defaultdict(list)

@@ -3,7 +3,7 @@
 The script has #SBATCH lines from the system file (partition, batch: account, reservation, qos,
 time) and from the suite (nodes, tasks, GPUs), and for each step the facts probe and its repeats
 as srun lines, each repeat's raw stdout and stderr in the run's step directory and its exit status
-written last (a repeat without one never finished). The plan (batch/plan.json) names the job, the
+written last (a repeat without one never finished). The plan (plan.json, records.Plan) names the job, the
 system, the suite and the options, so `commstack status RUN` can poll the job and, once it ended,
 expand the same steps and judge their saved output through the runner's own path. A job that was
 cancelled or hit its time limit leaves the steps it never finished not-run, with the job's state.
@@ -16,21 +16,19 @@ import subprocess
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from commstack.config import Suite, System, load_suite, load_system
 from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError
 from commstack.files import write_atomic
-from commstack.results.records import Record, read_run
+from commstack.results.records import PLAN, Plan, Record, read_run
+from commstack.results.records import read_plan as read_run_plan
 from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import Launcher, StepResult
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
-                                  substitute)
+                                  substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.results import history
 from commstack.results.judge import load_references
 
-PLAN = Path("batch") / "plan.json"
 EXIT = "exit"          # "<status> <started> <ended>", written by the job after the command returns
 #: squeue states of a job that has not ended yet
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
@@ -46,18 +44,6 @@ RUN_STEP = """run_step() {  # DIR TIMEOUT_S COMMAND...: stdout, stderr, then "st
 
 class BatchError(CommstackError):
     """A run that is not a batch run, or a job Slurm cannot tell about."""
-
-
-class Plan(BaseModel):
-    job_id: str | None = None
-    system: str
-    suite: str
-    memory: str | None = None
-    native_only: bool = False
-    osu_prefix: str | None = None
-    pingpong: str | None = None
-    commands: dict[str, list[list[str]]] = {}   # step dirname -> [probe command, repeat command]
-    collected: str | None = None                # the job's final state, once its results were judged
 
 
 def steps(plan: Plan, system: System) -> list[SuiteStep]:
@@ -112,7 +98,9 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
 def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan: Plan, slurm_env: dict[str, str],
            dry_run: bool = False) -> str:
     """Write the job script and plan, submit with sbatch; the job id (or the script, for a dry run)."""
-    script = job_script(run_dir, system, suite, steps(plan, system), binaries, plan)
+    planned = steps(plan, system)
+    plan.steps = [new_record(run_dir.name, i, s, system) for i, s in enumerate(planned)]
+    script = job_script(run_dir, system, suite, planned, binaries, plan)
     if dry_run:
         return script
     (run_dir / "batch").mkdir(parents=True, exist_ok=True)
@@ -122,7 +110,7 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
     if proc.returncode != 0 or not proc.stdout.strip():
         raise SlurmUnavailableError(f"sbatch {path} failed (exit {proc.returncode}): {proc.stderr.strip()}")
     plan.job_id = proc.stdout.strip().split(";")[0]
-    write_atomic(run_dir / PLAN, plan.model_dump_json(indent=2) + "\n")
+    plan.write(run_dir)
     return plan.job_id
 
 
@@ -148,14 +136,10 @@ def job_state(job_id: str, env: dict[str, str]) -> str:
 
 
 def read_plan(run_dir: Path) -> Plan:
-    path = run_dir / PLAN
-    try:
-        return Plan.model_validate_json(path.read_bytes())
-    except OSError:
-        raise BatchError(f"{run_dir} is not a batch run (no {PLAN}); `commstack suite NAME --submit` makes one") \
-            from None
-    except ValueError as e:
-        raise BatchError(f"{path}: not a commstack batch plan ({str(e).splitlines()[0]})") from None
+    plan = read_run_plan(run_dir)
+    if plan is None or plan.job_id is None:
+        raise BatchError(f"{run_dir} is not a batch run (no job in {PLAN}); `commstack suite NAME --submit` makes one")
+    return plan
 
 
 def collect(run_dir: Path, state: str) -> list[Record]:
@@ -174,7 +158,7 @@ def collect(run_dir: Path, state: str) -> list[Record]:
         record.write(run_dir)
         records.append(record)
     plan.collected = state
-    write_atomic(run_dir / PLAN, plan.model_dump_json(indent=2) + "\n")
+    plan.write(run_dir)
     history.add_run(run_dir)
     return records
 
@@ -200,7 +184,8 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
                                 float(started), float(ended) - float(started), hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
-            Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+            with validation_first(s, result.step, outdir):
+                Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
             sweeps.append(add_repeat(s, record, result, run_dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, system, refs)

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Callable
 
 from commstack.config import System
-from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
+from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError, StepCrashedError
 from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
-from commstack.results.parse import Sweep, parse_output
-from commstack.results.records import Record
+from commstack.results.parse import Sweep, parse_output, validation_failure
+from commstack.results.records import Plan, Record
 from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
@@ -147,9 +147,22 @@ def judged(record: Record):
     try:
         yield
     except (BinaryNotFoundError, SlurmUnavailableError) as e:
-        record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
+        record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except (LaunchError, ParseError) as e:
-        record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
+        record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
+
+
+@contextlib.contextmanager
+def validation_first(s: SuiteStep, step: Step, outdir: Path):
+    """A step that exits non-zero after its benchmark said its data check failed is validation-failed."""
+    try:
+        yield
+    except StepCrashedError as e:
+        failed = validation_failure(s.benchmark, (outdir / "stdout.txt").read_bytes().decode(errors="replace"),
+                                    step.argv[1:], step.ntasks)
+        if failed:
+            raise failed from e
+        raise
 
 
 def launched_step(s: SuiteStep, argv: list[str]) -> Step:
@@ -192,7 +205,7 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
              references: References | None) -> None:
     """The verdict of a step from its parsed repeats and the facts of its nodes: the same for a step run
     here and one collected from a batch job."""
-    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps)
+    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
     record.title, record.version = sweeps[0].title, sweeps[0].version
     record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
@@ -272,6 +285,9 @@ class Run:
     # ---- steps
 
     def execute(self, s: SuiteStep) -> Record:
+        if not self.records:  # before the first step: what the run set out to do
+            Plan(system=str(self.system.path), steps=[new_record(self.id, i, p, self.system)
+                                                      for i, p in enumerate(self.planned)]).write(self.dir)
         record = new_record(self.id, self._index(s), s, self.system)
         self.records[record.key] = record
         if s.not_run:
@@ -298,7 +314,9 @@ class Run:
         stack = self.facts(launcher, step, self.dir / "steps" / record.dirname / "probe")
         sweeps, out = [], ""
         for r in range(s.repeats):
-            result = launcher.run(step, self.dir / "steps" / record.dirname / f"repeat-{r}")
+            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
+            with validation_first(s, step, outdir):
+                result = launcher.run(step, outdir)
             sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
