@@ -14,7 +14,7 @@
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
-2 bad input; 130 Ctrl-C.
+2 bad input; 5 results could not be written (a full file system); 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from commstack.spack import preflight as spack_preflight
 from commstack.spack import setup as spack_setup
 from commstack.spack.envs import ENVS, LOCKED
 from commstack.errors import CommstackError, SlurmUnavailableError
+from commstack.files import FileWriteError
+from commstack.pytest_plugin import SessionOf
 from commstack.slurm import LocalSlurm, choose_slurm
 from commstack.paths import TOP
 from commstack.spack import find_spack, need_spack
@@ -140,7 +142,13 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         if getattr(args, opt):
             argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
     argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
-    rc = pytest.main(argv + extra)
+    session = SessionOf()
+    rc = pytest.main(argv + extra, plugins=[session])
+    run = session.run
+    if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
+        _verdicts(run.records.values(), run.unsaved_records)
+        what = "results directory full" if run.unsaved.full else "results not saved"
+        raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
     if rc == pytest.ExitCode.INTERRUPTED:
         print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -170,10 +178,15 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
     return 0
 
 
+def _verdicts(records, unsaved=frozenset()) -> None:
+    for r in sorted(records, key=lambda r: r.index):
+        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else "")
+              + (" (record not saved)" if r.key in unsaved else ""))
+
+
 def _summary(results: Path, allow_not_run: bool) -> int:
     records = read_run(results)
-    for r in records:
-        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
+    _verdicts(records)
     status = exit_status(records, allow_not_run)
     print(f"results: {results} (report: {results / 'report' / 'index.html'}); exit {status}")
     return status
@@ -413,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:
         print(f"commstack {args.cmd}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(e, "exit_status", EXIT_USAGE)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -3,6 +3,7 @@ directory, fsync, rename), never through a symlink, and private where it holds s
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -18,7 +19,23 @@ class UnsafePathError(CommstackError):
 
 
 class FileWriteError(CommstackError):
-    """A file could not be written (full file system, no permission, ...); the old one is intact."""
+    """A file could not be written (full file system, no permission, ...); the old one is intact.
+    The commands exit with `exit_status`: not bad input, and not a verdict of the steps."""
+
+    exit_status = 5
+
+    def __init__(self, message: str, errno_: int | None = None):
+        self.errno = errno_
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, path: Path, e: OSError) -> "FileWriteError":
+        return cls(f"cannot write {path}: {e.strerror or e}", e.errno)
+
+    @property
+    def full(self) -> bool:
+        """The file system (or the user's quota) is full."""
+        return self.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
@@ -30,8 +47,7 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     try:
         _write_atomic(path, raw, mode)
     except OSError as e:
-        raise FileWriteError(f"cannot write {path}: {e.strerror or e}; the previous file, if any, is unchanged") \
-            from e
+        raise FileWriteError.of(path, e) from e
 
 
 def _write_atomic(path: Path, raw: bytes, mode: int) -> None:

@@ -118,19 +118,6 @@ def test_output_that_is_not_utf8_is_kept_byte_for_byte(own_slurm, system, tmp_pa
     assert result.stdout == "ok \ufffd\ufffd\n" and result.stderr == "bad \ufffd(\n"
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 1 MiB tmpfs (root: mount)."""
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], check=True)
-
-
 def test_results_on_a_full_file_system(own_slurm, system, small_fs):
     with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
         launcher = Launcher(system, "srun", own_slurm.env, alloc)

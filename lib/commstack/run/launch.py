@@ -20,7 +20,7 @@ from typing import Any
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, ControllerLostError, LaunchError, NodeFailureError,
                               SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
-from commstack.files import write_atomic, write_json
+from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.slurm import client
 
 
@@ -165,7 +165,10 @@ class Launcher:
         not run to the end. ControllerLostError: for this step and, unlaunched, every later one."""
         if self.lost:
             raise ControllerLostError(f"{step.name}: not run: {self.lost}")
-        outdir.mkdir(parents=True, exist_ok=True)
+        try:
+            outdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise FileWriteError.of(outdir, e) from e
         cmd = self.command(step)
         env = {**self.env, **self.system.env, **step.env}
         if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
@@ -183,12 +186,9 @@ class Launcher:
             out, err = proc.communicate(timeout=step.timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _stop(proc)
-            out, err = proc.communicate()
+            out, err = _stopped(proc)
         except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
-            _stop(proc)
-            out, err = proc.communicate()
-            _save(outdir, out, err)
+            _save(outdir, *_stopped(proc))
             raise
         elapsed = time.monotonic() - t0
         _save(outdir, out, err)
@@ -263,6 +263,16 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _stopped(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """The output of a step ended by _stop; what came, if its pipes stay open past a minute (a process
+    outside its group holds them)."""
+    _stop(proc)
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired as e:
+        return e.stdout or b"", e.stderr or b""
 
 
 def _save(outdir: Path, out: bytes | None, err: bytes | None) -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Callable
 
 from commstack.config import System
-from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError
-from commstack.files import write_atomic
+from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError,
+                              SlurmUnavailableError)
+from commstack.files import FileWriteError, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
@@ -148,7 +149,7 @@ def judged(record: Record):
         yield
     except (BinaryNotFoundError, SlurmUnavailableError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
-    except (LaunchError, ParseError) as e:
+    except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
 
 
@@ -218,6 +219,9 @@ class Run:
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._env: dict[str, str] | None = None
+        #: the first write to the results directory that failed, and the records that could not be written
+        self.unsaved: FileWriteError | None = None
+        self.unsaved_records: set[tuple[str, str]] = set()
         self._facts: dict[tuple, dict] = {}  # placement -> stack facts, probed once per run
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
@@ -274,21 +278,38 @@ class Run:
     def execute(self, s: SuiteStep) -> Record:
         record = new_record(self.id, self._index(s), s, self.system)
         self.records[record.key] = record
-        if s.not_run:
-            record.write(self.dir)
+        if self.unsaved and not s.not_run:
+            record.error_kind = type(self.unsaved).__name__
+            record.reason = f"the results directory cannot be written ({self.unsaved})"
+        if self.unsaved or s.not_run:
+            self._keep(record)
             return record
         record.started = time.time()
         t0 = time.monotonic()
         try:
             with self.phase("steps"), judged(record):
-                self._execute(s, record)
+                try:
+                    self._execute(s, record)
+                except FileWriteError as e:
+                    self.unsaved = self.unsaved or e
+                    raise
         except KeyboardInterrupt:
             record.verdict, record.reason = "not-run", "interrupted (Ctrl-C); its output so far is kept"
             raise
         finally:
             record.elapsed_s = time.monotonic() - t0
-            record.write(self.dir)
+            self._keep(record)
         return record
+
+    def _keep(self, record: Record) -> None:
+        """record.json, or the record noted as not saved (a full results file system): the run goes on
+        to release what it holds and print the verdicts."""
+        try:
+            record.write(self.dir)
+        except (OSError, FileWriteError) as e:  # OSError: its directory could not be made
+            self.unsaved = self.unsaved or (FileWriteError.of(self.dir / "steps" / record.dirname, e)
+                                            if isinstance(e, OSError) else e)
+            self.unsaved_records.add(record.key)
 
     def _execute(self, s: SuiteStep, record: Record) -> None:
         with self.phase("build"):
@@ -298,7 +319,13 @@ class Run:
         stack = self.facts(launcher, step, self.dir / "steps" / record.dirname / "probe")
         sweeps, out = [], ""
         for r in range(s.repeats):
-            result = launcher.run(step, self.dir / "steps" / record.dirname / f"repeat-{r}")
+            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
+            try:
+                result = launcher.run(step, outdir)
+            except BaseException:  # interrupted or failed: the output it kept is named all the same
+                if (outdir / "stdout.txt").exists():
+                    record.outputs.append(str(outdir.relative_to(self.dir)))
+                raise
             sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
@@ -325,7 +352,7 @@ class Run:
                 key = (s.tags["suite"], s.id)
                 if key not in self.records:
                     self.records[key] = new_record(self.id, self._index(s), s, self.system, why)
-                    self.records[key].write(self.dir)
+                    self._keep(self.records[key])
         return list(self.records.values())
 
 

@@ -1,0 +1,205 @@
+"""Faults met through the command a user types, `bin/commstack run` (or `suite` for a step long enough
+to interrupt), on a local Slurm of the test's own (COMMSTACK_SLURM_DIR, COMMSTACK_SLURM_PORT): Ctrl-C once
+and three times, two runs at once, slurmctld killed, the allocation cancelled, a full results file system,
+a missing benchmark, a state directory prepared by someone else, a site's Slurm and its SLURM_JOB_ID around
+the run. Each checks the exit status, the records and the report, and that no job and no process of ours
+is left."""
+
+import contextlib
+import json
+import os
+import pwd
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from commstack.files import UnsafePathError
+from commstack.results.records import read_run
+from commstack.slurm import DAEMONS, LocalSlurm, _exe
+
+pytestmark = [pytest.mark.faults, pytest.mark.slurm]
+TOP = Path(__file__).resolve().parents[2]
+PORT = 16847  # beside the shared cluster (16817) and own_slurm's (16837)
+OSU = "/opt/omb72" if Path("/opt/omb72/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency").is_file() else None
+SMOKE_EXIT = 0 if OSU else 3  # without OSU only mpi-pingpong runs, the OSU steps are not-run
+
+LONG = """name: long
+description: a ping-pong that runs for minutes, then one that never starts
+steps:
+- {id: long, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], args: [-n, 2000000000], timeout_s: 600}
+- {id: after, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 64], args: [-n, 10]}
+"""
+LONG_STEP, AFTER_STEP = "long-cpu-N1-n2-host-native", "after-cpu-N1-n2-host-native"
+# about 5 s: long enough to kill slurmctld under it
+THREE = """name: three
+description: a ping-pong of a few seconds, then two short ones
+steps:
+- {id: first, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], args: [-n, 500000]}
+- {id: second, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 64], args: [-n, 10]}
+- {id: third, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 64], args: [-n, 10]}
+"""
+
+
+def fill(fs: Path) -> None:
+    """Every free block of `fs` taken."""
+    with open(fs / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+
+
+class Cli:
+    """bin/commstack in an environment of its own: no site Slurm variables, and the local Slurm in
+    `root` on PORT; with OSU where /opt/omb72 has it, else without building it (--no-build)."""
+
+    def __init__(self, root: Path):
+        self.cluster = LocalSlurm(root, PORT, PORT + 1)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COMMSTACK_"))}
+        self.env.update(COMMSTACK_SLURM_DIR=str(root), COMMSTACK_SLURM_PORT=str(PORT))
+        if OSU:
+            self.env["COMMSTACK_OSU_PREFIX"] = OSU
+        self.no_build = [] if OSU else ["--no-build"]
+
+    def start(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        return subprocess.Popen([str(TOP / "bin" / "commstack"), *args], env={**self.env, **(env or {})},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def run(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        proc = self.start(*args, env=env)
+        out, err = proc.communicate(timeout=600)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    c = Cli(tmp_path / "slurm")
+    yield c
+    with contextlib.suppress(UnsafePathError):  # the tests that prepare a hostile state directory
+        c.cluster.stop(force=True)
+
+
+def suite_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "suites" / (text.split("\n", 1)[0].removeprefix("name: ") + ".yaml")
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def job_steps(cluster: LocalSlurm) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], env=cluster.env, capture_output=True, text=True,
+                         timeout=30)
+    return [s for s in out.stdout.split() if not s.endswith(".extern")]
+
+
+def wait_for_step(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
+    """Until the run's step runs under srun and has its directory."""
+    deadline = time.monotonic() + 120
+    while not (outdir / "command.txt").exists() or not (cluster.pid("slurmctld") and job_steps(cluster)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.3)
+
+
+def no_job_left(cluster: LocalSlurm) -> None:
+    """The queue of a cluster still up is empty (a cancelled job is COMPLETING for a few seconds), and
+    only its daemons run: no slurmstepd, no task."""
+    deadline = time.monotonic() + 30
+    while cluster.jobs():
+        assert time.monotonic() < deadline, f"jobs left: {cluster.jobs()}"
+        time.sleep(0.5)
+    assert [name for name in map(_program, cluster.processes()) if name not in DAEMONS] == []
+
+
+def _program(pid: int) -> str:
+    return os.path.basename(_exe(pid) or "").removesuffix("-wlm")  # Debian's slurmctld-wlm, slurmd-wlm
+
+
+def stopped(cluster: LocalSlurm) -> None:
+    """The run that was the cluster's only user stopped it: no process of it and no lease is left."""
+    assert cluster.processes() == [] and cluster.leases() == []
+
+
+def records_of(results: Path) -> dict:
+    return {r.step: r for r in read_run(results)}
+
+
+@pytest.mark.parametrize("presses", [1, 3])
+def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_path, presses):
+    """Ctrl-C once, or three times 0.5 s apart (the later ones held off until the clean-up is done)."""
+    results = tmp_path / "r"
+    proc = cli.start("suite", str(suite_file(tmp_path, LONG)), "--results", str(results))
+    out = results / "steps" / f"long--{LONG_STEP}" / "repeat-0"
+    wait_for_step(proc, cli.cluster, out)
+    time.sleep(2)  # the ping-pong is printing
+    for i in range(presses):
+        time.sleep(0.5 if i else 0)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
+    text, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, text + err
+    assert "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)" in text + err
+    assert f"commstack suite: interrupted; partial results and report in {results}" in err
+    assert "Traceback" not in text + err
+    records = records_of(results)
+    assert records[LONG_STEP].verdict == "not-run"
+    assert records[LONG_STEP].reason == "interrupted (Ctrl-C); its output so far is kept"
+    assert records[LONG_STEP].outputs == [str(out.relative_to(results))]
+    assert "# mpi-pingpong v" in (out / "stdout.txt").read_text()  # its output so far is kept
+    assert records[AFTER_STEP].reason == "interrupted (Ctrl-C) before this step"
+    assert "2 steps: 2 not-run" in (results / "report" / "index.html").read_text()
+    stopped(cli.cluster)
+
+
+def test_results_on_a_full_file_system(cli, small_fs, pingpong):
+    """The verdicts on the terminal all the same, one named error, exit 5; nothing left running."""
+    results = small_fs / "r"
+    results.mkdir()
+    fill(small_fs)
+    proc = cli.run("run", *cli.no_build, "--pingpong", str(pingpong), "--results", str(results))
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+    assert (f"commstack run: error: results directory full: cannot write {results}/steps/"
+            in proc.stderr), proc.stderr
+    verdicts = [line.split() for line in proc.stdout.splitlines() if line.startswith("  ") and "smoke/" in line]
+    assert len(verdicts) == 5 and [v[1] for v in verdicts][0] == "smoke/mpi-pingpong-cpu-N1-n2-host-native:"
+    assert "not saved" in proc.stdout  # the verdicts say that their records could not be written
+    stopped(cli.cluster)  # the allocation released, the daemons stopped (audit: job 1 stayed RUNNING)
+    assert not list(small_fs.rglob("*.tmp")), "a temporary file was left"
+
+
+def _symlink(root: Path) -> str:
+    (root.parent / "elsewhere").mkdir(mode=0o700)
+    root.symlink_to(root.parent / "elsewhere")
+    return f"{root} is a symlink; commstack keeps state only in a real directory of its own"
+
+
+def _open(root: Path) -> str:
+    root.mkdir()
+    root.chmod(0o777)
+    return f"{root} has mode 0777; it must be 0700 (chmod 700 {root}, or remove it)"
+
+
+def _foreign(root: Path) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    root.mkdir(mode=0o700)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    os.chown(root, nobody, -1)
+    return f"{root} belongs to uid {nobody}, not to you (uid 0); remove it or choose another directory"
+
+
+@pytest.fixture
+def site(own_slurm, tmp_path):
+    """A second local cluster playing the site's Slurm of a login node: sinfo answers through SLURM_CONF,
+    a copy of its slurm.conf without our mark (a site's own file)."""
+    conf = tmp_path / "site-slurm.conf"
+    conf.write_text(own_slurm.conf.read_text().split("\n", 1)[1])
+    return own_slurm, conf
+
+
+def scontrol_jobs(cluster: LocalSlurm) -> str:
+    return subprocess.run(["scontrol", "show", "jobs"], env=cluster.env, capture_output=True, text=True,
+                          timeout=30).stdout
+
+
