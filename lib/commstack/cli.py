@@ -46,7 +46,7 @@ from commstack.spack.envs import ENVS, LOCKED
 from commstack.errors import CommstackError, SlurmUnavailableError
 from commstack.files import FileWriteError
 from commstack.pytest_plugin import SessionOf
-from commstack.slurm import LocalSlurm, choose_slurm
+from commstack.slurm import LocalSlurm, choose_slurm, embedded
 from commstack.paths import TOP
 from commstack.spack import find_spack, need_spack
 
@@ -133,6 +133,9 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         return cmd_submit(args, system, suite)
     if args.dry_run:
         return _dry_run(args, system, suite)
+    if args.launcher == "srun" and embedded(system.name, args.slurm):
+        # a state directory someone else prepared is refused now, before anything is made or tried
+        LocalSlurm.for_system(system.name, system.nodes).check_state()
     results = Path(args.results) if args.results else new_run_dir(TOP / "results")
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
             "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
@@ -220,7 +223,7 @@ def batch_env(system, mode: str) -> dict[str, str]:
         raise SlurmUnavailableError("a batch job needs Slurm (--slurm off)")
     if which == "site":
         return dict(os.environ)
-    cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
+    cluster = LocalSlurm.for_system(system.name, system.nodes)
     cluster.start(manual=True)
     return cluster.env
 

@@ -117,6 +117,15 @@ class LocalSlurm:
             raise ValueError("a multi-node cluster has 2 nodes or more")
         return cls(root, 16827, 16828, nodes)
 
+    @classmethod
+    def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
+        """The embedded cluster a local system runs on."""
+        return cls.multinode(nodes) if system == "local-multinode" else cls()
+
+    def check_state(self) -> Path:
+        """Its state directory, made private when missing; UnsafePathError when someone else prepared it."""
+        return _private_tree(self.root)
+
     @property
     def node_names(self) -> list[str]:
         if self.nodes == 1:
@@ -183,7 +192,7 @@ class LocalSlurm:
 
     @contextlib.contextmanager
     def _locked(self, timeout: float = 300.0) -> Iterator[None]:
-        _private_tree(self.root)
+        self.check_state()
         fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             deadline = time.monotonic() + timeout
@@ -505,7 +514,7 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         return f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def status(self) -> str:
-        _private_tree(self.root)
+        self.check_state()
         lines = [f"{d}: {'running pid ' + str(self.pid(d)) if self.pid(d) else 'stopped'}" for d in self._daemons()]
         if self.nodes > 1:
             have = self._ip("netns", "list", check=False).stdout.split()
@@ -528,6 +537,11 @@ def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
 
 
+def embedded(system: str, mode: str) -> bool:
+    """Whether `--slurm MODE` means the embedded cluster for `--system SYSTEM`, without asking any Slurm."""
+    return mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS)
+
+
 def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None = None) -> str:
     """Which Slurm `--slurm MODE` means for `--system SYSTEM`: 'embedded', 'site' or 'off'.
     The local systems always get the embedded cluster under auto, even on a login node whose
@@ -535,7 +549,7 @@ def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None
     Another system needs its site's Slurm (auto and external) unless --slurm local forces ours."""
     if mode == "off":
         return "off"
-    if mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS):
+    if embedded(system, mode):
         return "embedded"
     if mode not in ("auto", "external"):
         raise ValueError(f"unknown --slurm mode {mode!r} (auto, local, external, off)")

@@ -189,6 +189,21 @@ def _foreign(root: Path) -> str:
     return f"{root} belongs to uid {nobody}, not to you (uid 0); remove it or choose another directory"
 
 
+@pytest.mark.parametrize("prepare", [_symlink, _open, _foreign], ids=["symlink", "mode-0777", "other-owner"])
+def test_a_prepared_state_directory_is_refused_before_any_step(cli, tmp_path, prepare):
+    message = prepare(cli.cluster.root)
+    results = tmp_path / "r"
+    t0 = time.monotonic()
+    proc = cli.run("run", *cli.no_build, "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"commstack run: error: {message}" in proc.stderr
+    assert "[step" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    assert not results.exists() and time.monotonic() - t0 < 30  # nothing launched, nothing waited for
+    assert cli.cluster.processes() == []
+    if prepare is _symlink:
+        assert list((tmp_path / "slurm").resolve().iterdir()) == []
+
+
 @pytest.fixture
 def site(own_slurm, tmp_path):
     """A second local cluster playing the site's Slurm of a login node: sinfo answers through SLURM_CONF,

@@ -22,7 +22,7 @@ from typing import Callable
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError,
                               SlurmUnavailableError)
-from commstack.files import FileWriteError, write_atomic
+from commstack.files import FileWriteError, UnsafePathError, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
@@ -147,7 +147,7 @@ def judged(record: Record):
     """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
     try:
         yield
-    except (BinaryNotFoundError, SlurmUnavailableError) as e:
+    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", type(e).__name__, str(e)
     except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", type(e).__name__, str(e)
@@ -219,6 +219,7 @@ class Run:
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._env: dict[str, str] | None = None
+        self._slurm_error: CommstackError | None = None  # a Slurm that failed to start is not tried again
         #: the first write to the results directory that failed, and the records that could not be written
         self.unsaved: FileWriteError | None = None
         self.unsaved_records: set[tuple[str, str]] = set()
@@ -244,20 +245,27 @@ class Run:
     def slurm_env(self) -> dict[str, str]:
         """The site's Slurm, or the embedded one under this run's lease (never a production queue by
         accident: the local systems get the embedded Slurm under --slurm auto)."""
+        if self._slurm_error:
+            raise self._slurm_error
         if self._env is None:
-            which = choose_slurm(self.system.name, self.slurm_mode)
-            if which == "off":
-                raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
-            if which == "site":
-                self._env = dict(os.environ)
-            else:
-                cluster = (LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode"
-                           else LocalSlurm())
-                self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-                with self.phase("slurm start"):
-                    cluster.start()
-                self._env = cluster.env
+            try:
+                self._env = self._start_slurm()
+            except CommstackError as e:
+                self._slurm_error = e
+                raise
         return self._env
+
+    def _start_slurm(self) -> dict[str, str]:
+        which = choose_slurm(self.system.name, self.slurm_mode)
+        if which == "off":
+            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
+        if which == "site":
+            return dict(os.environ)
+        cluster = LocalSlurm.for_system(self.system.name, self.system.nodes)
+        self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+        with self.phase("slurm start"):
+            cluster.start()
+        return cluster.env
 
     def launcher(self) -> Launcher:
         if self._launcher is None:
