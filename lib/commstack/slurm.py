@@ -35,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,9 +153,11 @@ class LocalSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster; the lease
-        variable makes Allocation tag its jobs as this process's."""
-        return {**os.environ, "SLURM_CONF": str(self.conf), "COMMSTACK_SLURM_LEASE": _job_tag(_own_lease())}
+        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster: none of the
+        site's SLURM_* (a SLURM_JOB_ID of a site allocation names no job here); the lease variable makes
+        Allocation tag its jobs as this process's."""
+        own = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        return {**own, "SLURM_CONF": str(self.conf), "COMMSTACK_SLURM_LEASE": _job_tag(_own_lease())}
 
     # --- processes: only ours are trusted or signalled -------------------------------------------
 
@@ -542,7 +544,7 @@ def embedded(system: str, mode: str) -> bool:
     return mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS)
 
 
-def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None = None) -> str:
+def choose_slurm(system: str, mode: str) -> str:
     """Which Slurm `--slurm MODE` means for `--system SYSTEM`: 'embedded', 'site' or 'off'.
     The local systems always get the embedded cluster under auto, even on a login node whose
     site Slurm answers: a run on this machine never lands in a production queue by accident.
@@ -553,7 +555,7 @@ def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None
         return "embedded"
     if mode not in ("auto", "external"):
         raise ValueError(f"unknown --slurm mode {mode!r} (auto, local, external, off)")
-    if (site_answers or site_slurm_answers)():
+    if site_slurm_answers():
         return "site"
     raise SlurmUnavailableError(f"system {system!r} runs on its site's Slurm, and none answers `sinfo` here; "
                                 "run on that system's login node, or use --system local (the embedded Slurm)")

@@ -29,7 +29,8 @@ SMOKE_EXIT = 0 if OSU else 3  # without OSU only mpi-pingpong runs, the OSU step
 LONG = """name: long
 description: a ping-pong that runs for minutes, then one that never starts
 steps:
-- {id: long, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], args: [-n, 2000000000], timeout_s: 600}
+- {id: long, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], args: [-n, 2000000000],
+   timeout_s: 600}
 - {id: after, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 64], args: [-n, 10]}
 """
 LONG_STEP, AFTER_STEP = "long-cpu-N1-n2-host-native", "after-cpu-N1-n2-host-native"
@@ -151,6 +152,64 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     stopped(cli.cluster)
 
 
+def test_two_runs_at_once_each_complete_in_their_own_allocation(cli, tmp_path):
+    procs = [cli.start("run", *cli.no_build, "--results", str(tmp_path / name)) for name in "ab"]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == SMOKE_EXIT, out + err
+    runs = [read_run(tmp_path / name) for name in "ab"]
+    jobs = []
+    for records in runs:
+        assert len(records) == 5
+        assert {r.verdict for r in records} == ({"pass"} if OSU else {"pass", "not-run"})
+        ran = [r for r in records if r.verdict == "pass"]
+        jobs.append({r.commands[0][1] for r in ran})
+    assert len(jobs[0]) == len(jobs[1]) == 1 and jobs[0] != jobs[1]  # --jobid=N: one allocation each
+    stopped(cli.cluster)
+
+
+def test_slurmctld_killed_mid_run(cli, tmp_path):
+    results = tmp_path / "r"
+    proc = cli.start("suite", str(suite_file(tmp_path, THREE)), "--results", str(results))
+    first = results / "steps" / "three--first-cpu-N1-n2-host-native" / "repeat-0"
+    wait_for_step(proc, cli.cluster, first)
+    os.kill(cli.cluster.pid("slurmctld"), signal.SIGKILL)
+    t0 = time.monotonic()
+    text, err = proc.communicate(timeout=300)
+    assert time.monotonic() - t0 < 120
+    assert proc.returncode == 3, text + err
+    records = records_of(results)
+    r1, r2, r3 = (records[f"{n}-cpu-N1-n2-host-native"] for n in ("first", "second", "third"))
+    # the step under way ends on its own (srun talks to slurmstepd), or meets the lost controller
+    assert r1.verdict == "pass" or r1.error_kind == "ControllerLostError", r1
+    assert "# mpi-pingpong v" in (first / "stdout.txt").read_text()
+    lost = [r for r in (r1, r2, r3) if r.error_kind == "ControllerLostError"]
+    assert "the Slurm controller stopped answering during step" in lost[0].reason
+    assert r3.verdict == "not-run" and r3.error_kind == "ControllerLostError"
+    assert r3.reason.startswith("third-cpu-N1-n2-host-native: not run: the Slurm controller")
+    assert not (results / "steps" / "three--third-cpu-N1-n2-host-native" / "repeat-0").exists()  # never launched
+    assert "3 steps: " in (results / "report" / "index.html").read_text()
+    assert "Traceback" not in text + err
+    stopped(cli.cluster)
+
+
+def test_the_allocation_cancelled_mid_run(cli, tmp_path):
+    """Someone scancels the run's job: the step under way and the later ones are not-run, allocation lost."""
+    results = tmp_path / "r"
+    proc = cli.start("suite", str(suite_file(tmp_path, LONG)), "--results", str(results))
+    wait_for_step(proc, cli.cluster, results / "steps" / f"long--{LONG_STEP}" / "repeat-0")
+    (job, _, _), = cli.cluster.jobs()
+    subprocess.run(["scancel", job], env=cli.cluster.env, check=True, timeout=30)
+    text, err = proc.communicate(timeout=300)
+    assert proc.returncode == 3, text + err
+    records = records_of(results)
+    assert [(r.verdict, r.error_kind) for r in records.values()] == [("not-run", "AllocationLostError")] * 2
+    assert f"the allocation (job {job}) ended during step long" in records[LONG_STEP].reason
+    assert records[AFTER_STEP].reason.startswith(f"{AFTER_STEP}: not run: the allocation")
+    assert "2 steps: 2 not-run" in (results / "report" / "index.html").read_text()
+    stopped(cli.cluster)
+
+
 def test_results_on_a_full_file_system(cli, small_fs, pingpong):
     """The verdicts on the terminal all the same, one named error, exit 5; nothing left running."""
     results = small_fs / "r"
@@ -166,6 +225,23 @@ def test_results_on_a_full_file_system(cli, small_fs, pingpong):
     assert "not saved" in proc.stdout  # the verdicts say that their records could not be written
     stopped(cli.cluster)  # the allocation released, the daemons stopped (audit: job 1 stayed RUNNING)
     assert not list(small_fs.rglob("*.tmp")), "a temporary file was left"
+
+
+def test_a_missing_benchmark_binary(cli, tmp_path):
+    cli.cluster.start()  # this test's lease: the cluster stays up after the run, its queue can be read
+    results = tmp_path / "r"
+    proc = cli.run("run", "--osu-prefix", "/nonexistent", "--results", str(results))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    records = read_run(results)
+    assert [r.verdict for r in records] == ["pass"] + ["not-run"] * 4
+    assert {r.reason for r in records[1:]} == {
+        "/nonexistent is not an OSU install (no /nonexistent/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency): "
+        "give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` build "
+        "it with the pinned Spack (without --no-build)"}
+    assert "5 steps: 1 pass, 4 not-run" in (results / "report" / "index.html").read_text()
+    no_job_left(cli.cluster)
+    assert cli.cluster.stop() is True
+    stopped(cli.cluster)
 
 
 def _symlink(root: Path) -> str:
@@ -218,3 +294,35 @@ def scontrol_jobs(cluster: LocalSlurm) -> str:
                           timeout=30).stdout
 
 
+def test_run_on_a_login_node_stays_on_the_embedded_slurm(cli, site, tmp_path):
+    """Inside a site allocation (SLURM_CONF, SLURM_JOB_ID=4242 and friends), `run` uses the embedded cluster
+    and an allocation of its own."""
+    site_cluster, conf = site
+    results = tmp_path / "r"
+    login = {"SLURM_CONF": str(conf), "SLURM_JOB_ID": "4242", "SLURM_JOBID": "4242", "SLURM_NODELIST": "nid0001"}
+    assert subprocess.run(["sinfo", "-h"], env={**cli.env, **login}, capture_output=True).returncode == 0
+    proc = cli.run("run", *cli.no_build, "--results", str(results), env=login)
+    assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr
+    ran = [r for r in read_run(results) if r.verdict != "not-run"]
+    assert ran and {r.verdict for r in ran} == {"pass"}
+    assert "--jobid=4242" not in {r.commands[0][1] for r in ran}
+    env = json.loads((results / ran[0].outputs[0] / "env.json").read_text())
+    assert env["SLURM_CONF"] == str(cli.cluster.conf) and "SLURM_NODELIST" not in env
+    assert scontrol_jobs(site_cluster).startswith("No jobs in the system")
+    stopped(cli.cluster)
+
+
+def test_a_system_that_names_the_site_runs_on_the_site(cli, site, tmp_path):
+    site_cluster, conf = site
+    system = tmp_path / "site.yaml"
+    system.write_text((TOP / "systems" / "local.yaml").read_text().replace("name: local", "name: login-site"))
+    results = tmp_path / "r"
+    suite = suite_file(tmp_path, THREE.replace("500000", "10"))
+    proc = cli.run("suite", str(suite), "--system", str(system), "--results", str(results),
+                   env={"SLURM_CONF": str(conf)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = read_run(results)
+    env = json.loads((results / records[0].outputs[0] / "env.json").read_text())
+    assert env["SLURM_CONF"] == str(conf)
+    assert "JobName=commstack\n" in scontrol_jobs(site_cluster)
+    assert not cli.cluster.root.exists()  # the embedded cluster was never started
