@@ -36,7 +36,8 @@ from commstack.results.compare import compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, exit_status, new_run_dir
+from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, check_results_dir, exit_status,
+                                  given_run_dir, new_run_dir)
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack import envs, mirror
@@ -133,10 +134,12 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         return cmd_submit(args, system, suite)
     if args.dry_run:
         return _dry_run(args, system, suite)
+    if args.results:
+        check_results_dir(Path(args.results))
     if args.launcher == "srun" and embedded(system.name, args.slurm):
         # a state directory someone else prepared is refused now, before anything is made or tried
         LocalSlurm.for_system(system.name, system.nodes).check_state()
-    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
             "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
             "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
@@ -206,7 +209,7 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
             binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
         return 0
-    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
     out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))

@@ -31,7 +31,7 @@ from commstack.files import FileWriteError, write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
-from commstack.run.runner import Binaries, Run, new_run_dir
+from commstack.run.runner import Binaries, Run, check_results_dir, new_run_dir
 from commstack.run.steps import SuiteStep, expand
 from commstack.spack import find_spack
 
@@ -66,6 +66,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[STARTED] = time.monotonic()
+    if config.getoption("--results"):
+        try:
+            check_results_dir(Path(config.getoption("--results")))
+        except CommstackError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 # ---- suite files: one item per step

@@ -16,6 +16,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -47,12 +48,17 @@ OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror crea
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
 
 
+class ResultsDirError(CommstackError):
+    """A results directory given to a run already holds something: runs are never mixed."""
+
+
 def new_run_dir(root: Path, latest: bool = True) -> Path:
-    """results/<date-time>-<random>, created exclusively, and (latest=True) results/latest pointing at it."""
+    """results/<date-time-microseconds>-<random>, created exclusively, and (latest=True) results/latest
+    pointing at it."""
     root.mkdir(parents=True, exist_ok=True)
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    run_id = datetime.now().strftime("%Y%m%d-%H%M%S-%f-") + secrets.token_hex(3)
     path = root / run_id
-    path.mkdir()  # exclusive: two runs in the same second get different random suffixes
+    path.mkdir()  # exclusive: of two runs in the same microsecond, the random part tells them apart
     if not latest:
         return path
     link = root / f".latest.{run_id}"
@@ -124,6 +130,25 @@ class Binaries:
             return {"$PINGPONG": str(self.pingpong_binary())}
         raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
                                   "(environments: [nccl-tests]) or give the system an install")
+
+
+def check_results_dir(path: Path) -> None:
+    """A --results directory may be new or empty, never one that holds another run's files."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ResultsDirError(f"--results {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise ResultsDirError(f"--results {path} exists and is not empty; give a new or empty directory "
+                              "(or none: a new results/<run-id>)")
+
+
+def given_run_dir(path: Path) -> Path:
+    """The --results directory, checked and made."""
+    check_results_dir(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
+    return path
 
 
 def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
