@@ -52,6 +52,12 @@ from commstack.paths import TOP
 from commstack.spack import find_spack, need_spack
 
 
+def install_deps() -> None:
+    """The Debian packages that run and test need (ci/install-deps.sh says what it installs)."""
+    if subprocess.call([str(TOP / "ci" / "install-deps.sh")]) != 0:
+        raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
+
+
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     """The test tiers (tests/), through pytest in its own process; JUnit XML in results/junit.xml."""
     results = TOP / "results"
@@ -330,7 +336,7 @@ def _run_options(s: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="commstack", description=__doc__,
+    p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -407,6 +413,8 @@ def parser() -> argparse.ArgumentParser:
                                               '(default: none, so the benchmark\'s default sizes)')
     s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
     s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")
+    for s in sub.choices.values():
+        s.allow_abbrev = False  # `run --sys x` is a mistyped flag, not --system
     return p
 
 
@@ -429,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.cmd not in ("test", "run", "suite"):
         p.error(f"{args.cmd} takes no arguments after --")
     try:
+        if args.cmd in ("run", "test") and os.environ.get("COMMSTACK_INSTALL_DEPS") == "1":
+            install_deps()  # bin/commstack's first use: once the command line is known to be right
         return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:
         print(f"commstack {args.cmd}: error: {e}", file=sys.stderr)

@@ -1,8 +1,10 @@
-"""The command line before anything runs: a results directory is never reused, and run ids are finer than
-a second."""
+"""The command line before anything runs: abbreviated flags are mistyped flags, a results directory is
+never reused, run ids are finer than a second, and bin/commstack checks the arguments before it installs
+Debian packages."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +36,29 @@ def test_a_results_directory_that_holds_files_is_refused(tmp_path):
     assert plain.returncode == 4 and f"--results {tmp_path} exists and is not empty" in plain.stderr
 
 
+def test_an_abbreviated_flag_is_a_mistyped_flag():
+    for argv in (["run", "--sys", "x"], ["suite", "smoke", "--dry", "--system", "local"]):
+        proc = commstack(*argv)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"commstack: error: {argv[0]}: unrecognized arguments: {argv[1 if argv[0] == 'run' else 2]}" \
+            in proc.stderr
+
+
+def test_bin_commstack_checks_the_arguments_before_it_installs_packages(tmp_path):
+    """On a PATH without dpkg-query and apt-get, installing would fail saying so: a mistyped flag is
+    refused first; a right command line goes on to the installation."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "cat", "cut", "dirname", "grep", "readlink", "sha256sum"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(bin_dir)}
+    mistyped = subprocess.run([str(TOP / "bin" / "commstack"), "run", "--sys", "x"], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert mistyped.returncode == 2, mistyped.stdout + mistyped.stderr
+    assert "unrecognized arguments: --sys x" in mistyped.stderr and "missing packages" not in mistyped.stderr
+    right = subprocess.run([str(TOP / "bin" / "commstack"), "run", "--results", str(tmp_path / "r")], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert right.returncode == 2, right.stdout + right.stderr
+    assert "commstack: missing packages slurm-wlm" in right.stderr and "no apt-get here" in right.stderr
+    assert "commstack run: error: the Debian packages commstack needs could not be installed" in right.stderr
+    assert not Path(tmp_path / "r").exists()
