@@ -100,3 +100,18 @@ def private_dir(path: Path) -> Path:
         raise UnsafePathError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700 "
                               f"(chmod 700 {path}, or remove it)")
     return path
+
+
+def safe_parents(path: Path) -> None:
+    """Refuse a place whose parent directories someone else could change under us (rename our directory
+    away, put a symlink in its place): each one, and each symlink on the way, must belong to root or to
+    us, and a directory others may write must be sticky, as /tmp is."""
+    path = Path(os.path.abspath(path))
+    for parent in [*path.parents, *Path(os.path.realpath(path)).parents]:
+        st = os.lstat(parent)
+        if st.st_uid not in (0, os.geteuid()):
+            raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state "
+                                  "under directories of your own or root's")
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
+                                  "by others without the sticky bit; choose another directory")

@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commstack.errors import ControllerLostError, SlurmUnavailableError
-from commstack.files import UnsafePathError, private_dir, write_atomic
+from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 PROGRAMS = DAEMONS + ("slurmstepd",)  # what a cluster of ours runs; stop() leaves none of them
@@ -85,13 +86,15 @@ def multinode_dir() -> Path:
 
 
 def _private_tree(path: Path) -> Path:
-    """`path` as a private directory; a missing commstack state home above it is made private too."""
+    """`path` as a private directory under parents nobody else can change; a missing commstack state
+    home above it is made private too."""
     home = state_home()
     if path.parent == home:
         home.parent.mkdir(parents=True, exist_ok=True)
         private_dir(home)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
+    safe_parents(path)
     return private_dir(path)
 
 
@@ -455,14 +458,14 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         for daemon in sorted(self._daemons(), key=lambda d: not d.startswith("slurmd")):
             pid = self.pid(daemon)
             if pid:
-                _end(pid, signal.SIGTERM, 10)
+                _end(pid, _start_time(pid), signal.SIGTERM, 10)
         # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
         for _ in range(50):
-            left = self.processes()
+            left = {pid: _start_time(pid) for pid in self.processes()}
             if not left:
                 break
-            for pid in left:
-                _end(pid, signal.SIGKILL, 0)
+            for pid, start in left.items():
+                _end(pid, start, signal.SIGKILL, 0)
             time.sleep(0.1)
         if self.nodes > 1:
             self._net_down()
@@ -498,11 +501,11 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         for ns in re.findall(rf"^({NETNS_PREFIX}\d+)\b", self._ip("netns", "list", check=False).stdout, re.M):
             # slurmstepd and tasks outlive their slurmd: end everything left in the namespace
             for _ in range(50):
-                pids = [int(p) for p in self._ip("netns", "pids", ns, check=False).stdout.split()]
+                pids = {int(p): _start_time(int(p)) for p in self._ip("netns", "pids", ns, check=False).stdout.split()}
                 if not pids:
                     break
-                for pid in pids:
-                    _end(pid, signal.SIGKILL, 0)
+                for pid, start in pids.items():
+                    _end(pid, start, signal.SIGKILL, 0)
                 time.sleep(0.1)
             self._ip("netns", "del", ns, check=False)
         links = self._ip("-o", "link", "show", check=False).stdout
@@ -656,19 +659,24 @@ def _descendants(parents: list[int]) -> list[int]:
     return out
 
 
-def _end(pid: int, sig: int, grace_s: float) -> None:
-    """Signal a process we checked is ours; after grace_s, SIGKILL it if it still runs (a zombie has
-    no executable: it has ended)."""
+def _end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
+    """Signal a process we checked is ours (pid and start time, as it was checked); after grace_s, SIGKILL
+    it if it still runs. Through a pidfd: a pid reused in between, by the time of either signal, is never
+    signalled."""
     try:
-        os.kill(pid, sig)
-        for _ in range(int(grace_s * 10)):
-            time.sleep(0.1)
-            if _exe(pid) is None:
-                return
-        if grace_s:
-            os.kill(pid, signal.SIGKILL)
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if start is None or _start_time(pid) != start:  # another process has the pid now
+            return
+        signal.pidfd_send_signal(fd, sig)
+        if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    finally:
+        os.close(fd)
 
 
 def _program_path(program: str) -> str | None:

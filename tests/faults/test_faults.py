@@ -178,6 +178,24 @@ def test_state_dir_open_to_everyone(cluster_in):
     assert list(cluster.root.iterdir()) == [] and not cluster.processes()
 
 
+def test_state_dir_under_a_parent_others_may_change(cluster_in, tmp_path):
+    """Another user could rename a private directory away from under a parent they may write."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    cluster = LocalSlurm(shared / "state", 16837, 16838)
+    with pytest.raises(UnsafePathError, match=r"state: its parent .*/shared has mode 0777, writable by others "
+                                              "without the sticky bit"):
+        cluster.start()
+    assert not (shared / "state").exists()
+    shared.chmod(0o1777)  # as /tmp: others may not rename what is ours
+    assert cluster.check_state() == shared / "state"
+    if os.geteuid() == 0:
+        os.chown(shared, pwd.getpwnam("nobody").pw_uid, -1)
+        with pytest.raises(UnsafePathError, match=r"its parent .*/shared belongs to uid \d+; keep commstack's"):
+            cluster.check_state()
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
