@@ -183,7 +183,9 @@ class CtrlC:
         raise KeyboardInterrupt
 
     def restore(self) -> None:
-        if self.previous is not None:
+        """The SIGINT handling of before; after a Ctrl-C the process is on its way out, and a Ctrl-C
+        pressed again still cannot cut its last lines short."""
+        if self.previous is not None and not self.pressed:
             signal.signal(signal.SIGINT, self.previous)
             self.previous = None
 

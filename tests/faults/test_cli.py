@@ -126,9 +126,12 @@ def records_of(results: Path) -> dict:
     return {r.step: r for r in read_run(results)}
 
 
-@pytest.mark.parametrize("presses", [1, 3])
-def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_path, presses):
-    """Ctrl-C once, or three times 0.5 s apart (the later ones held off until the clean-up is done)."""
+@pytest.mark.parametrize("presses, shared", [(1, False), (3, False), (8, True)])
+def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_path, presses, shared):
+    """Ctrl-C once, or several times 0.5 s apart (the later ones held off until the clean-up is done); with
+    the cluster shared (the test holds a lease), the run cancels its job and leaves the daemons up."""
+    if shared:
+        cli.cluster.start()
     results = tmp_path / "r"
     proc = cli.start("suite", str(suite_file(tmp_path, LONG)), "--results", str(results))
     out = results / "steps" / f"long--{LONG_STEP}" / "repeat-0"
@@ -149,6 +152,9 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     assert "# mpi-pingpong v" in (out / "stdout.txt").read_text()  # its output so far is kept
     assert records[AFTER_STEP].reason == "interrupted (Ctrl-C) before this step"
     assert "2 steps: 2 not-run" in (results / "report" / "index.html").read_text()
+    if shared:
+        no_job_left(cli.cluster)
+        assert cli.cluster.stop() is True
     stopped(cli.cluster)
 
 
