@@ -357,7 +357,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("setup", help="pinned Spack and package repositories")
     s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
-    s.add_argument("--force", action="store_true", help="accept a SPACK_ROOT of another major.minor")
+    s.add_argument("--force", action="store_true",
+                   help="accept a SPACK_ROOT of another major.minor, or a git checkout (SPACK_ROOT, --packages) "
+                        "at another commit than the pinned one")
     s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
     s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
     s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
