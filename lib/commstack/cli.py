@@ -71,7 +71,8 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
         if value:
             argv += [flag, value]
     argv += extra
-    return subprocess.call(argv, cwd=TOP)
+    env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
+    return subprocess.call(argv, cwd=TOP, env=env)
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
