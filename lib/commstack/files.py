@@ -115,3 +115,15 @@ def safe_parents(path: Path) -> None:
         if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
             raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
                                   "by others without the sticky bit; choose another directory")
+
+
+def sync_tree(directory: Path) -> None:
+    """fsync every file under `directory` and the directories themselves, before it is swapped in."""
+    for root, _, names in os.walk(directory):
+        for name in names:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))
