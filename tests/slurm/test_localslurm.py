@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.slurm import LocalSlurm, choose_slurm, site_slurm_answers
+from commstack.slurm import LocalSlurm, NodeDrainedError, choose_slurm, site_slurm_answers
 
 pytestmark = pytest.mark.slurm
 
@@ -103,6 +104,31 @@ def test_a_drained_node_is_resumed(own_slurm):
                    env=own_slurm.env, check=True, timeout=30)
     assert own_slurm.node_states()[node] == ("drained", "Kill task failed")
     own_slurm.start()
+    assert own_slurm.node_states()[node] == ("idle", "")
+
+
+def test_a_node_that_stays_drained_is_reported(own_slurm):
+    """Something keeps draining the node (an admin, a health check): start() resumes it once, then
+    names it instead of waiting on or skipping it."""
+    node = own_slurm.node_names[0]
+    drain = ["scontrol", "update", f"nodename={node}", "state=drain", "reason=held by the test"]
+    done = threading.Event()
+
+    def keep_draining() -> None:
+        while not done.is_set():
+            subprocess.run(drain, env=own_slurm.env, capture_output=True, timeout=30)
+            done.wait(0.1)
+    subprocess.run(drain, env=own_slurm.env, check=True, timeout=30)
+    drainer = threading.Thread(target=keep_draining)
+    drainer.start()
+    try:
+        with pytest.raises(NodeDrainedError, match=rf"node {node} is drain(ed|ing) \(held by the test\) and stays so "
+                                                   r"after `scontrol update nodename=\.\.\. state=resume`"):
+            own_slurm.start(timeout=5)
+    finally:
+        done.set()
+        drainer.join()
+    own_slurm.start()  # once nothing drains it, the node is resumed and takes jobs
     assert own_slurm.node_states()[node] == ("idle", "")
 
 
