@@ -55,6 +55,7 @@ def _finish(proc: subprocess.Popen) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.faults  # two users at once: the faults tier's, through the API (test_cli.py: two runs)
 def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_path):
     own_slurm.stop()  # the fixture's lease given back: the two users below are all there is
     assert not own_slurm.processes()
