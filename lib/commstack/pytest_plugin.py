@@ -183,10 +183,11 @@ class CtrlC:
         raise KeyboardInterrupt
 
     def restore(self) -> None:
-        """The SIGINT handling of before; after a Ctrl-C the process is on its way out, and a Ctrl-C
-        pressed again still cannot cut its last lines short."""
-        if self.previous is not None and not self.pressed:
-            signal.signal(signal.SIGINT, self.previous)
+        """The SIGINT handling of before; after a Ctrl-C the process is on its way out, and SIGINT is
+        ignored to its end: Python's own finalization puts a handler of ours back to the default, which
+        would kill it (exit -2 instead of 130)."""
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN if self.pressed else self.previous)
             self.previous = None
 
 

@@ -107,10 +107,9 @@ def no_job_left(cluster: LocalSlurm) -> None:
     """The queue of a cluster still up is empty (a cancelled job is COMPLETING for a few seconds), and
     only its daemons run: no slurmstepd, no task."""
     deadline = time.monotonic() + 30
-    while cluster.jobs():
-        assert time.monotonic() < deadline, f"jobs left: {cluster.jobs()}"
+    while cluster.jobs() or [p for p in cluster.processes() if _program(p) not in DAEMONS]:
+        assert time.monotonic() < deadline, (cluster.jobs(), [_program(p) for p in cluster.processes()])
         time.sleep(0.5)
-    assert [name for name in map(_program, cluster.processes()) if name not in DAEMONS] == []
 
 
 def _program(pid: int) -> str:
@@ -126,10 +125,11 @@ def records_of(results: Path) -> dict:
     return {r.step: r for r in read_run(results)}
 
 
-@pytest.mark.parametrize("presses, shared", [(1, False), (3, False), (8, True)])
+@pytest.mark.parametrize("presses, shared", [(1, False), (3, False), (None, True)])
 def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_path, presses, shared):
-    """Ctrl-C once, or several times 0.5 s apart (the later ones held off until the clean-up is done); with
-    the cluster shared (the test holds a lease), the run cancels its job and leaves the daemons up."""
+    """Ctrl-C once, three times 0.5 s apart, or every 0.3 s until the command ends (the later ones held
+    off until it is done); with the cluster shared (the test holds a lease), the run cancels its job and
+    leaves the daemons up."""
     if shared:
         cli.cluster.start()
     results = tmp_path / "r"
@@ -137,8 +137,10 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     out = results / "steps" / f"long--{LONG_STEP}" / "repeat-0"
     wait_for_step(proc, cli.cluster, out)
     time.sleep(2)  # the ping-pong is printing
-    for i in range(presses):
-        time.sleep(0.5 if i else 0)
+    for i in range(presses or 1000):
+        if proc.poll() is not None:
+            break
+        time.sleep((0.5 if presses else 0.3) if i else 0)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
     text, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, text + err
