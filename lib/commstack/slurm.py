@@ -535,9 +535,11 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
 
 def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
     """A Slurm client (scontrol, squeue, sinfo, scancel) bounded in time: one that gets no answer
-    means the controller is lost."""
+    means the controller is lost. In a session of its own: a Ctrl-C pressed again during the clean-up
+    must not kill the scancel that gives an allocation back (Python's KeyboardInterrupt ends it when
+    it is the first)."""
     try:
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
 
