@@ -231,7 +231,7 @@ class Launcher:
         except LaunchError as e:
             if self.kind == "srun":
                 self.lost = self._slurm_lost(r)
-                if self.lost:
+                if self.lost and not isinstance(e, NodeFailureError):  # a node failure keeps its name
                     raise self.lost from e
             raise
 
