@@ -72,6 +72,11 @@ def measure(args, pingpong: str, work: Path) -> tuple[dict[int, list[float]], di
 
 
 def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="commstack-pp-osu-") as work:  # nothing left in /tmp
+        return measure_in(Path(work))
+
+
+def measure_in(work: Path) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pingpong", help="mpi-pingpong binary (default: make in src/mpi-pingpong)")
     ap.add_argument("--osu-latency",
@@ -90,7 +95,6 @@ def main() -> int:
     if args.max < JUDGED_FROM:
         print(f"--max {args.max}: the judged sizes start at {JUDGED_FROM}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="commstack-pp-osu-"))
     pingpong = args.pingpong
     if not pingpong:
         pingpong = str(work / "mpi-pingpong")
@@ -103,7 +107,7 @@ def main() -> int:
         return 2
 
     print(f"mpi-pingpong vs {title}: 2 ranks on one node, local Slurm, {args.iterations} iterations + "
-          f"{args.warmup} warm-up, medians of {args.rounds} alternating rounds (raw output: {work})")
+          f"{args.warmup} warm-up, medians of {args.rounds} alternating rounds")
     print(f"{'size (B)':>10} {'pingpong (us)':>14} {'osu (us)':>10} {'ratio':>7} {'pp spread':>10} "
           f"{'osu spread':>11} {'ratio spread':>13}")
     judged, off, missing = 0, [], []

@@ -104,6 +104,11 @@ def spread(xs: list[float]) -> str:
 
 
 def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="commstack-run-overhead-") as work:  # nothing left in /tmp
+        return measure_in(Path(work))
+
+
+def measure_in(work: Path) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="alternating repetitions of every variant")
@@ -112,7 +117,6 @@ def main() -> int:
     ap.add_argument("--max-ratio", type=float, default=0.90)
     args = ap.parse_args()
     exe = reframe()
-    work = Path(tempfile.mkdtemp(prefix="commstack-run-overhead-"))
     suite = write_suite(work, args.steps)
     slurm = LocalSlurm()
     cold = not slurm.running()

@@ -22,11 +22,15 @@ TOP = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="commstack-overhead-") as work:  # nothing left in /tmp
+        return measure_in(Path(work))
+
+
+def measure_in(work: Path) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", "--steps", type=int, default=20)
     ap.add_argument("--max", default="1M", help="largest message of each ping-pong step")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="commstack-overhead-"))
     exe = work / "mpi-pingpong"
     subprocess.run(["make", "-s", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={exe}"], check=True)
     cluster = LocalSlurm()

@@ -1,5 +1,8 @@
-"""Fixtures shared by the tiers that start a local Slurm of their own (tests/slurm, tests/faults)."""
+"""Fixtures shared by the tiers that start a local Slurm of their own (tests/slurm, tests/faults), and
+COMMSTACK_REQUIRE_FAULTS=1 (CI): there a skipped fault test is a failure, so that the tier cannot pass
+by skipping."""
 
+import os
 import time
 
 import pytest
@@ -30,3 +33,14 @@ def own_slurm(pytestconfig, tmp_path_factory):
     cluster.stop(force=True)
     assert not queued, f"jobs left in the queue: {queued}"
     assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.skipped and item.get_closest_marker("faults") and os.environ.get("COMMSTACK_REQUIRE_FAULTS") == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"COMMSTACK_REQUIRE_FAULTS=1: the faults tier may not skip here: {reason}"
+    return report

@@ -14,7 +14,7 @@
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
-2 bad input; 130 Ctrl-C.
+2 bad input; 5 results could not be written (a full file system); 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from commstack.results.compare import NOT_RUN, compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE, Binaries,
-                                  exit_status, new_run_dir)
+from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
+                                  Binaries, check_results_dir, exit_status, given_run_dir, new_run_dir)
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack import envs, mirror
@@ -45,9 +45,17 @@ from commstack.spack import preflight as spack_preflight
 from commstack.spack import setup as spack_setup
 from commstack.spack.envs import ENVS, LOCKED
 from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.slurm import LocalSlurm, choose_slurm
+from commstack.files import FileWriteError
+from commstack.pytest_plugin import SessionOf
+from commstack.slurm import LocalSlurm, choose_slurm, embedded
 from commstack.paths import TOP
 from commstack.spack import find_spack, need_spack
+
+
+def install_deps() -> None:
+    """The Debian packages that run and test need (ci/install-deps.sh says what it installs)."""
+    if subprocess.call([str(TOP / "ci" / "install-deps.sh")]) != 0:
+        raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
@@ -63,7 +71,8 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
         if value:
             argv += [flag, value]
     argv += extra
-    return subprocess.call(argv, cwd=TOP)
+    env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
+    return subprocess.call(argv, cwd=TOP, env=env)
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
@@ -132,7 +141,12 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         return cmd_submit(args, system, suite)
     if args.dry_run:
         return _dry_run(args, system, suite)
-    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    if args.results:
+        check_results_dir(Path(args.results))
+    if args.launcher == "srun" and embedded(system.name, args.slurm):
+        # a state directory someone else prepared is refused now, before anything is made or tried
+        LocalSlurm.for_system(system.name, system.nodes).check_state()
+    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
             "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
             "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
@@ -141,7 +155,13 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         if getattr(args, opt):
             argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
     argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
-    rc = pytest.main(argv + extra)
+    session = SessionOf()
+    rc = pytest.main(argv + extra, plugins=[session])
+    run = session.run
+    if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
+        _verdicts(run.records.values(), run.unsaved_records)
+        what = "results directory full" if run.unsaved.full else "results not saved"
+        raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
     if rc == pytest.ExitCode.INTERRUPTED:
         print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -171,10 +191,15 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
     return 0
 
 
+def _verdicts(records, unsaved=frozenset()) -> None:
+    for r in sorted(records, key=lambda r: r.index):
+        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else "")
+              + (" (record not saved)" if r.key in unsaved else ""))
+
+
 def _summary(results: Path, allow_not_run: bool) -> int:
     records = read_run(results)
-    for r in records:
-        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
+    _verdicts(records)
     status = exit_status(records, allow_not_run)
     print(f"results: {results} (report: {results / 'report' / 'index.html'}); exit {status}")
     return status
@@ -191,7 +216,7 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
             binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
         return 0
-    results = Path(args.results) if args.results else new_run_dir(TOP / "results")
+    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
     out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))
@@ -208,7 +233,7 @@ def batch_env(system, mode: str) -> dict[str, str]:
         raise SlurmUnavailableError("a batch job needs Slurm (--slurm off)")
     if which == "site":
         return dict(os.environ)
-    cluster = LocalSlurm.multinode(system.nodes) if system.name == "local-multinode" else LocalSlurm()
+    cluster = LocalSlurm.for_system(system.name, system.nodes)
     cluster.start(manual=True)
     return cluster.env
 
@@ -314,7 +339,7 @@ def _run_options(s: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="commstack", description=__doc__,
+    p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -335,7 +360,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("setup", help="pinned Spack and package repositories")
     s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
-    s.add_argument("--force", action="store_true", help="accept a SPACK_ROOT of another major.minor")
+    s.add_argument("--force", action="store_true",
+                   help="accept a SPACK_ROOT of another major.minor, or a git checkout (SPACK_ROOT, --packages) "
+                        "at another commit than the pinned one")
     s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
     s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
     s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
@@ -393,6 +420,8 @@ def parser() -> argparse.ArgumentParser:
                                               '(default: none, so the benchmark\'s default sizes)')
     s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
     s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")
+    for s in sub.choices.values():
+        s.allow_abbrev = False  # `run --sys x` is a mistyped flag, not --system
     return p
 
 
@@ -415,10 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.cmd not in ("test", "run", "suite"):
         p.error(f"{args.cmd} takes no arguments after --")
     try:
+        if args.cmd in ("run", "test") and os.environ.get("COMMSTACK_INSTALL_DEPS") == "1":
+            install_deps()  # bin/commstack's first use: once the command line is known to be right
         return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:
         print(f"commstack {args.cmd}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(e, "exit_status", EXIT_USAGE)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -3,6 +3,7 @@ directory, fsync, rename), never through a symlink, and private where it holds s
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -18,7 +19,23 @@ class UnsafePathError(CommstackError):
 
 
 class FileWriteError(CommstackError):
-    """A file could not be written (full file system, no permission, ...); the old one is intact."""
+    """A file could not be written (full file system, no permission, ...); the old one is intact.
+    The commands exit with `exit_status`: not bad input, and not a verdict of the steps."""
+
+    exit_status = 5
+
+    def __init__(self, message: str, errno_: int | None = None):
+        self.errno = errno_
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, path: Path, e: OSError) -> "FileWriteError":
+        return cls(f"cannot write {path}: {e.strerror or e}", e.errno)
+
+    @property
+    def full(self) -> bool:
+        """The file system (or the user's quota) is full."""
+        return self.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
@@ -30,8 +47,7 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     try:
         _write_atomic(path, raw, mode)
     except OSError as e:
-        raise FileWriteError(f"cannot write {path}: {e.strerror or e}; the previous file, if any, is unchanged") \
-            from e
+        raise FileWriteError.of(path, e) from e
 
 
 def _write_atomic(path: Path, raw: bytes, mode: int) -> None:
@@ -84,3 +100,30 @@ def private_dir(path: Path) -> Path:
         raise UnsafePathError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700 "
                               f"(chmod 700 {path}, or remove it)")
     return path
+
+
+def safe_parents(path: Path) -> None:
+    """Refuse a place whose parent directories someone else could change under us (rename our directory
+    away, put a symlink in its place): each one, and each symlink on the way, must belong to root or to
+    us, and a directory others may write must be sticky, as /tmp is."""
+    path = Path(os.path.abspath(path))
+    for parent in [*path.parents, *Path(os.path.realpath(path)).parents]:
+        st = os.lstat(parent)
+        if st.st_uid not in (0, os.geteuid()):
+            raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state "
+                                  "under directories of your own or root's")
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
+                                  "by others without the sticky bit; choose another directory")
+
+
+def sync_tree(directory: Path) -> None:
+    """fsync every file under `directory` and the directories themselves, before it is swapped in."""
+    for root, _, names in os.walk(directory):
+        for name in names:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))

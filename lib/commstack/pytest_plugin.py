@@ -15,26 +15,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import statistics
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError
-from commstack.files import write_json
+from commstack.files import FileWriteError, write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
-from commstack.run.runner import Binaries, Run, new_run_dir
+from commstack.run.runner import Binaries, Run, check_results_dir, new_run_dir
 from commstack.run.steps import SuiteStep, expand
 from commstack.spack import find_spack
 
 RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
 PROGRESS = pytest.StashKey[dict]()
+CTRL_C = pytest.StashKey["CtrlC"]()
+INTERRUPTED = "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +66,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[STARTED] = time.monotonic()
+    if config.getoption("--results"):
+        try:
+            check_results_dir(Path(config.getoption("--results")))
+        except CommstackError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 # ---- suite files: one item per step
@@ -153,6 +163,50 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 # ---- the session's run
 
+class CtrlC:
+    """SIGINT while a run holds Slurm, an allocation or a step: the first one is the KeyboardInterrupt
+    it always is; the later ones, until restore(), are held off, so that a user pressing Ctrl-C again
+    cannot cut short the clean-up (the step stopped and its output saved, the allocation and the Slurm
+    released, the records and report written)."""
+
+    def __init__(self, tell: Callable[[str], None]):
+        self.tell, self.pressed, self.previous = tell, False, None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.pressed:
+            self.tell("interrupted: still cleaning up, please wait")
+            return
+        self.pressed = True
+        self.tell(INTERRUPTED)
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """The SIGINT handling of before; after a Ctrl-C the process is on its way out, and SIGINT is
+        ignored to its end: Python's own finalization puts a handler of ours back to the default, which
+        would kill it (exit -2 instead of 130)."""
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN if self.pressed else self.previous)
+            self.previous = None
+
+
+class SessionOf:
+    """Given to pytest.main(plugins=[...]): the session's configuration, so that its Run can be read
+    once pytest returned."""
+
+    config: pytest.Config | None = None
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @property
+    def run(self) -> Run | None:
+        return self.config.stash.get(RUN, None) if self.config else None
+
+
 def _system(config: pytest.Config):
     return load_system(config.getoption("--system"))
 
@@ -172,34 +226,62 @@ def session_run(config: pytest.Config) -> Run:
                   slurm=config.getoption("--slurm"))
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run
+        config.stash[CTRL_C] = ctrl_c = CtrlC(lambda line: say(config, line))
+        ctrl_c.install()
+        config.add_cleanup(ctrl_c.restore)
+        config.add_cleanup(run.close)  # idempotent; here in case the session ends before pytest_sessionfinish
     return config.stash[RUN]
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    """Before the rest of the session's end (JUnit XML, fixture teardown, the summary), which may fail:
+    the run releases what it holds, records every step and writes its report. A JUnit file that cannot
+    be written (a full results file system) is noted as unsaved, like a record."""
     run = session.config.stash.get(RUN, None)
     if run is None:
-        return
+        return (yield)
+    try:
+        _finish(session, run, exitstatus)
+        try:
+            return (yield)
+        except OSError as e:
+            run.unsaved = run.unsaved or FileWriteError.of(Path(e.filename or run.dir / "junit.xml"), e)
+    finally:
+        session.config.stash[CTRL_C].restore()
+
+
+def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
     records = run.close(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     if not session.config.getoption("--results") and not any(run.dir.iterdir()):
         # a test session that used the run only for Slurm leaves no empty results/<run> behind
         run.dir.rmdir()
         return
-    if any(isinstance(i, StepItem) for i in session.items):
-        with run.phase("report"):
-            from commstack.results.report import write_report  # matplotlib only when there is a report
-            path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
-        from commstack.results import history
-        history.add_run(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
+    if not any(isinstance(i, StepItem) for i in session.items):
+        return
+    path = None
+    try:
+        if run.unsaved is None:  # a results file system known to be full gets nothing more
+            with run.phase("report"):
+                from commstack.results.report import write_report  # matplotlib only when there is a report
+                path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
+            from commstack.results import history
+            history.add_run(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
         total = time.monotonic() - session.config.stash[STARTED]
-        write_json(run.dir / "timings.json", {**run.timings, "session": total})
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if tr:
-            counts = Counter(r.verdict for r in records)
-            tr.write_line(f"commstack: {len(records)} steps: "
-                          + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f"; report {path}")
-            tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
-                          + f"; {total:.1f} s since pytest started (timings.json)")
+        if run.unsaved is None:
+            write_json(run.dir / "timings.json", {**run.timings, "session": total})
+    except FileWriteError as e:
+        run.unsaved = e
+    except OSError as e:  # the report's files are written by csv and matplotlib
+        run.unsaved = FileWriteError.of(Path(e.filename or run.dir / "report"), e)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr:
+        counts = Counter(r.verdict for r in records)
+        tr.write_line(f"commstack: {len(records)} steps: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+                      + (f"; report {path}" if path else f"; NOT SAVED: {run.unsaved}"))
+        tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
+                      + f"; {time.monotonic() - session.config.stash[STARTED]:.1f} s since pytest started"
+                      + ("" if run.unsaved else " (timings.json)"))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

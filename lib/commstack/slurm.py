@@ -29,18 +29,19 @@ import contextlib
 import fcntl
 import os
 import re
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from commstack.errors import ControllerLostError, SlurmUnavailableError
-from commstack.files import UnsafePathError, private_dir, write_atomic
+from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 PROGRAMS = DAEMONS + ("slurmstepd",)  # what a cluster of ours runs; stop() leaves none of them
@@ -85,13 +86,15 @@ def multinode_dir() -> Path:
 
 
 def _private_tree(path: Path) -> Path:
-    """`path` as a private directory; a missing commstack state home above it is made private too."""
+    """`path` as a private directory under parents nobody else can change; a missing commstack state
+    home above it is made private too."""
     home = state_home()
     if path.parent == home:
         home.parent.mkdir(parents=True, exist_ok=True)
         private_dir(home)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
+    safe_parents(path)
     return private_dir(path)
 
 
@@ -116,6 +119,15 @@ class LocalSlurm:
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
         return cls(root, 16827, 16828, nodes)
+
+    @classmethod
+    def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
+        """The embedded cluster a local system runs on."""
+        return cls.multinode(nodes) if system == "local-multinode" else cls()
+
+    def check_state(self) -> Path:
+        """Its state directory, made private when missing; UnsafePathError when someone else prepared it."""
+        return _private_tree(self.root)
 
     @property
     def node_names(self) -> list[str]:
@@ -144,9 +156,11 @@ class LocalSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster; the lease
-        variable makes Allocation tag its jobs as this process's."""
-        return {**os.environ, "SLURM_CONF": str(self.conf), "COMMSTACK_SLURM_LEASE": _job_tag(_own_lease())}
+        """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster: none of the
+        site's SLURM_* (a SLURM_JOB_ID of a site allocation names no job here); the lease variable makes
+        Allocation tag its jobs as this process's."""
+        own = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        return {**own, "SLURM_CONF": str(self.conf), "COMMSTACK_SLURM_LEASE": _job_tag(_own_lease())}
 
     # --- processes: only ours are trusted or signalled -------------------------------------------
 
@@ -183,7 +197,7 @@ class LocalSlurm:
 
     @contextlib.contextmanager
     def _locked(self, timeout: float = 300.0) -> Iterator[None]:
-        _private_tree(self.root)
+        self.check_state()
         fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             deadline = time.monotonic() + timeout
@@ -444,14 +458,14 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         for daemon in sorted(self._daemons(), key=lambda d: not d.startswith("slurmd")):
             pid = self.pid(daemon)
             if pid:
-                _end(pid, signal.SIGTERM, 10)
+                _end(pid, _start_time(pid), signal.SIGTERM, 10)
         # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
         for _ in range(50):
-            left = self.processes()
+            left = {pid: _start_time(pid) for pid in self.processes()}
             if not left:
                 break
-            for pid in left:
-                _end(pid, signal.SIGKILL, 0)
+            for pid, start in left.items():
+                _end(pid, start, signal.SIGKILL, 0)
             time.sleep(0.1)
         if self.nodes > 1:
             self._net_down()
@@ -487,11 +501,11 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         for ns in re.findall(rf"^({NETNS_PREFIX}\d+)\b", self._ip("netns", "list", check=False).stdout, re.M):
             # slurmstepd and tasks outlive their slurmd: end everything left in the namespace
             for _ in range(50):
-                pids = [int(p) for p in self._ip("netns", "pids", ns, check=False).stdout.split()]
+                pids = {int(p): _start_time(int(p)) for p in self._ip("netns", "pids", ns, check=False).stdout.split()}
                 if not pids:
                     break
-                for pid in pids:
-                    _end(pid, signal.SIGKILL, 0)
+                for pid, start in pids.items():
+                    _end(pid, start, signal.SIGKILL, 0)
                 time.sleep(0.1)
             self._ip("netns", "del", ns, check=False)
         links = self._ip("-o", "link", "show", check=False).stdout
@@ -505,7 +519,7 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         return f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def status(self) -> str:
-        _private_tree(self.root)
+        self.check_state()
         lines = [f"{d}: {'running pid ' + str(self.pid(d)) if self.pid(d) else 'stopped'}" for d in self._daemons()]
         if self.nodes > 1:
             have = self._ip("netns", "list", check=False).stdout.split()
@@ -521,25 +535,32 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
 
 def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
     """A Slurm client (scontrol, squeue, sinfo, scancel) bounded in time: one that gets no answer
-    means the controller is lost."""
+    means the controller is lost. In a session of its own: a Ctrl-C pressed again during the clean-up
+    must not kill the scancel that gives an allocation back (Python's KeyboardInterrupt ends it when
+    it is the first)."""
     try:
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
 
 
-def choose_slurm(system: str, mode: str, site_answers: Callable[[], bool] | None = None) -> str:
+def embedded(system: str, mode: str) -> bool:
+    """Whether `--slurm MODE` means the embedded cluster for `--system SYSTEM`, without asking any Slurm."""
+    return mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS)
+
+
+def choose_slurm(system: str, mode: str) -> str:
     """Which Slurm `--slurm MODE` means for `--system SYSTEM`: 'embedded', 'site' or 'off'.
     The local systems always get the embedded cluster under auto, even on a login node whose
     site Slurm answers: a run on this machine never lands in a production queue by accident.
     Another system needs its site's Slurm (auto and external) unless --slurm local forces ours."""
     if mode == "off":
         return "off"
-    if mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS):
+    if embedded(system, mode):
         return "embedded"
     if mode not in ("auto", "external"):
         raise ValueError(f"unknown --slurm mode {mode!r} (auto, local, external, off)")
-    if (site_answers or site_slurm_answers)():
+    if site_slurm_answers():
         return "site"
     raise SlurmUnavailableError(f"system {system!r} runs on its site's Slurm, and none answers `sinfo` here; "
                                 "run on that system's login node, or use --system local (the embedded Slurm)")
@@ -640,19 +661,24 @@ def _descendants(parents: list[int]) -> list[int]:
     return out
 
 
-def _end(pid: int, sig: int, grace_s: float) -> None:
-    """Signal a process we checked is ours; after grace_s, SIGKILL it if it still runs (a zombie has
-    no executable: it has ended)."""
+def _end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
+    """Signal a process we checked is ours (pid and start time, as it was checked); after grace_s, SIGKILL
+    it if it still runs. Through a pidfd: a pid reused in between, by the time of either signal, is never
+    signalled."""
     try:
-        os.kill(pid, sig)
-        for _ in range(int(grace_s * 10)):
-            time.sleep(0.1)
-            if _exe(pid) is None:
-                return
-        if grace_s:
-            os.kill(pid, signal.SIGKILL)
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if start is None or _start_time(pid) != start:  # another process has the pid now
+            return
+        signal.pidfd_send_signal(fd, sig)
+        if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    finally:
+        os.close(fd)
 
 
 def _program_path(program: str) -> str | None:

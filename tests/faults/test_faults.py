@@ -118,19 +118,6 @@ def test_output_that_is_not_utf8_is_kept_byte_for_byte(own_slurm, system, tmp_pa
     assert result.stdout == "ok \ufffd\ufffd\n" and result.stderr == "bad \ufffd(\n"
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 1 MiB tmpfs (root: mount)."""
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], check=True)
-
-
 def test_results_on_a_full_file_system(own_slurm, system, small_fs):
     with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
         launcher = Launcher(system, "srun", own_slurm.env, alloc)
@@ -189,6 +176,24 @@ def test_state_dir_open_to_everyone(cluster_in):
     with pytest.raises(UnsafePathError, match=r"state has mode 0777; it must be 0700"):
         cluster.start()
     assert list(cluster.root.iterdir()) == [] and not cluster.processes()
+
+
+def test_state_dir_under_a_parent_others_may_change(cluster_in, tmp_path):
+    """Another user could rename a private directory away from under a parent they may write."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    cluster = LocalSlurm(shared / "state", 16837, 16838)
+    with pytest.raises(UnsafePathError, match=r"state: its parent .*/shared has mode 0777, writable by others "
+                                              "without the sticky bit"):
+        cluster.start()
+    assert not (shared / "state").exists()
+    shared.chmod(0o1777)  # as /tmp: others may not rename what is ours
+    assert cluster.check_state() == shared / "state"
+    if os.geteuid() == 0:
+        os.chown(shared, pwd.getpwnam("nobody").pw_uid, -1)
+        with pytest.raises(UnsafePathError, match=r"its parent .*/shared belongs to uid \d+; keep commstack's"):
+            cluster.check_state()
 
 
 def _cmdline(pid: int) -> str:

@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.slurm import LocalSlurm, choose_slurm, site_slurm_answers
+from commstack.slurm import LocalSlurm, NodeDrainedError, choose_slurm, site_slurm_answers
 
 pytestmark = pytest.mark.slurm
 
@@ -54,6 +55,7 @@ def _finish(proc: subprocess.Popen) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.faults  # two users at once: the faults tier's, through the API (test_cli.py: two runs)
 def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_path):
     own_slurm.stop()  # the fixture's lease given back: the two users below are all there is
     assert not own_slurm.processes()
@@ -106,6 +108,31 @@ def test_a_drained_node_is_resumed(own_slurm):
     assert own_slurm.node_states()[node] == ("idle", "")
 
 
+def test_a_node_that_stays_drained_is_reported(own_slurm):
+    """Something keeps draining the node (an admin, a health check): start() resumes it once, then
+    names it instead of waiting on or skipping it."""
+    node = own_slurm.node_names[0]
+    drain = ["scontrol", "update", f"nodename={node}", "state=drain", "reason=held by the test"]
+    done = threading.Event()
+
+    def keep_draining() -> None:
+        while not done.is_set():
+            subprocess.run(drain, env=own_slurm.env, capture_output=True, timeout=30)
+            done.wait(0.1)
+    subprocess.run(drain, env=own_slurm.env, check=True, timeout=30)
+    drainer = threading.Thread(target=keep_draining)
+    drainer.start()
+    try:
+        with pytest.raises(NodeDrainedError, match=rf"node {node} is drain(ed|ing) \(held by the test\) and stays so "
+                                                   r"after `scontrol update nodename=\.\.\. state=resume`"):
+            own_slurm.start(timeout=5)
+    finally:
+        done.set()
+        drainer.join()
+    own_slurm.start()  # once nothing drains it, the node is resumed and takes jobs
+    assert own_slurm.node_states()[node] == ("idle", "")
+
+
 def test_a_symlink_in_place_of_slurm_conf_is_replaced_not_followed(own_slurm, tmp_path):
     own_slurm.stop()
     victim = tmp_path / "victim"
@@ -149,15 +176,14 @@ def test_munge_key_is_private_and_a_readable_one_is_refused(own_slurm):
     key.unlink()
 
 
-def test_local_systems_never_go_to_a_site_slurm():
-    answers = lambda: True  # noqa: E731 - a login node whose site Slurm answers
-    assert choose_slurm("local", "auto", answers) == "embedded"
-    assert choose_slurm("local-multinode", "auto", answers) == "embedded"
-    assert choose_slurm("alps-gh200", "auto", answers) == "site"
-    assert choose_slurm("alps-gh200", "local", answers) == "embedded"
-    assert choose_slurm("local", "off", answers) == "off"
+def test_a_site_system_where_no_site_slurm_answers_is_refused(monkeypatch):
+    """A site's Slurm that answers is tests/faults/test_cli.py's (a second local cluster plays it)."""
+    if Path("/etc/slurm/slurm.conf").exists():
+        pytest.skip("this machine has a Slurm configuration of its own (/etc/slurm/slurm.conf)")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    assert choose_slurm("local", "auto") == "embedded" and choose_slurm("local", "off") == "off"
     with pytest.raises(CommstackError, match="system 'alps-gh200' runs on its site's Slurm, and none answers"):
-        choose_slurm("alps-gh200", "auto", lambda: False)
+        choose_slurm("alps-gh200", "auto")
 
 
 def test_our_own_cluster_is_not_taken_for_a_site_slurm(own_slurm, monkeypatch):

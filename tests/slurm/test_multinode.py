@@ -4,6 +4,7 @@ mpi-pingpong across them over TCP, a node that dies during a step, and a stop th
 The tests run in file order: the last two kill a node and stop the cluster.
 """
 
+import dataclasses
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import pytest
 
 from commstack.errors import NodeFailureError
 from commstack.files import write_atomic
-from commstack.run.launch import Allocation, Launcher, Step
+from commstack.run.launch import Allocation, AllocationLostError, Launcher, Step
 from commstack.slurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
 from commstack.results.parse import parse_pingpong
 from commstack.config import load_system
@@ -141,6 +142,9 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
         t0 = time.monotonic()
         t.join(timeout=170)
         assert not t.is_alive(), "srun still running after node2 died"
+        with pytest.raises(AllocationLostError, match=r"again: not run: the allocation \(job \d+\) ended during "
+                                                      r"step mpi-pingpong-long \(job state: NODE_FAIL\)"):
+            launcher.run(dataclasses.replace(step, name="again"), step_dir.parent / "again")  # never launched
     err = outcome.get("error")
     print(dict(killed=len(killed), detected_after_s=round(time.monotonic() - t0, 1), error=repr(err)))
     assert isinstance(err, NodeFailureError), err or outcome.get("result")

@@ -31,6 +31,38 @@ def setup(copy: Path, *args: str, spack_root: str | None = None) -> subprocess.C
                           capture_output=True, text=True, timeout=600)
 
 
+def git_tree(path: Path, *files: str) -> str:
+    """A git checkout of `files` (empty) at a commit of its own: not the pinned one; returns its HEAD."""
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    for f in files:
+        (path / f).parent.mkdir(parents=True, exist_ok=True)
+        (path / f).write_text("")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "not the pinned commit"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_spack_root_checkout_at_another_commit_is_refused(tmp_path):
+    root = tmp_path / "spack"
+    head = git_tree(root, "bin/spack")
+    proc = setup(harness_copy(tmp_path / "copy"), spack_root=str(root))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"SPACK_ROOT {root}: HEAD is {head}, toolchain.yaml pins v1.1.0 = 2e907202bcc8209a6a62243aab50c179b524cc3b;"
+            " check out v1.1.0 there, or use --force to go on anyway") in proc.stderr
+    assert not (tmp_path / "copy" / ".spack" / "repos.yaml").exists()
+
+
+def test_a_packages_checkout_at_another_commit_is_refused(tmp_path):
+    tree = tmp_path / "spack-packages"
+    head = git_tree(tree, "repos/spack_repo/builtin/repo.yaml")
+    proc = setup(harness_copy(tmp_path / "copy"), "--packages", str(tree))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"--packages {tree}: HEAD is {head}, toolchain.yaml pins v2025.11.0 = 119680aeee; check out v2025.11.0 "
+            "there, or use --force to go on anyway") in proc.stderr
+    assert "cloning" not in proc.stdout  # refused before anything is fetched
+
+
 def test_offline_setup_names_the_two_ways_out(tmp_path):
     copy = harness_copy(tmp_path)
     proc = setup(copy, "--spack-source", str(tmp_path / "no-such-mirror.git"))
@@ -63,6 +95,9 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     proc = setup(copy, "--packages", str(checkout), spack_root=str(find_spack().parents[1]))
     assert proc.returncode == 0, proc.stderr
     assert "setup: using Spack 1.1.0" in proc.stdout
+    for what, tree in (("--packages", checkout), ("SPACK_ROOT", find_spack().parents[1])):
+        if not (tree / ".git").exists():  # /opt/spack-packages, /opt/spack: git archives
+            assert f"setup: {what} {tree}: unverified: not a git checkout (pinned: v" in proc.stdout
     repos = yaml.safe_load((copy / ".spack" / "repos.yaml").read_text())["repos"]
     assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
     externals = yaml.safe_load((copy / ".spack" / "externals.yaml").read_text())["packages"]

@@ -14,6 +14,7 @@ run's repeat spread. So a figure inside what the history has already seen is not
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import CommstackError
+from commstack.files import write_atomic
 from commstack.results.compare import Change
 from commstack.benchmarks import METRICS
 from commstack.results.records import RECORD, Record, read_run
@@ -189,8 +191,9 @@ def plot(points: list[Point], out: Path) -> Path:
     ax.legend(fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out)
+    out, image = Path(out), io.BytesIO()
+    fig.savefig(image, format=out.suffix.lstrip(".") or "png")
+    write_atomic(out, image.getvalue())
     return out
 
 

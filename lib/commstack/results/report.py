@@ -22,6 +22,7 @@ from matplotlib.figure import Figure  # no pyplot: files only, no display and no
 from matplotlib.ticker import FuncFormatter
 
 from commstack.errors import CommstackError
+from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.judge import VERDICTS, References
@@ -160,13 +161,14 @@ def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: 
     out.mkdir()
     try:
         _render(records, refs, line_rate_MBps, out, date)
+        sync_tree(out)  # on disk before the swap makes it the report
         link = run_dir / f".report-link-{secrets.token_hex(4)}"
         link.symlink_to(out.name)
         final = run_dir / "report"
         old = final.resolve() if final.is_symlink() else None
         if final.exists() and not final.is_symlink():  # a report of an older commstack: set it aside first
-            final.rename(run_dir / f".report-old-{secrets.token_hex(4)}")
-            old = None
+            old = run_dir / f".report-old-{secrets.token_hex(4)}"
+            final.rename(old)
         os.replace(link, final)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)

@@ -20,7 +20,7 @@ from typing import Any
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, ControllerLostError, LaunchError, NodeFailureError,
                               SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
-from commstack.files import write_atomic, write_json
+from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.slurm import client
 
 
@@ -54,6 +54,11 @@ class StepResult:
         return {"step": asdict(self.step), "command": self.command, "returncode": self.returncode,
                 "started": self.started, "elapsed_s": self.elapsed_s, "nodelist": self.nodelist,
                 "outdir": str(self.outdir), "error": self.error}
+
+
+class AllocationLostError(SlurmUnavailableError):
+    """The run's allocation ended under it (cancelled, past its time limit, or a SLURM_JOB_ID that names no
+    running job): like ControllerLostError, for the step that met it and, unlaunched, every later one."""
 
 
 NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
@@ -110,6 +115,11 @@ class Allocation:
             return []
         return client(["scontrol", "show", "hostnames", nodes], self.env).stdout.split() or [nodes]
 
+    def state(self) -> str:
+        """The job's state as squeue says (RUNNING, CANCELLED, ...), or `unknown` when it does not know it."""
+        out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.env)
+        return out.stdout.strip() or "unknown"
+
     def release(self) -> None:
         """Cancel the allocation we made. With the controller gone there is nobody to ask: the
         local Slurm's stop() ends what is left."""
@@ -129,7 +139,8 @@ class Launcher:
         self.system, self.kind = system, kind
         self.env = dict(slurm_env or os.environ)
         self.allocation = allocation
-        self.lost: ControllerLostError | None = None  # once slurmctld is gone, no further step is launched
+        #: once slurmctld or the allocation is gone, no further step is launched
+        self.lost: SlurmUnavailableError | None = None
 
     def command(self, step: Step) -> list[str]:
         """The exact command line for a step: what the dry run prints and what runs."""
@@ -162,10 +173,14 @@ class Launcher:
 
     def run(self, step: Step, outdir: Path) -> StepResult:
         """Run one step and keep its output in `outdir`; raise the LaunchError that says why it did
-        not run to the end. ControllerLostError: for this step and, unlaunched, every later one."""
+        not run to the end. ControllerLostError, AllocationLostError: for this step and, unlaunched,
+        every later one."""
         if self.lost:
-            raise ControllerLostError(f"{step.name}: not run: {self.lost}")
-        outdir.mkdir(parents=True, exist_ok=True)
+            raise type(self.lost)(f"{step.name}: not run: {self.lost}")
+        try:
+            outdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise FileWriteError.of(outdir, e) from e
         cmd = self.command(step)
         env = {**self.env, **self.system.env, **step.env}
         if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
@@ -183,12 +198,9 @@ class Launcher:
             out, err = proc.communicate(timeout=step.timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _stop(proc)
-            out, err = proc.communicate()
+            out, err = _stopped(proc)
         except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
-            _stop(proc)
-            out, err = proc.communicate()
-            _save(outdir, out, err)
+            _save(outdir, *_stopped(proc))
             raise
         elapsed = time.monotonic() - t0
         _save(outdir, out, err)
@@ -197,7 +209,7 @@ class Launcher:
         try:
             self._classify(result, timed_out)
         except LaunchError as e:
-            result.error = type(e).__name__
+            result.error = e.kind
             write_json(outdir / "step.json", result.record())
             raise
         write_json(outdir / "step.json", result.record())
@@ -217,11 +229,23 @@ class Launcher:
         try:
             self.classify(r, timed_out)
         except LaunchError as e:
-            if self.kind == "srun" and not self._controller_answers():
-                self.lost = ControllerLostError(f"the Slurm controller stopped answering during step {r.step.name} "
-                                                f"(scontrol ping fails)", str(r.outdir))
-                raise self.lost from e
+            if self.kind == "srun":
+                self.lost = self._slurm_lost(r)
+                if self.lost and not isinstance(e, NodeFailureError):  # a node failure keeps its name
+                    raise self.lost from e
             raise
+
+    def _slurm_lost(self, r: StepResult) -> SlurmUnavailableError | None:
+        """After a step that failed: whether the controller, or else the allocation, is gone."""
+        if not self._controller_answers():
+            return ControllerLostError(f"the Slurm controller stopped answering during step {r.step.name} "
+                                       f"(scontrol ping fails)", str(r.outdir))
+        if self.allocation and self.allocation.job_id:
+            state = self.allocation.state()
+            if state != "RUNNING":
+                return AllocationLostError(f"the allocation (job {self.allocation.job_id}) ended during step "
+                                           f"{r.step.name} (job state: {state})", str(r.outdir))
+        return None
 
     def _controller_answers(self) -> bool:
         try:
@@ -263,6 +287,16 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _stopped(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """The output of a step ended by _stop; what came, if its pipes stay open past a minute (a process
+    outside its group holds them)."""
+    _stop(proc)
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired as e:
+        return e.stdout or b"", e.stderr or b""
 
 
 def _save(outdir: Path, out: bytes | None, err: bytes | None) -> None:

@@ -16,12 +16,14 @@ import secrets
 import shutil
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
 from commstack.config import System
-from commstack.errors import BinaryNotFoundError, LaunchError, ParseError, SlurmUnavailableError, StepCrashedError
-from commstack.files import write_atomic
+from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError,
+                              SlurmUnavailableError, StepCrashedError)
+from commstack.files import FileWriteError, UnsafePathError, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, load_references
@@ -46,12 +48,17 @@ OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror crea
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
 
 
+class ResultsDirError(CommstackError):
+    """A results directory given to a run already holds something: runs are never mixed."""
+
+
 def new_run_dir(root: Path, latest: bool = True) -> Path:
-    """results/<date-time>-<random>, created exclusively, and (latest=True) results/latest pointing at it."""
+    """results/<date-time-microseconds>-<random>, created exclusively, and (latest=True) results/latest
+    pointing at it."""
     root.mkdir(parents=True, exist_ok=True)
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    run_id = datetime.now().strftime("%Y%m%d-%H%M%S-%f-") + secrets.token_hex(3)
     path = root / run_id
-    path.mkdir()  # exclusive: two runs in the same second get different random suffixes
+    path.mkdir()  # exclusive: of two runs in the same microsecond, the random part tells them apart
     if not latest:
         return path
     link = root / f".latest.{run_id}"
@@ -125,6 +132,25 @@ class Binaries:
                                   "(environments: [nccl-tests]) or give the system an install")
 
 
+def check_results_dir(path: Path) -> None:
+    """A --results directory may be new or empty, never one that holds another run's files."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ResultsDirError(f"--results {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise ResultsDirError(f"--results {path} exists and is not empty; give a new or empty directory "
+                              "(or none: a new results/<run-id>)")
+
+
+def given_run_dir(path: Path) -> Path:
+    """The --results directory, checked and made."""
+    check_results_dir(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
+    return path
+
+
 def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     """`$OSU_MPI/pt2pt/osu_bw` -> the real path; other arguments unchanged."""
     out = []
@@ -146,9 +172,9 @@ def judged(record: Record):
     """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
     try:
         yield
-    except (BinaryNotFoundError, SlurmUnavailableError) as e:
+    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
-    except (LaunchError, ParseError) as e:
+    except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
 
 
@@ -231,6 +257,10 @@ class Run:
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._env: dict[str, str] | None = None
+        self._slurm_error: CommstackError | None = None  # a Slurm that failed to start is not tried again
+        #: the first write to the results directory that failed, and the records that could not be written
+        self.unsaved: FileWriteError | None = None
+        self.unsaved_records: set[tuple[str, str]] = set()
         self._facts: dict[tuple, dict] = {}  # placement -> stack facts, probed once per run
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
@@ -253,20 +283,27 @@ class Run:
     def slurm_env(self) -> dict[str, str]:
         """The site's Slurm, or the embedded one under this run's lease (never a production queue by
         accident: the local systems get the embedded Slurm under --slurm auto)."""
+        if self._slurm_error:
+            raise self._slurm_error
         if self._env is None:
-            which = choose_slurm(self.system.name, self.slurm_mode)
-            if which == "off":
-                raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
-            if which == "site":
-                self._env = dict(os.environ)
-            else:
-                cluster = (LocalSlurm.multinode(self.system.nodes) if self.system.name == "local-multinode"
-                           else LocalSlurm())
-                self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-                with self.phase("slurm start"):
-                    cluster.start()
-                self._env = cluster.env
+            try:
+                self._env = self._start_slurm()
+            except CommstackError as e:
+                self._slurm_error = e
+                raise
         return self._env
+
+    def _start_slurm(self) -> dict[str, str]:
+        which = choose_slurm(self.system.name, self.slurm_mode)
+        if which == "off":
+            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
+        if which == "site":
+            return dict(os.environ)
+        cluster = LocalSlurm.for_system(self.system.name, self.system.nodes)
+        self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+        with self.phase("slurm start"):
+            cluster.start()
+        return cluster.env
 
     def launcher(self) -> Launcher:
         if self._launcher is None:
@@ -290,21 +327,38 @@ class Run:
                                                       for i, p in enumerate(self.planned)]).write(self.dir)
         record = new_record(self.id, self._index(s), s, self.system)
         self.records[record.key] = record
-        if s.not_run:
-            record.write(self.dir)
+        if self.unsaved and not s.not_run:
+            record.error_kind = self.unsaved.kind
+            record.reason = f"the results directory cannot be written ({self.unsaved})"
+        if self.unsaved or s.not_run:
+            self._keep(record)
             return record
         record.started = time.time()
         t0 = time.monotonic()
         try:
             with self.phase("steps"), judged(record):
-                self._execute(s, record)
+                try:
+                    self._execute(s, record)
+                except FileWriteError as e:
+                    self.unsaved = self.unsaved or e
+                    raise
         except KeyboardInterrupt:
             record.verdict, record.reason = "not-run", "interrupted (Ctrl-C); its output so far is kept"
             raise
         finally:
             record.elapsed_s = time.monotonic() - t0
-            record.write(self.dir)
+            self._keep(record)
         return record
+
+    def _keep(self, record: Record) -> None:
+        """record.json, or the record noted as not saved (a full results file system): the run goes on
+        to release what it holds and print the verdicts."""
+        try:
+            record.write(self.dir)
+        except (OSError, FileWriteError) as e:  # OSError: its directory could not be made
+            self.unsaved = self.unsaved or (FileWriteError.of(self.dir / "steps" / record.dirname, e)
+                                            if isinstance(e, OSError) else e)
+            self.unsaved_records.add(record.key)
 
     def _execute(self, s: SuiteStep, record: Record) -> None:
         with self.phase("build"):
@@ -315,8 +369,13 @@ class Run:
         sweeps, out = [], ""
         for r in range(s.repeats):
             outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
-            with validation_first(s, step, outdir):
-                result = launcher.run(step, outdir)
+            try:
+                with validation_first(s, step, outdir):
+                    result = launcher.run(step, outdir)
+            except BaseException:  # interrupted or failed: the output it kept is named all the same
+                if (outdir / "stdout.txt").exists():
+                    record.outputs.append(str(outdir.relative_to(self.dir)))
+                raise
             sweeps.append(add_repeat(s, record, result, self.dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
@@ -343,7 +402,7 @@ class Run:
                 key = (s.tags["suite"], s.id)
                 if key not in self.records:
                     self.records[key] = new_record(self.id, self._index(s), s, self.system, why)
-                    self.records[key].write(self.dir)
+                    self._keep(self.records[key])
         return list(self.records.values())
 
 

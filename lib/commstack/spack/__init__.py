@@ -87,9 +87,3 @@ def need_spack() -> Spack:
     if exe is None:
         raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
     return Spack(exe, TOP / "results" / "spack-logs")
-
-
-def refuse_extra(cmd: str, extra: list[str]) -> None:
-    """Only `test` passes unknown arguments on (to pytest); anywhere else a mistyped flag is an error."""
-    if extra:
-        raise CommstackError(f"{cmd}: unrecognized arguments: {' '.join(extra)}")

@@ -44,11 +44,18 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
     dest.mkdir(exist_ok=True)
+    # --packages: a checkout is used in place (its commit verified); anything else (a local git mirror) is
+    # cloned from
+    given = Path(packages) if packages else None
+    in_place = bool(given and (given / p["spack_packages"]["builtin"]).is_dir())
+    if in_place:
+        verify(p["spack_packages"], given, "--packages", force)
     spack_root = os.environ.get("SPACK_ROOT")
     if spack_root:
         exe = Path(spack_root) / "bin" / "spack"
         if not exe.is_file():
             raise SetupError(f"SPACK_ROOT={spack_root} has no bin/spack")
+        verify(p["spack"], Path(spack_root), "SPACK_ROOT", force)
         found = _run([str(exe), "--version"], PROBE_TIMEOUT, f"{exe} --version").split()[0]
         print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
         if found.split(".")[:2] != want.split(".")[:2] and not force:
@@ -57,9 +64,7 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     else:
         exe = dest / "spack" / "bin" / "spack"
         checkout(p["spack"], dest / "spack", spack_source, exe.is_file())
-    # --packages: a checkout is used in place; anything else (a local git mirror) is cloned from
-    given = Path(packages) if packages else None
-    if given and (given / p["spack_packages"]["builtin"]).is_dir():
+    if in_place:
         tree = given
     else:
         tree = dest / "spack-packages"
@@ -122,10 +127,32 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
                 "\nOffline? Either point SPACK_ROOT at an existing Spack "
                 f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
                 "--packages /path/to/spack-packages (a checkout or local git mirror).") from None
-    head = _run(["git", "-C", str(dest), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {dest} rev-parse").strip()
+    head = _head(dest)
     if not head.startswith(pin["commit"]):
         raise SetupError(f"{dest}: HEAD is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
                          + (" (a checkout kept from an earlier setup: remove it to clone again)" if present else ""))
+
+
+def verify(pin: dict, tree: Path, what: str, force: bool) -> None:
+    """A tree given for a pin (SPACK_ROOT, --packages): a git checkout must be at the pinned commit
+    (--force: said, and used); a plain directory (a git archive, a tarball) cannot be verified, and is
+    used, saying so."""
+    top = subprocess.run(["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                         timeout=PROBE_TIMEOUT)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != tree.resolve():  # not one, or inside another
+        print(f"setup: {what} {tree}: unverified: not a git checkout (pinned: {pin['tag']} = {pin['commit']})")
+        return
+    head = _head(tree)
+    if head.startswith(pin["commit"]):
+        return
+    mismatch = f"{what} {tree}: HEAD is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+    if not force:
+        raise SetupError(f"{mismatch}; check out {pin['tag']} there, or use --force to go on anyway")
+    print(f"setup: {mismatch}; used anyway (--force)")
+
+
+def _head(tree: Path) -> str:
+    return _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {tree} rev-parse").strip()
 
 
 def _run(argv: list[str], timeout: int, what: str) -> str:

@@ -1,0 +1,64 @@
+"""The command line before anything runs: abbreviated flags are mistyped flags, a results directory is
+never reused, run ids are finer than a second, and bin/commstack checks the arguments before it installs
+Debian packages."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from commstack.paths import TOP
+from commstack.run.runner import new_run_dir
+
+
+def commstack(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "commstack", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_run_ids_are_finer_than_a_second(tmp_path):
+    runs = [new_run_dir(tmp_path) for _ in range(3)]
+    assert all(re.fullmatch(r"\d{8}-\d{6}-\d{6}-[0-9a-f]{6}", r.name) for r in runs), runs
+    assert len({r.name[:22] for r in runs}) == 3  # the microseconds alone tell them apart, in order
+    assert sorted(runs) == runs and (tmp_path / "latest").resolve() == runs[-1]
+
+
+def test_a_results_directory_that_holds_files_is_refused(tmp_path):
+    (tmp_path / "record.json").write_text("an earlier run\n")
+    proc = commstack("run", "--results", str(tmp_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"commstack run: error: --results {tmp_path} exists and is not empty; give a new or empty directory"
+            in proc.stderr)
+    assert "[step" not in proc.stdout and os.listdir(tmp_path) == ["record.json"]
+    plain = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke.yaml", "--results", str(tmp_path),
+                            "-p", "no:cacheprovider"], cwd=TOP, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 4 and f"--results {tmp_path} exists and is not empty" in plain.stderr
+
+
+def test_an_abbreviated_flag_is_a_mistyped_flag():
+    for argv in (["run", "--sys", "x"], ["suite", "smoke", "--dry", "--system", "local"]):
+        proc = commstack(*argv)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"commstack: error: {argv[0]}: unrecognized arguments: {argv[1 if argv[0] == 'run' else 2]}" \
+            in proc.stderr
+
+
+def test_bin_commstack_checks_the_arguments_before_it_installs_packages(tmp_path):
+    """On a PATH without dpkg-query and apt-get, installing would fail saying so: a mistyped flag is
+    refused first; a right command line goes on to the installation."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "cat", "cut", "dirname", "grep", "readlink", "sha256sum"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(bin_dir)}
+    mistyped = subprocess.run([str(TOP / "bin" / "commstack"), "run", "--sys", "x"], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert mistyped.returncode == 2, mistyped.stdout + mistyped.stderr
+    assert "unrecognized arguments: --sys x" in mistyped.stderr and "missing packages" not in mistyped.stderr
+    right = subprocess.run([str(TOP / "bin" / "commstack"), "run", "--results", str(tmp_path / "r")], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert right.returncode == 2, right.stdout + right.stderr
+    assert "commstack: missing packages slurm-wlm" in right.stderr and "no apt-get here" in right.stderr
+    assert "commstack run: error: the Debian packages commstack needs could not be installed" in right.stderr
+    assert not Path(tmp_path / "r").exists()

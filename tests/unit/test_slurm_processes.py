@@ -1,0 +1,35 @@
+"""How the local Slurm's clean-up signals a process: only the one it checked (pid and start time, held
+through a pidfd), SIGKILL after the grace time."""
+
+import signal
+import subprocess
+import sys
+import time
+
+from commstack.slurm import _end, _start_time
+
+
+def test_a_process_whose_start_time_differs_is_not_signalled():
+    proc = subprocess.Popen(["sleep", "300"])
+    try:
+        _end(proc.pid, "1", signal.SIGKILL, 0)  # the pid now names another process than the one checked
+        time.sleep(0.2)
+        assert proc.poll() is None
+        _end(proc.pid, _start_time(proc.pid), signal.SIGTERM, 0)
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_one_that_ignores_sigterm_gets_sigkill_after_the_grace_time():
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                             "signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        t0 = time.monotonic()
+        _end(proc.pid, _start_time(proc.pid), signal.SIGTERM, 1)
+        assert proc.wait(timeout=10) == -signal.SIGKILL and 0.9 < time.monotonic() - t0 < 5
+    finally:
+        proc.kill()
+        proc.wait()
