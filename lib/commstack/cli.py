@@ -36,8 +36,8 @@ from commstack.results.compare import NOT_RUN, compare, compare_table
 from commstack.results.judge import load_references
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE, Binaries,
-                                  exit_status, new_run_dir)
+from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
+                                  Binaries, exit_status, new_run_dir)
 from commstack.run.steps import expand
 from commstack.spack import containers
 from commstack.spack import envs, mirror
