@@ -46,8 +46,8 @@ def test_osu_index_names_every_recorded_output():
     assert sorted(OSU_INDEX) == sorted(str(p.relative_to(OSU)) for p in OSU.glob("*/*.stdout"))
     assert sorted(e["stderr"] for e in OSU_INDEX.values() if "stderr" in e) == sorted(
         p.name for p in OSU.glob("*/*.stderr")) and all("with_stderr" in e for e in OSU_INDEX.values() if "stderr" in e)
-    assert {e["expect"] for e in OSU_INDEX.values()} == {"ok", "truncated", "unknown-format", "empty",
-                                                          "validation-failed"}
+    kinds = {"ok", "truncated", "unknown-format", "empty", "validation-failed"}
+    assert {e["expect"] for e in OSU_INDEX.values()} == kinds
 
 
 @pytest.mark.parametrize("name", sorted(OSU_INDEX))

@@ -5,7 +5,6 @@ silent pass. The sizes a sweep prints follow OSU's loops (util/osu_util.c, the b
 
 from dataclasses import dataclass
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

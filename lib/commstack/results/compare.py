@@ -80,7 +80,8 @@ def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
 
 def _said(r: Record, side: str) -> str:
     """What a side's record says of a step it has no rows for."""
-    return f"{side}: {r.verdict}" + (f" ({r.error_kind})" if r.error_kind else "") + (f": {r.reason}" if r.reason else "")
+    kind = f" ({r.error_kind})" if r.error_kind else ""
+    return f"{side}: {r.verdict}{kind}" + (f": {r.reason}" if r.reason else "")
 
 
 def _tolerance(r: Record, given: float | None, refs: References | None) -> float:

@@ -7,7 +7,8 @@ recorded, and are parsed by the same parser as a live run.
 Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
 allows), unstable (repeats spread, or better than plausible), no-reference (the system has
 references but none for this step), pass. A system without a references file (local,
-local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the runner to steps that never ran.
+local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the
+runner to steps that never ran.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ The title line tells the benchmark (commstack.benchmarks), its header the column
 the benchmark's own, a known warning (kept in `Sweep.warnings`, also when it is glued to the
 start or end of another line, which then still counts), or an error naming its kind
 (commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
-`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise. `parse_output` is what the runner and `commstack parse` call: it also checks that
-the sweep reaches the sizes its arguments (or the benchmark's defaults) ask for, and the
-benchmark's own validation.
+`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never
+noise; the benchmark's own failed data check comes before the crash lines that follow it.
+`parse_output` is what the runner and `commstack parse` call: it also checks that the sweep has
+the first and last sizes its arguments (or the benchmark's defaults) ask for, and the benchmark's
+own validation.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ CRASH = re.compile(
     r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
     r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
 # mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
-EXITED = re.compile(r"returned\s+a non-zero exit code|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
+EXITED = re.compile(r"returned\s+a non-zero exit code"
+                    r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
                     r"|^mpirun detected that one or more processes exited with non-zero status")
 # The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
 # with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
@@ -84,7 +87,8 @@ VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
 # a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail; nccl-tests: wrong
 # elements out of place or in place, out-of-bounds values), or that line
 VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$"
-                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
+                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+"
+                               r"(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
                                r"|^# Out of bounds values : \d+ FAILED$")
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
