@@ -52,8 +52,8 @@ def measure(args, pingpong: str, work: Path) -> tuple[dict[int, list[float]], di
     cluster.start()
     try:
         system = load_system("local")
-        with Allocation(system, cluster.env, nodes=1, ntasks=2) as alloc:
-            launcher = Launcher(system, "srun", cluster.env, alloc)
+        with Allocation(system, cluster.variables, nodes=1, ntasks=2) as alloc:
+            launcher = Launcher(system, "srun", cluster.variables, alloc)
             for r in range(args.rounds):
                 runs = [("pp", pp_argv), ("osu", osu_argv)]
                 for name, argv in runs if r % 2 == 0 else runs[::-1]:

@@ -40,15 +40,15 @@ def measure_in(work: Path) -> int:
     try:
         # (a) one allocation, every step in it; the steps' own time is what the launcher measured
         t0 = time.monotonic()
-        with Allocation(system, cluster.env, nodes=1, ntasks=2) as alloc:
-            launcher = Launcher(system, "srun", cluster.env, alloc)
+        with Allocation(system, cluster.variables, nodes=1, ntasks=2) as alloc:
+            launcher = Launcher(system, "srun", cluster.variables, alloc)
             own = [launcher.run(Step(f"s{i}", prog, ntasks=2), work / "a" / str(i)).elapsed_s
                    for i in range(args.steps)]
         wall_a = time.monotonic() - t0
         # (b) one job per step
         t0 = time.monotonic()
         for i in range(args.steps):
-            subprocess.run(["srun", "--mpi=pmix", "-n2", "--overcommit", *prog], env=cluster.env, check=True,
+            subprocess.run(["srun", "--mpi=pmix", "-n2", "--overcommit", *prog], env=cluster.variables, check=True,
                            capture_output=True)
         wall_b = time.monotonic() - t0
     finally:

@@ -219,13 +219,13 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
     results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
-    out = batch.submit(results, system, suite, binaries, plan, batch_env(system, args.slurm))
+    out = batch.submit(results, system, suite, binaries, plan, batch_variables(system, args.slurm))
     print(f"submitted batch job {out}; results in {results}; `commstack status {results}` polls it", flush=True)
     args.results = str(results)
     return cmd_status(args, []) if args.wait else 0
 
 
-def batch_env(system, mode: str) -> dict[str, str]:
+def batch_variables(system, mode: str) -> dict[str, str]:
     """Slurm clients' environment for a batch job: the site's Slurm, or the local one, started under
     the manual lease so that it outlives this command (`commstack slurm stop` gives it back)."""
     which = choose_slurm(system.name, mode)
@@ -235,7 +235,7 @@ def batch_env(system, mode: str) -> dict[str, str]:
         return dict(os.environ)
     cluster = LocalSlurm.for_system(system.name, system.nodes)
     cluster.start(manual=True)
-    return cluster.env
+    return cluster.variables
 
 
 def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
@@ -245,7 +245,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     results = Path(args.results)
     plan = batch.read_plan(results)
     system = load_system(plan.system)
-    records = batch.status(results, batch_env(system, getattr(args, "slurm", "auto")), wait=args.wait)
+    records = batch.status(results, batch_variables(system, getattr(args, "slurm", "auto")), wait=args.wait)
     if records is None:
         return EXIT_PENDING
     write_report(results, load_references(system.references) if system.references else None,
@@ -276,7 +276,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     print(compare_table(changes), end="")
     if any(c.difference for c in changes):
         return EXIT_FAILED
-    return EXIT_NOT_RUN if any(c.verdict == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
+    return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
 
 
 def cmd_compare_history(args: argparse.Namespace) -> int:
@@ -288,7 +288,7 @@ def cmd_compare_history(args: argparse.Namespace) -> int:
                                          args.tolerance if args.tolerance is not None else 0.05)
     print(f"baseline: median of the last {args.last} runs in {path}")
     print(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), end="")
-    return 1 if any(c.verdict in ("regression", "invalid") for c in changes) else 0
+    return 1 if any(c.change in ("regression", "invalid") for c in changes) else 0
 
 
 def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:

@@ -149,7 +149,7 @@ class System(Strict):
     nodes: PositiveInt
     node: Node
     launcher: LauncherConfig
-    env: dict[str, str] = {}
+    variables: dict[str, str] = {}   # environment variables set for every step
     batch: BatchConfig = BatchConfig()
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     references: Path | None = None     # resolved against the system file's directory
@@ -161,9 +161,9 @@ class System(Strict):
         base = (info.context or {}).get("path")
         return (base.parent / v).resolve() if v is not None and base else v
 
-    @field_validator("env", mode="before")
+    @field_validator("variables", mode="before")
     @classmethod
-    def _env_strings(cls, v: Any) -> Any:
+    def _strings(cls, v: Any) -> Any:
         return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
 
     @property

@@ -7,7 +7,7 @@ the same run. The items drive one run.Run per session; its records and report la
 A step that passes is a passed test, one that did not run is a skipped test with the reason, any
 other verdict is a failed test that prints the verdict, not a traceback.
 
-The fixtures (system, slurm_env, allocation, launcher, pingpong_binary, step_dir) serve the test
+The fixtures (system, slurm_variables, allocation, launcher, pingpong_binary, step_dir) serve the test
 tiers under tests/, from the same Run.
 """
 
@@ -311,13 +311,13 @@ def results_dir(pytestconfig: pytest.Config) -> Path:
 
 
 @pytest.fixture(scope="session")
-def slurm_env(pytestconfig: pytest.Config) -> dict[str, str]:
+def slurm_variables(pytestconfig: pytest.Config) -> dict[str, str]:
     """Environment for Slurm clients: a reachable cluster, else the local one the run starts."""
     mode, kind = pytestconfig.getoption("--slurm"), pytestconfig.getoption("--launcher")
     if kind == "mpirun" or mode == "off":
         pytest.skip(f"slurm tier off (--slurm={mode}, --launcher={kind})")
     try:
-        return session_run(pytestconfig).slurm_env()
+        return session_run(pytestconfig).slurm_variables()
     except CommstackError as e:
         if mode == "external":
             pytest.fail(str(e))
@@ -328,7 +328,7 @@ def slurm_env(pytestconfig: pytest.Config) -> dict[str, str]:
 def launcher(pytestconfig: pytest.Config, request) -> Launcher:
     """The run's launcher: srun steps in the session's one allocation (mpirun only when asked)."""
     if pytestconfig.getoption("--launcher") != "mpirun":
-        request.getfixturevalue("slurm_env")
+        request.getfixturevalue("slurm_variables")
     return session_run(pytestconfig).launcher()
 
 

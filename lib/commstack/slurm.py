@@ -155,7 +155,7 @@ class LocalSlurm:
         return self.root / "etc" / "slurm.conf"
 
     @property
-    def env(self) -> dict[str, str]:
+    def variables(self) -> dict[str, str]:
         """Environment for Slurm clients (srun, salloc, scancel, sinfo) of this cluster: none of the
         site's SLURM_* (a SLURM_JOB_ID of a site allocation names no job here); the lease variable makes
         Allocation tag its jobs as this process's."""
@@ -343,7 +343,7 @@ class LocalSlurm:
         return states
 
     def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
-        proc = client(list(argv), self.env, timeout)
+        proc = client(list(argv), self.variables, timeout)
         if check and proc.returncode != 0:
             raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc
@@ -434,7 +434,7 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
     def _spawn(self, argv: list[str], daemon: str) -> None:
         exe = shutil.which(argv[0], path=_sbin_path())
         try:
-            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.env, timeout=60)
+            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.variables, timeout=60)
         except subprocess.TimeoutExpired:
             proc = subprocess.CompletedProcess(argv, -1, "", "did not go to the background within 60 s")
         if proc.returncode != 0:

@@ -89,7 +89,7 @@ def suite_file(tmp_path: Path, text: str) -> Path:
 
 
 def job_steps(cluster: LocalSlurm) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], env=cluster.env, capture_output=True, text=True,
+    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], env=cluster.variables, capture_output=True, text=True,
                          timeout=30)
     return [s for s in out.stdout.split() if not s.endswith(".extern")]
 
@@ -189,11 +189,11 @@ def test_slurmctld_killed_mid_run(cli, tmp_path):
     records = records_of(results)
     r1, r2, r3 = (records[f"{n}-cpu-N1-n2-host-native"] for n in ("first", "second", "third"))
     # the step under way ends on its own (srun talks to slurmstepd), or meets the lost controller
-    assert r1.verdict == "pass" or r1.error_kind == "ControllerLostError", r1
+    assert r1.verdict == "pass" or r1.error_kind == "controller-lost", r1
     assert "# mpi-pingpong v" in (first / "stdout.txt").read_text()
-    lost = [r for r in (r1, r2, r3) if r.error_kind == "ControllerLostError"]
+    lost = [r for r in (r1, r2, r3) if r.error_kind == "controller-lost"]
     assert "the Slurm controller stopped answering during step" in lost[0].reason
-    assert r3.verdict == "not-run" and r3.error_kind == "ControllerLostError"
+    assert r3.verdict == "not-run" and r3.error_kind == "controller-lost"
     assert r3.reason.startswith("third-cpu-N1-n2-host-native: not run: the Slurm controller")
     assert not (results / "steps" / "three--third-cpu-N1-n2-host-native" / "repeat-0").exists()  # never launched
     assert "3 steps: " in (results / "report" / "index.html").read_text()
@@ -207,11 +207,11 @@ def test_the_allocation_cancelled_mid_run(cli, tmp_path):
     proc = cli.start("suite", str(suite_file(tmp_path, LONG)), "--results", str(results))
     wait_for_step(proc, cli.cluster, results / "steps" / f"long--{LONG_STEP}" / "repeat-0")
     (job, _, _), = cli.cluster.jobs()
-    subprocess.run(["scancel", job], env=cli.cluster.env, check=True, timeout=30)
+    subprocess.run(["scancel", job], env=cli.cluster.variables, check=True, timeout=30)
     text, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, text + err
     records = records_of(results)
-    assert [(r.verdict, r.error_kind) for r in records.values()] == [("not-run", "AllocationLostError")] * 2
+    assert [(r.verdict, r.error_kind) for r in records.values()] == [("not-run", "allocation-lost")] * 2
     assert f"the allocation (job {job}) ended during step long" in records[LONG_STEP].reason
     assert records[AFTER_STEP].reason.startswith(f"{AFTER_STEP}: not run: the allocation")
     assert "2 steps: 2 not-run" in (results / "report" / "index.html").read_text()
@@ -298,7 +298,7 @@ def site(own_slurm, tmp_path):
 
 
 def scontrol_jobs(cluster: LocalSlurm) -> str:
-    return subprocess.run(["scontrol", "show", "jobs"], env=cluster.env, capture_output=True, text=True,
+    return subprocess.run(["scontrol", "show", "jobs"], env=cluster.variables, capture_output=True, text=True,
                           timeout=30).stdout
 
 
@@ -314,7 +314,7 @@ def test_run_on_a_login_node_stays_on_the_embedded_slurm(cli, site, tmp_path):
     ran = [r for r in read_run(results) if r.verdict != "not-run"]
     assert ran and {r.verdict for r in ran} == {"pass"}
     assert "--jobid=4242" not in {r.commands[0][1] for r in ran}
-    env = json.loads((results / ran[0].outputs[0] / "env.json").read_text())
+    env = json.loads((results / ran[0].outputs[0] / "variables.json").read_text())
     assert env["SLURM_CONF"] == str(cli.cluster.conf) and "SLURM_NODELIST" not in env
     assert scontrol_jobs(site_cluster).startswith("No jobs in the system")
     stopped(cli.cluster)
@@ -330,7 +330,7 @@ def test_a_system_that_names_the_site_runs_on_the_site(cli, site, tmp_path):
                    env={"SLURM_CONF": str(conf)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = read_run(results)
-    env = json.loads((results / records[0].outputs[0] / "env.json").read_text())
+    env = json.loads((results / records[0].outputs[0] / "variables.json").read_text())
     assert env["SLURM_CONF"] == str(conf)
     assert "JobName=commstack\n" in scontrol_jobs(site_cluster)
     assert not cli.cluster.root.exists()  # the embedded cluster was never started

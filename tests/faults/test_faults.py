@@ -30,7 +30,7 @@ def system():
 
 def steps(cluster: LocalSlurm) -> list[str]:
     """The job steps running now, but the `extern` one every allocation has."""
-    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], env=cluster.env, capture_output=True, text=True,
+    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], env=cluster.variables, capture_output=True, text=True,
                          timeout=30, check=True).stdout.split()
     return [s for s in out if not s.endswith(".extern")]
 
@@ -39,8 +39,8 @@ def test_slurmctld_killed_mid_step(own_slurm, system, tmp_path):
     launcher_steps = [Step(f"s{i}", ["bash", "-c", f"echo begin {i}; sleep 3; echo end {i}"], ntasks=1, timeout_s=60)
                       for i in range(3)]
     outcome: dict = {}
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
-        launcher = Launcher(system, "srun", own_slurm.env, alloc)
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=1) as alloc:
+        launcher = Launcher(system, "srun", own_slurm.variables, alloc)
 
         def run(i: int) -> None:
             try:
@@ -74,8 +74,8 @@ def test_slurmctld_killed_mid_step(own_slurm, system, tmp_path):
 
 
 def test_missing_benchmark_binary(own_slurm, system, tmp_path):
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
-        launcher = Launcher(system, "srun", own_slurm.env, alloc)
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=1) as alloc:
+        launcher = Launcher(system, "srun", own_slurm.variables, alloc)
         with pytest.raises(BinaryNotFoundError, match=r"s: benchmark binary '/nonexistent/osu_latency' not found"):
             launcher.run(Step("s", ["/nonexistent/osu_latency"], ntasks=1), tmp_path / "s")
         assert steps(own_slurm) == []
@@ -84,8 +84,8 @@ def test_missing_benchmark_binary(own_slurm, system, tmp_path):
 
 def test_step_that_times_out(own_slurm, system, tmp_path):
     step = Step("slow", ["bash", "-c", "echo started; exec sleep 300"], ntasks=1, timeout_s=3)
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
-        launcher = Launcher(system, "srun", own_slurm.env, alloc)
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=1) as alloc:
+        launcher = Launcher(system, "srun", own_slurm.variables, alloc)
         with pytest.raises(StepTimeoutError, match="slow: step timed out after 3 s"):
             launcher.run(step, tmp_path / "slow")
         deadline = time.monotonic() + 20
@@ -102,25 +102,25 @@ def test_a_rank_that_dies_ends_its_step_at_once(own_slurm, system, tmp_path):
     script = 'if [ "$SLURM_PROCID" = 1 ]; then kill -SEGV $$; fi; exec sleep 300'
     step = Step("crash", ["bash", "-c", script], ntasks=2, timeout_s=300)
     t0 = time.monotonic()
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=2) as alloc:
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=2) as alloc:
         with pytest.raises(StepCrashedError, match=r"crash: killed by a signal .*Segmentation fault"):
-            Launcher(system, "srun", own_slurm.env, alloc).run(step, tmp_path / "crash")
+            Launcher(system, "srun", own_slurm.variables, alloc).run(step, tmp_path / "crash")
     assert time.monotonic() - t0 < 60
     assert not [p for p in own_slurm.processes() if _cmdline(p).startswith("sleep 300")]
 
 
 def test_output_that_is_not_utf8_is_kept_byte_for_byte(own_slurm, system, tmp_path):
     step = Step("bytes", ["bash", "-c", r"printf 'ok \xff\xfe\n'; printf 'bad \xc3\x28\n' >&2"], ntasks=1)
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
-        result = Launcher(system, "srun", own_slurm.env, alloc).run(step, tmp_path / "bytes")
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=1) as alloc:
+        result = Launcher(system, "srun", own_slurm.variables, alloc).run(step, tmp_path / "bytes")
     assert (tmp_path / "bytes" / "stdout.txt").read_bytes() == b"ok \xff\xfe\n"
     assert (tmp_path / "bytes" / "stderr.txt").read_bytes() == b"bad \xc3\x28\n"
     assert result.stdout == "ok \ufffd\ufffd\n" and result.stderr == "bad \ufffd(\n"
 
 
 def test_results_on_a_full_file_system(own_slurm, system, small_fs):
-    with Allocation(system, own_slurm.env, nodes=1, ntasks=1) as alloc:
-        launcher = Launcher(system, "srun", own_slurm.env, alloc)
+    with Allocation(system, own_slurm.variables, nodes=1, ntasks=1) as alloc:
+        launcher = Launcher(system, "srun", own_slurm.variables, alloc)
         launcher.run(Step("before", ["echo", "kept"], ntasks=1), small_fs / "before")
         free = os.statvfs(small_fs)
         (small_fs / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 32768))
@@ -211,7 +211,7 @@ def test_slurm_stop_on_the_command_line_leaves_no_process(tmp_path):
         pytest.skip(f"the local Slurm cannot start here: {up.stderr.strip()}")
     cluster = LocalSlurm(tmp_path / "state", 16837, 16838)
     try:
-        job = subprocess.Popen(["srun", "-n1", "-t5", "sleep", "300"], env=cluster.env, stdout=subprocess.DEVNULL,
+        job = subprocess.Popen(["srun", "-n1", "-t5", "sleep", "300"], env=cluster.variables, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not _tasks(cluster):

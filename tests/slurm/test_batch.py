@@ -77,7 +77,7 @@ def test_cancelled_job_leaves_the_rest_not_run(cluster, tmp_path, capsys):
         time.sleep(1)
         bw = next((run / "steps").glob("batchtest--osu_bw-*"), None) if (run / "steps").is_dir() else None
     assert bw, "the job never reached osu_bw"
-    subprocess.run([shutil.which("scancel") or "scancel", job], env=cluster.env, check=True)
+    subprocess.run([shutil.which("scancel") or "scancel", job], env=cluster.variables, check=True)
     rc = main(["status", str(run), "--wait"])
     out = capsys.readouterr().out
     verdicts = {r.benchmark: r for r in read_run(run)}

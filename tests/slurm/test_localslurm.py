@@ -29,10 +29,10 @@ USER = textwrap.dedent('''
     cluster = LocalSlurm(Path(root), 16837, 16838)
     cluster.start()
     system = load_system("local")
-    with Allocation(system, cluster.env, nodes=1, ntasks=1) as alloc:
+    with Allocation(system, cluster.variables, nodes=1, ntasks=1) as alloc:
         step = Step("user", ["bash", "-c", f"echo job $SLURM_JOB_ID; sleep {seconds}; echo done"], ntasks=1,
                     timeout_s=120)
-        result = Launcher(system, "srun", cluster.env, alloc).run(step, out)
+        result = Launcher(system, "srun", cluster.variables, alloc).run(step, out)
     print(json.dumps({"job": alloc.job_id, "stdout": result.stdout, "shut_down": cluster.stop()}))
 ''')
 
@@ -83,7 +83,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
         from commstack.slurm import LocalSlurm
         cluster = LocalSlurm(Path({str(own_slurm.root)!r}), 16837, 16838)
         cluster.start()
-        alloc = Allocation(load_system("local"), cluster.env, nodes=1, ntasks=1).__enter__()
+        alloc = Allocation(load_system("local"), cluster.variables, nodes=1, ntasks=1).__enter__()
         print(alloc.job_id, flush=True)
         os.kill(os.getpid(), 9)
     ''')
@@ -102,7 +102,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
 def test_a_drained_node_is_resumed(own_slurm):
     node = own_slurm.node_names[0]
     subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed"],
-                   env=own_slurm.env, check=True, timeout=30)
+                   env=own_slurm.variables, check=True, timeout=30)
     assert own_slurm.node_states()[node] == ("drained", "Kill task failed")
     own_slurm.start()
     assert own_slurm.node_states()[node] == ("idle", "")
@@ -117,9 +117,9 @@ def test_a_node_that_stays_drained_is_reported(own_slurm):
 
     def keep_draining() -> None:
         while not done.is_set():
-            subprocess.run(drain, env=own_slurm.env, capture_output=True, timeout=30)
+            subprocess.run(drain, env=own_slurm.variables, capture_output=True, timeout=30)
             done.wait(0.1)
-    subprocess.run(drain, env=own_slurm.env, check=True, timeout=30)
+    subprocess.run(drain, env=own_slurm.variables, check=True, timeout=30)
     drainer = threading.Thread(target=keep_draining)
     drainer.start()
     try:

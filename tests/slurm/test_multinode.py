@@ -56,7 +56,7 @@ def cluster(pytestconfig, results_dir):
 @pytest.fixture(scope="module")
 def env(cluster):
     """Clients of this cluster only: no job of an outer allocation leaks in."""
-    return {k: v for k, v in cluster.env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    return {k: v for k, v in cluster.variables.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_pingpong_crosses_the_virtual_network(cluster, env, system, pingpong, st
                 nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=120,
                 env={"OMPI_MCA_btl_base_verbose": "100"})  # names the BTL used per peer, on stderr
     with Allocation(system, env, nodes=2, ntasks=2) as alloc:
-        launcher = Launcher(system, "srun", slurm_env=env, allocation=alloc)
+        launcher = Launcher(system, "srun", slurm_variables=env, allocation=alloc)
         before = _counters(cluster)
         result = launcher.run(step, step_dir)
         after = _counters(cluster)
@@ -120,7 +120,7 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
                 nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=180)
     outcome: dict = {}
     with Allocation(system, env, nodes=2, ntasks=2) as alloc:
-        launcher = Launcher(system, "srun", slurm_env=env, allocation=alloc)
+        launcher = Launcher(system, "srun", slurm_variables=env, allocation=alloc)
 
         def run() -> None:
             try:

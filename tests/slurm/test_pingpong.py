@@ -24,7 +24,7 @@ def test_pingpong_cpu_two_ranks(launcher, pingpong_binary, step_dir):
     assert all(r["check"] == "Pass" for r in sweep.rows) and check_correctness(sweep) == []
     assert all(math.isfinite(r["bandwidth_GiBps"]) and r["bandwidth_GiBps"] > 0 for r in sweep.rows)
     assert result.nodelist and (step_dir / "stdout.txt").read_text() == result.stdout
-    assert verdict.status == "pass"
+    assert verdict.verdict == "pass"
 
 
 @pytest.mark.parametrize("ntasks", [1, 3])

@@ -22,8 +22,8 @@ def commstack(*args: str, env: dict | None = None) -> subprocess.CompletedProces
                           env={**os.environ, **(env or {})})
 
 
-def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: Path, slurm_env):
-    env = {k: v for k, v in slurm_env.items() if k != "COMMSTACK_OSU_PREFIX"}
+def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: Path, slurm_variables):
+    env = {k: v for k, v in slurm_variables.items() if k != "COMMSTACK_OSU_PREFIX"}
     proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--no-build", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=900, env=env)
     records = {r.step: r for r in read_run(tmp_path / "r")}
@@ -38,10 +38,10 @@ def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: P
     assert "5 steps: 1 pass, 4 not-run" in page
 
 
-def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm_env):
+def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm_variables):
     """Without an OSU install, run sets up Spack when there is none and installs OSU in the local env,
     one line per package; offline, without a mirror, the OSU steps are not-run with the fixing command."""
-    env = {k: v for k, v in slurm_env.items() if k != "COMMSTACK_OSU_PREFIX"}
+    env = {k: v for k, v in slurm_variables.items() if k != "COMMSTACK_OSU_PREFIX"}
     proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=3600, env=env)
     records = read_run(tmp_path / "r")
@@ -65,8 +65,8 @@ def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm
 
 
 @pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX to run the smoke suite's OSU steps")
-def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_env):
-    proc = commstack("run", "--results", str(tmp_path / "r"), "--osu-prefix", OSU, env=slurm_env)
+def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_variables):
+    proc = commstack("run", "--results", str(tmp_path / "r"), "--osu-prefix", OSU, env=slurm_variables)
     records = read_run(tmp_path / "r")
     assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
     assert [r.verdict for r in records] == ["pass"] * 5
@@ -78,7 +78,7 @@ def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_env):
 
 
 @pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX")
-def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp_path: Path, slurm_env):
+def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp_path: Path, slurm_variables):
     """OSU 7.2 osu_reduce_scatter -c on 3 ranks prints a Fail row at 64 B and exits 1; srun then
     terminates the step. The verdict names the failed check, not the exit status."""
     (tmp_path / "suites").mkdir()
@@ -86,7 +86,7 @@ def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp
     suite.write_text("name: check\ndescription: OSU's own data check\nsteps:\n"
                      "- {benchmark: osu_reduce_scatter, nodes: 1, ranks_per_node: 3, args: [-i, 20, -x, 2, -c]}\n")
     proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), "--osu-prefix", OSU,
-                     env=slurm_env)
+                     env=slurm_variables)
     (record,) = read_run(tmp_path / "r")
     stdout = next((tmp_path / "r" / "steps").glob("*/repeat-0/stdout.txt")).read_text()
     if "# OSU MPI Reduce_scatter Latency Test v7.2" not in stdout:
@@ -102,13 +102,13 @@ def test_a_mistyped_flag_is_refused_before_anything_runs(tmp_path: Path):
     assert not (tmp_path / "r").exists()
 
 
-def test_steps_placed_alike_share_one_probe_of_their_nodes(tmp_path: Path, slurm_env):
+def test_steps_placed_alike_share_one_probe_of_their_nodes(tmp_path: Path, slurm_variables):
     (tmp_path / "suites").mkdir()
     suite = tmp_path / "suites" / "twice.yaml"
     suite.write_text("name: twice\ndescription: the same placement twice\nsteps:\n" + "".join(
         f"- {{benchmark: mpi-pingpong, mode: cpu, id: {i}, nodes: 1, ranks_per_node: 2, sizes: [8, 8]}}\n"
         for i in "ab"))
-    proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), env=slurm_env)
+    proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), env=slurm_variables)
     assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
     a, b = read_run(tmp_path / "r")
     probes = sorted((tmp_path / "r" / "steps").glob("*/probe"))

@@ -29,7 +29,7 @@ CASES = [
     ("system", "name: x\nnodes: 1\nnode: {gpus: -1, nics: 1, nic_line_rate_MBps: 0}\nlauncher: {}\n",
      "2 problems:\n  node.gpus: Input should be greater than or equal to 0 (got -1)\n"
      "  node.nic_line_rate_MBps: Input should be greater than 0 (got 0)"),
-    ("system", SYSTEM + "env: [A=1]\n", "env: Input should be a valid dictionary"),
+    ("system", SYSTEM + "variables: [A=1]\n", "variables: Input should be a valid dictionary"),
     ("system", SYSTEM + "nodes: 2\n", "line 5: key 'nodes' is given twice"),
     ("system", SYSTEM + "references: nowhere.yaml\n", "references /"),
     ("suite", "name: x\nsteps:\n- {benchmark: osu_bw, ranks: 2}\n", "steps.0.ranks: unknown key"),

@@ -49,7 +49,7 @@ def test_a_drop_outside_the_history_is_a_regression(tmp_path):
         add_run(run(tmp_path, f"r{i}", "cscs-nccl-01.txt", 1000.0 + i), db)
     new = run(tmp_path, "new", "cscs-nccl-02.txt", 5000.0)
     changes = {c.size: c for c in compare_to_history(new, db, last=3)}
-    assert changes[134217728].verdict == "regression" and changes[134217728].a == 122.57
+    assert changes[134217728].change == "regression" and changes[134217728].a == 122.57
     assert main(["compare", "--baseline", "history", str(new), "--history", str(db)]) == 1
 
 
@@ -59,7 +59,7 @@ def test_a_change_inside_the_historys_spread_is_not_a_regression(tmp_path):
     add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0), db)  # the history has seen both
     new = run(tmp_path, "new", "cscs-nccl-02.txt", 5000.0)
     changes = compare_to_history(new, db, last=10)
-    assert {c.verdict for c in changes if c.size and c.size >= 1048576} == {"same"}
+    assert {c.change for c in changes if c.size and c.size >= 1048576} == {"same"}
     # only the last N count: with --last 1 the baseline is r2 alone
     assert compare_to_history(new, db, last=1)[-1].a == compare_to_history(new, db, last=1)[-1].b
 

@@ -27,12 +27,12 @@ def test_references_come_from_the_seed_tables():
 
 def test_seed_run_passes_its_own_reference():
     v = judge([osu("cscs-osu-01.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
-    assert v.status == "pass" and v.failures == [] and v.diagnosis == []
+    assert v.verdict == "pass" and v.failures == [] and v.diagnosis == []
 
 
 def test_no_cxi_run_is_degraded_with_diagnosis():
     v = judge([osu("cscs-osu-10.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
-    assert v.status == "degraded"
+    assert v.verdict == "degraded"
     assert v.points[-1].ratio == pytest.approx(3121.42 / 23982.18)
     assert len(v.diagnosis) == 1 and "CXI hook" in v.diagnosis[0]
 
@@ -40,12 +40,12 @@ def test_no_cxi_run_is_degraded_with_diagnosis():
 def test_no_aws_ofi_nccl_run_is_diagnosed():
     s = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text())
     v = judge([s], {"nodes": 2, "ranks_per_node": 4, "aws_ofi_nccl_hook": True}, REFS, "oop_busbw_GBps")
-    assert v.status == "degraded" and "aws-ofi-nccl plugin is not loaded" in v.diagnosis[0]
+    assert v.verdict == "degraded" and "aws-ofi-nccl plugin is not loaded" in v.diagnosis[0]
 
 
 def test_latency_lower_is_better():
     v = judge([osu("cscs-osu-12.txt")], INTER, REFS, "latency_us")  # no-cxi latency: 28.9 us vs 3.34
-    assert v.status == "degraded" and v.points[3].reason.startswith("29.13 us vs reference 3.34")
+    assert v.verdict == "degraded" and v.points[3].reason.startswith("29.13 us vs reference 3.34")
 
 
 def test_bandwidth_above_line_rate_is_an_error_not_a_success():
@@ -53,7 +53,7 @@ def test_bandwidth_above_line_rate_is_an_error_not_a_success():
     for r in s.rows:
         r["bandwidth_MBps"] *= 1.2  # 28.8 GB/s through a 25 GB/s NIC
     v = judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
-    assert v.status == "fail" and "above the physical limit 25000 MB/s" in v.points[-1].reason
+    assert v.verdict == "fail" and "above the physical limit 25000 MB/s" in v.points[-1].reason
 
 
 def test_repeats_median_and_unstable_instead_of_flapping():
@@ -62,12 +62,12 @@ def test_repeats_median_and_unstable_instead_of_flapping():
     v = judge(runs, INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
     last = v.points[-1]
     assert last.median == 23982.18 and last.spread == pytest.approx((23982.18 - 20000) / 23982.18)
-    assert last.status == "unstable" and v.status == "unstable"
+    assert last.status == "unstable" and v.verdict == "unstable"
 
 
 def test_unknown_tags_have_no_reference():
     v = judge([osu("cscs-osu-01.txt")], {"memory": "host", "nodes": 64}, REFS, "bandwidth_MBps")
-    assert v.status == "no-reference" and all(p.reference is None for p in v.points)
+    assert v.verdict == "no-reference" and all(p.reference is None for p in v.points)
     assert v.reason == "alps-gh200 has no reference for osu_bw memory=host, nodes=64"
 
 
@@ -89,14 +89,14 @@ def test_zero_latency_is_not_a_measurement():
     s = osu("cscs-osu-07.txt")
     s.rows[0]["latency_us"] = 0.0
     v = judge([s], INTER, None, "latency_us")
-    assert v.status == "fail" and v.reason == f"osu_latency: latency_us is 0.0 at {s.rows[0]['size']} B: not a measurement"
+    assert v.verdict == "fail" and v.reason == f"osu_latency: latency_us is 0.0 at {s.rows[0]['size']} B: not a measurement"
 
 
 def test_sizes_the_reference_holds_but_the_run_lacks_fail():
     s = osu("cscs-osu-01.txt")
     s.rows = [r for r in s.rows if r["size"] <= 65536]  # cut before 1 MiB
     v = judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
-    assert v.status == "fail" and "no result at 1048576, 4194304 B" in v.reason
+    assert v.verdict == "fail" and "no result at 1048576, 4194304 B" in v.reason
 
 
 def test_empty_result_set():
@@ -130,15 +130,15 @@ def test_a_rate_of_zero_is_never_a_pass():
                 r["bandwidth_MBps"] = 0.0
         return judge([s], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
     v = zeroed(8192)  # a size the reference holds
-    assert v.status == "fail" and v.reason == ("8192 B: bandwidth_MBps is 0 where reference osu_bw-host-inter "
+    assert v.verdict == "fail" and v.reason == ("8192 B: bandwidth_MBps is 0 where reference osu_bw-host-inter "
                                                "holds 6972.95 MB/s: no data moved")
     v = zeroed(2048)  # no reference there, but 0.00 MB/s for 2 KiB is no measurement
-    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0.0 at 2048 B: not a measurement"
-    assert zeroed(1, 2).status == "pass"  # tiny messages may print 0.00, as nccl-tests does at 8 B
+    assert v.verdict == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0.0 at 2048 B: not a measurement"
+    assert zeroed(1, 2).verdict == "pass"  # tiny messages may print 0.00, as nccl-tests does at 8 B
     v = judge([osu("cscs-osu-01.txt")], INTER, None, "bandwidth_MBps")
     s = osu("cscs-osu-01.txt")
     s.rows = s.rows[:4]
     for r in s.rows:
         r["bandwidth_MBps"] = 0.0
     v = judge([s], INTER, None, "bandwidth_MBps")
-    assert v.status == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0 at every size: no data moved"
+    assert v.verdict == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0 at every size: no data moved"

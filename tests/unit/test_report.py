@@ -83,9 +83,9 @@ def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
     record(a, "osu_bw", "cscs-osu-01.txt")
     record(b, "osu_bw", "cscs-osu-10.txt")
     changes = {c.size: c for c in compare(a, b)}
-    assert changes[4194304].verdict == "regression" and round(changes[4194304].ratio, 3) == 0.13
+    assert changes[4194304].change == "regression" and round(changes[4194304].ratio, 3) == 0.13
     assert "regressions" in compare_table(list(changes.values()))
-    assert {c.verdict for c in compare(a, a)} == {"same"}
+    assert {c.change for c in compare(a, a)} == {"same"}
 
 
 def test_compare_reports_a_step_or_size_missing_on_either_side(tmp_path):
@@ -96,7 +96,7 @@ def test_compare_reports_a_step_or_size_missing_on_either_side(tmp_path):
     cut.repeats = [cut.repeats[0][:-1]]  # the last size is gone
     cut.write(b)
     changes = compare(a, b)
-    assert [(c.step, c.size, c.verdict) for c in changes if c.difference] == [
+    assert [(c.step, c.size, c.change) for c in changes if c.difference] == [
         ("cscs-images/osu_bw", 4194304, "missing in B"), ("cscs-images/osu_latency", None, "missing in B")]
 
 
@@ -107,7 +107,7 @@ def test_compare_never_calls_nan_or_zero_the_same(tmp_path):
     bad.repeats[0][0]["bandwidth_MBps"] = 0.0
     bad.repeats[0][1]["bandwidth_MBps"] = float("nan")
     bad.write(b)
-    verdicts = [c.verdict for c in compare(a, b)]
+    verdicts = [c.change for c in compare(a, b)]
     assert verdicts[:2] == ["invalid", "invalid"] and set(verdicts[2:]) == {"same"}
 
 

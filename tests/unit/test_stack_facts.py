@@ -86,8 +86,8 @@ def test_the_probe_run_here_reports_this_node(tmp_path):
     host = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
     assert list(facts["nodes"]) == [host]
     assert facts["nodes"][host]["libmpi"] is None and "lo" not in facts["nodes"][host]["nics"]
-    env = {"SLURM_LOCALID": "0", "CUDA_VISIBLE_DEVICES": "0", "FI_PROVIDER": "tcp"}
-    assert facts["ranks"] == [{"rank": 3, "host": host, "env": env, "gpu": None,
+    variables = {"SLURM_LOCALID": "0", "CUDA_VISIBLE_DEVICES": "0", "FI_PROVIDER": "tcp"}
+    assert facts["ranks"] == [{"rank": 3, "host": host, "variables": variables, "gpu": None,
                                "nic_selection": {"FI_PROVIDER": "tcp"}}]
 
 

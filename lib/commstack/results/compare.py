@@ -32,7 +32,7 @@ class Change:
     size: int | None          # None: the whole step
     a: float | None
     b: float | None
-    verdict: str              # same | better | regression | missing in A | missing in B | invalid | worse verdict
+    change: str               # same | better | regression | missing in A | missing in B | invalid | worse verdict
     #                           | not run in A nor B
     detail: str = ""          # B's verdict and reason, where that is the news
 
@@ -42,7 +42,7 @@ class Change:
 
     @property
     def difference(self) -> bool:
-        return self.verdict not in ("same", "better", NOT_RUN)
+        return self.change not in ("same", "better", NOT_RUN)
 
 
 def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
@@ -119,10 +119,10 @@ def compare_table(changes: list[Change]) -> str:
     lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  verdict"]
     for c in changes:
         lines.append(f"{c.step:48s} {num(c.size, 'd') if c.size is not None else 'all':>10s} {num(c.a, '.3f'):>12s} "
-                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.verdict}"
-                     + (f" - {c.detail}" if c.detail and c.verdict != NOT_RUN else ""))
+                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.change}"
+                     + (f" - {c.detail}" if c.detail and c.change != NOT_RUN else ""))
     n = sum(c.difference for c in changes)
-    not_run = sum(c.verdict == NOT_RUN for c in changes)
-    lines.append(f"{len(changes)} points, {sum(c.verdict == 'regression' for c in changes)} regressions, "
+    not_run = sum(c.change == NOT_RUN for c in changes)
+    lines.append(f"{len(changes)} points, {sum(c.change == 'regression' for c in changes)} regressions, "
                  f"{n} differences" + (f", {not_run} step{'s' * (not_run > 1)} {NOT_RUN}" if not_run else ""))
     return "\n".join(lines) + "\n"

@@ -227,6 +227,6 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             worse = max(tolerance, max(0.0, *(-change(v) for v in past)) + noise)
             above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)
             c = change(value)
-            verdict = "regression" if c < -worse else "better" if c > above else "same"
-            out.append(Change(name, size, base, value, verdict))
+            kind = "regression" if c < -worse else "better" if c > above else "same"
+            out.append(Change(name, size, base, value, kind))
     return out

@@ -176,14 +176,14 @@ class Verdict:
     benchmark: str
     metric: str
     unit: str
-    status: str           # one of VERDICTS
+    verdict: str          # one of VERDICTS
     reason: str           # the first thing wrong, in one line; "" for pass
     points: list[Point]
     failures: list[str]
     diagnosis: list[str]
 
     def summary(self) -> str:
-        lines = [f"{self.benchmark} [{self.metric}]: {self.status}" + (f" - {self.reason}" if self.reason else "")]
+        lines = [f"{self.benchmark} [{self.metric}]: {self.verdict}" + (f" - {self.reason}" if self.reason else "")]
         lines += [f"  {p.size} B: {p.status} - {p.reason}" for p in self.points if p.status != "pass"]
         lines += [f"  correctness: {f}" for f in self.failures]
         lines += [f"  diagnosis: {d}" for d in self.diagnosis]

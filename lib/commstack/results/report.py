@@ -107,16 +107,16 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
     against message size on one node count, else against node count for a few message sizes."""
     first = records[0]
     label, unit, factor = shown(first.metric)
-    envs = sorted({r.tags["environment"] for r in records}, key=lambda e: (e != "native", e))
+    environments = sorted({r.tags["environment"] for r in records}, key=lambda e: (e != "native", e))
     counts = sorted({r.tags["nodes"] for r in records})
     if len(counts) == 1:
         fig = Figure(figsize=(8, 5))
         ax = fig.subplots()
-        for env in envs:
-            for r in (r for r in records if r.tags["environment"] == env):
+        for environment in environments:
+            for r in (r for r in records if r.tags["environment"] == environment):
                 means = r.means()
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
-                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3, label=env)
+                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3, label=environment)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
         ax.set_yscale("log")
@@ -134,11 +134,11 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
         fig = Figure(figsize=(6 * cols, 4 * rows))
         axes = fig.subplots(rows, cols, squeeze=False)
         for ax, size in zip(axes.flat, panels):
-            for env in envs:
+            for environment in environments:
                 pts = sorted((r.tags["nodes"], r.means()[size]) for r in records
-                             if r.tags["environment"] == env and size in r.means())
+                             if r.tags["environment"] == environment and size in r.means())
                 ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
-                            marker="o", ms=4, capsize=3, label=env)
+                            marker="o", ms=4, capsize=3, label=environment)
             ax.set_xscale("log", base=2)
             ax.set_xticks(counts, [str(n) for n in counts])
             ax.set_xlabel("nodes")

@@ -70,9 +70,9 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     lines += [f"#SBATCH {f}" for f in system.launcher.salloc_flags + b.sbatch_flags]
     lines += [f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job",
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in system.env.items()]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in system.variables.items()]
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
-    launcher = Launcher(system, "srun", slurm_env={})
+    launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
         dirname = f"{s.tags['suite']}--{s.id}"
         try:
@@ -80,7 +80,7 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
         except LaunchError as e:
             lines.append(f"# not in this job: {dirname}: {e}")
             continue
-        env = [f"{k}={v}" for k, v in step.env.items()]
+        env = [f"{k}={v}" for k, v in step.variables.items()]
         probe = launcher.command(probe_step(step))
         command = launcher.command(step)
         plan.commands[dirname] = [probe, command]
@@ -95,7 +95,7 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     return "\n".join(lines) + "\n"
 
 
-def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan: Plan, slurm_env: dict[str, str],
+def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan: Plan, slurm_variables: dict[str, str],
            dry_run: bool = False) -> str:
     """Write the job script and plan, submit with sbatch; the job id (or the script, for a dry run)."""
     planned = steps(plan, system)
@@ -106,7 +106,7 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
     (run_dir / "batch").mkdir(parents=True, exist_ok=True)
     path = run_dir / "batch" / "job.sh"
     write_atomic(path, script, mode=0o755)
-    proc = _slurm(["sbatch", "--parsable", str(path)], slurm_env)
+    proc = _slurm(["sbatch", "--parsable", str(path)], slurm_variables)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise SlurmUnavailableError(f"sbatch {path} failed (exit {proc.returncode}): {proc.stderr.strip()}")
     plan.job_id = proc.stdout.strip().split(";")[0]
@@ -203,7 +203,7 @@ def _probe_facts(outdir: Path) -> dict:
         return {"probe_error": f"ParseError: {e}"}
 
 
-def status(run_dir: Path, slurm_env: dict[str, str], wait: bool = False, poll_s: float = 5.0,
+def status(run_dir: Path, slurm_variables: dict[str, str], wait: bool = False, poll_s: float = 5.0,
            say=print) -> list[Record] | None:
     """The job's state; once it ended, its results judged and recorded (only once). None: still going."""
     plan = read_plan(run_dir)
@@ -212,7 +212,7 @@ def status(run_dir: Path, slurm_env: dict[str, str], wait: bool = False, poll_s:
         return read_run(run_dir)
     last = None
     while True:
-        state = job_state(plan.job_id, slurm_env)
+        state = job_state(plan.job_id, slurm_variables)
         if state != last:
             say(f"job {plan.job_id}: {state}")
             last = state

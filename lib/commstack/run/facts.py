@@ -21,7 +21,7 @@ PROBE = r"""
 R=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}; H=$(hostname)
 p() { while IFS= read -r l; do printf '@@ %s %s %s %s\n' "$R" "$H" "$1" "$l"; done; }
 env | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|'\
-'UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|MPICH_OFI_NIC_POLICY)=' | p env
+'UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|MPICH_OFI_NIC_POLICY)=' | p variables
 [ "${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0
 lib=$(ldd "$1" 2>/dev/null | awk '/libmpi\.so/ {print $3; exit}')
 [ -n "$lib" ] && echo "$lib" | p libmpi
@@ -37,7 +37,7 @@ ls /sys/class/net 2>/dev/null | grep -vx lo | p nics
 ls /sys/class/cxi 2>/dev/null | p cxi
 exit 0
 """
-PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (env|libmpi|ompi_info|fi_selected|fi_providers|gpus|nics|cxi) (.*)")
+PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (variables|libmpi|ompi_info|fi_selected|fi_providers|gpus|nics|cxi) (.*)")
 NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;+:-]+)")
 NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
 
@@ -47,7 +47,7 @@ def probe_argv(binary: str) -> list[str]:
 
 
 def parse_probe(text: str) -> dict:
-    """The probe's output -> {"nodes": {host: facts}, "ranks": [{rank, host, env}]}; a line that is
+    """The probe's output -> {"nodes": {host: facts}, "ranks": [{rank, host, variables}]}; a line that is
     not a probe line is a ParseError quoting it (the probe's stdout carries nothing else)."""
     nodes: dict[str, dict] = {}
     ranks: dict[int, dict] = {}
@@ -59,9 +59,9 @@ def parse_probe(text: str) -> dict:
         if not m:
             raise ParseError("not a commstack probe line", line, n)
         rank, host, section, value = int(m.group(1)), m.group(2), m.group(3), m.group(4)
-        if section == "env":
+        if section == "variables":
             key, _, val = value.partition("=")
-            ranks.setdefault(rank, {"rank": rank, "host": host, "env": {}})["env"][key] = val
+            ranks.setdefault(rank, {"rank": rank, "host": host, "variables": {}})["variables"][key] = val
         else:
             raw.setdefault((host, section), []).append(value)
     for host in sorted({h for h, _ in raw} | {r["host"] for r in ranks.values()}):
@@ -74,9 +74,9 @@ def parse_probe(text: str) -> dict:
         nodes[host] = facts
     for r in ranks.values():  # which of its node's GPUs a rank was given
         gpus = nodes[r["host"]]["gpus"]
-        cvd = r["env"].get("CUDA_VISIBLE_DEVICES", "")
+        cvd = r["variables"].get("CUDA_VISIBLE_DEVICES", "")
         r["gpu"] = gpus[int(cvd)] if cvd.isdigit() and int(cvd) < len(gpus) else None
-        r["nic_selection"] = {k: v for k, v in r["env"].items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_LOCALID")}
+        r["nic_selection"] = {k: v for k, v in r["variables"].items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_LOCALID")}
     return {"nodes": nodes, "ranks": [ranks[k] for k in sorted(ranks)]}
 
 

@@ -34,7 +34,7 @@ class Step:
     timeout_s: int = 300
     environment: str | None = None  # Container Engine EDF
     gpus: bool = False  # bind one GPU per local rank, as the system says
-    env: dict[str, str] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,14 +75,14 @@ SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|
 class Allocation:
     """One Slurm allocation for the whole session, or the caller's own (SLURM_JOB_ID)."""
 
-    def __init__(self, system: System, slurm_env: dict[str, str], nodes: int, ntasks: int, time_limit_min: int = 60):
-        self.system, self.env = system, slurm_env
+    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int, time_limit_min: int = 60):
+        self.system, self.variables = system, slurm_variables
         self.nodes, self.ntasks, self.time_limit_min = nodes, ntasks, time_limit_min
         self.job_id: str | None = None
         self.owned = False
 
     def __enter__(self) -> "Allocation":
-        existing = self.env.get("SLURM_JOB_ID")
+        existing = self.variables.get("SLURM_JOB_ID")
         if existing:
             self.job_id = existing
             return self
@@ -90,12 +90,12 @@ class Allocation:
             raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
         argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
                 "--job-name=commstack", *self.system.launcher.salloc_flags]
-        if self.env.get("COMMSTACK_SLURM_LEASE"):  # the local Slurm cancels a lease's jobs when its holder goes
-            argv.append(f"--comment={self.env['COMMSTACK_SLURM_LEASE']}")
+        if self.variables.get("COMMSTACK_SLURM_LEASE"):  # the local Slurm cancels a lease's jobs when its holder goes
+            argv.append(f"--comment={self.variables['COMMSTACK_SLURM_LEASE']}")
         if self.system.partition:
             argv.append(f"--partition={self.system.partition}")
         try:
-            proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(argv, env=self.variables, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             raise SlurmUnavailableError(f"{' '.join(argv)} got no allocation within 120 s") from None
         m = re.search(r"Granted job allocation (\d+)", proc.stderr + proc.stdout)
@@ -110,14 +110,14 @@ class Allocation:
     @functools.cached_property
     def hosts(self) -> list[str]:
         """The allocation's node names, asked once (a node that fails later stays in the list)."""
-        nodes = client(["squeue", "-h", "-j", str(self.job_id), "-o", "%N"], self.env).stdout.strip()
+        nodes = client(["squeue", "-h", "-j", str(self.job_id), "-o", "%N"], self.variables).stdout.strip()
         if not nodes:
             return []
-        return client(["scontrol", "show", "hostnames", nodes], self.env).stdout.split() or [nodes]
+        return client(["scontrol", "show", "hostnames", nodes], self.variables).stdout.split() or [nodes]
 
     def state(self) -> str:
         """The job's state as squeue says (RUNNING, CANCELLED, ...), or `unknown` when it does not know it."""
-        out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.env)
+        out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.variables)
         return out.stdout.strip() or "unknown"
 
     def release(self) -> None:
@@ -126,18 +126,18 @@ class Allocation:
         if self.owned and self.job_id:
             self.owned = False
             try:
-                client(["scancel", self.job_id], self.env)
+                client(["scancel", self.job_id], self.variables)
             except ControllerLostError:
                 pass
 
 
 class Launcher:
-    def __init__(self, system: System, kind: str = "srun", slurm_env: dict[str, str] | None = None,
+    def __init__(self, system: System, kind: str = "srun", slurm_variables: dict[str, str] | None = None,
                  allocation: Allocation | None = None):
         if kind not in ("srun", "mpirun"):
             raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
         self.system, self.kind = system, kind
-        self.env = dict(slurm_env or os.environ)
+        self.variables = dict(slurm_variables or os.environ)
         self.allocation = allocation
         #: once slurmctld or the allocation is gone, no further step is launched
         self.lost: SlurmUnavailableError | None = None
@@ -182,11 +182,11 @@ class Launcher:
         except OSError as e:
             raise FileWriteError.of(outdir, e) from e
         cmd = self.command(step)
-        env = {**self.env, **self.system.env, **step.env}
+        env = {**self.variables, **self.system.variables, **step.variables}
         if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
-        write_json(outdir / "env.json", {k: env[k] for k in sorted(env) if _interesting(k)})
+        write_json(outdir / "variables.json", {k: env[k] for k in sorted(env) if _interesting(k)})
         prog = step.argv[0]
         if not step.environment and not (Path(prog).is_file() or shutil.which(prog)):
             raise BinaryNotFoundError(f"{step.name}: benchmark binary {prog!r} not found", str(outdir))
@@ -249,7 +249,7 @@ class Launcher:
 
     def _controller_answers(self) -> bool:
         try:
-            return client(["scontrol", "ping"], self.env, timeout=10).returncode == 0
+            return client(["scontrol", "ping"], self.variables, timeout=10).returncode == 0
         except ControllerLostError:
             return False
 

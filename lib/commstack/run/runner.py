@@ -194,7 +194,7 @@ def validation_first(s: SuiteStep, step: Step, outdir: Path):
 def launched_step(s: SuiteStep, argv: list[str]) -> Step:
     """The step as launched: real binaries, and NCCL_DEBUG=INFO so that its output names the net plugin."""
     env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}
-    return dataclasses.replace(s.step, argv=argv, env={**s.step.env, **env})
+    return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **env})
 
 
 def probe_step(step: Step) -> Step:
@@ -214,7 +214,7 @@ def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
 def placement(launcher: Launcher, step: Step) -> tuple:
     """What the facts of a step depend on: its probe's command line (nodes, ranks, GPU binding,
     container, binary) and its environment. Steps placed alike share one probe."""
-    return tuple(launcher.command(probe_step(step))), tuple(sorted(step.env.items()))
+    return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
 
 
 def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
@@ -233,7 +233,7 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
     here and one collected from a batch job."""
     verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
     record.title, record.version = sweeps[0].title, sweeps[0].version
-    record.verdict, record.reason, record.detail = verdict.status, verdict.reason, verdict.summary()
+    record.verdict, record.reason, record.detail = verdict.verdict, verdict.reason, verdict.summary()
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
     if s.tool == "nccl-tests":
         record.stack["nccl_net"] = nets = nccl_net(out)
@@ -256,7 +256,7 @@ class Run:
         self.records: dict[tuple[str, str], Record] = {}
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
-        self._env: dict[str, str] | None = None
+        self._variables: dict[str, str] | None = None
         self._slurm_error: CommstackError | None = None  # a Slurm that failed to start is not tried again
         #: the first write to the results directory that failed, and the records that could not be written
         self.unsaved: FileWriteError | None = None
@@ -280,18 +280,18 @@ class Run:
 
     # ---- resources, made when the first step needs them and released by close()
 
-    def slurm_env(self) -> dict[str, str]:
+    def slurm_variables(self) -> dict[str, str]:
         """The site's Slurm, or the embedded one under this run's lease (never a production queue by
         accident: the local systems get the embedded Slurm under --slurm auto)."""
         if self._slurm_error:
             raise self._slurm_error
-        if self._env is None:
+        if self._variables is None:
             try:
-                self._env = self._start_slurm()
+                self._variables = self._start_slurm()
             except CommstackError as e:
                 self._slurm_error = e
                 raise
-        return self._env
+        return self._variables
 
     def _start_slurm(self) -> dict[str, str]:
         which = choose_slurm(self.system.name, self.slurm_mode)
@@ -303,20 +303,20 @@ class Run:
         self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
         with self.phase("slurm start"):
             cluster.start()
-        return cluster.env
+        return cluster.variables
 
     def launcher(self) -> Launcher:
         if self._launcher is None:
             if self.launcher_kind == "mpirun":
                 self._launcher = Launcher(self.system, "mpirun")
             else:
-                env = self.slurm_env()
+                env = self.slurm_variables()
                 runnable = [s.step for s in self.planned if not s.not_run]
                 nodes = max([min(self.system.nodes, 2)] + [st.nodes for st in runnable])  # the largest step
                 ntasks = max([2 * nodes] + [st.ntasks for st in runnable])
                 with self.phase("allocation"):
                     alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
-                self._launcher = Launcher(self.system, "srun", slurm_env=env, allocation=alloc)
+                self._launcher = Launcher(self.system, "srun", slurm_variables=env, allocation=alloc)
         return self._launcher
 
     # ---- steps
