@@ -11,6 +11,7 @@ import os
 import pwd
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -286,6 +287,20 @@ def test_a_prepared_state_directory_is_refused_before_any_step(cli, tmp_path, pr
     assert cli.cluster.processes() == []
     if prepare is _symlink:
         assert list((tmp_path / "slurm").resolve().iterdir()) == []
+
+
+def test_under_plain_pytest_a_prepared_state_directory_makes_the_steps_not_run(cli, tmp_path):
+    """`pytest suites/smoke.yaml` has no refusal up front: every step that needs Slurm is not-run with the
+    reason, from one attempt to start it."""
+    message = _open(cli.cluster.root)
+    results = tmp_path / "r"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke.yaml", "--results", str(results),
+                           "-p", "no:cacheprovider", *cli.no_build], cwd=TOP, env=cli.env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout  # not-run steps are skipped tests
+    slurm = [r for r in read_run(results) if r.error_kind != "BinaryNotFoundError"]  # no OSU: not-run before
+    assert slurm and {(r.verdict, r.error_kind, r.reason) for r in slurm} == {("not-run", "UnsafePathError", message)}
+    assert cli.cluster.processes() == []
 
 
 @pytest.fixture

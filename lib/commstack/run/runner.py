@@ -300,6 +300,7 @@ class Run:
         if which == "site":
             return dict(os.environ)
         cluster = LocalSlurm.for_system(self.system.name, self.system.nodes)
+        cluster.check_state()  # a state directory someone else prepared: nothing to stop either
         self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
         with self.phase("slurm start"):
             cluster.start()
