@@ -298,8 +298,8 @@ def test_under_plain_pytest_a_prepared_state_directory_makes_the_steps_not_run(c
                            "-p", "no:cacheprovider", *cli.no_build], cwd=TOP, env=cli.env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout  # not-run steps are skipped tests
-    slurm = [r for r in read_run(results) if r.error_kind != "BinaryNotFoundError"]  # no OSU: not-run before
-    assert slurm and {(r.verdict, r.error_kind, r.reason) for r in slurm} == {("not-run", "UnsafePathError", message)}
+    slurm = [r for r in read_run(results) if r.error_kind != "binary-not-found"]  # no OSU: not-run before
+    assert slurm and {(r.verdict, r.error_kind, r.reason) for r in slurm} == {("not-run", "unsafe-path", message)}
     assert cli.cluster.processes() == []
 
 
