@@ -93,7 +93,7 @@ def test_step_that_times_out(own_slurm, system, tmp_path):
             assert time.monotonic() < deadline, f"step left running: {steps(own_slurm)}"
             time.sleep(0.5)
     assert (tmp_path / "slow" / "stdout.txt").read_text() == "started\n"
-    assert '"error": "StepTimeoutError"' in (tmp_path / "slow" / "step.json").read_text()
+    assert '"error": "timed-out"' in (tmp_path / "slow" / "step.json").read_text()
     assert not [p for p in own_slurm.processes() if _cmdline(p).startswith("sleep 300")]
 
 

@@ -88,7 +88,7 @@ def test_srun_hostname_on_both_nodes(cluster, env):
 def test_pingpong_crosses_the_virtual_network(cluster, env, system, pingpong, step_dir):
     step = Step("mpi-pingpong-2nodes", [str(pingpong), "-m", "cpu", "-b", "8", "-e", "4M", "-n", "20"],
                 nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=120,
-                env={"OMPI_MCA_btl_base_verbose": "100"})  # names the BTL used per peer, on stderr
+                variables={"OMPI_MCA_btl_base_verbose": "100"})  # names the BTL used per peer, on stderr
     with Allocation(system, env, nodes=2, ntasks=2) as alloc:
         launcher = Launcher(system, "srun", slurm_variables=env, allocation=alloc)
         before = _counters(cluster)
@@ -151,7 +151,7 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
     assert err.raw == str(step_dir)
     assert "Node failure on node2" in (step_dir / "stderr.txt").read_text()
     assert "# mpi-pingpong v" in (step_dir / "stdout.txt").read_text()
-    assert '"error": "NodeFailureError"' in (step_dir / "step.json").read_text()
+    assert '"error": "node-failure"' in (step_dir / "step.json").read_text()
 
 
 def test_stop_leaves_nothing_behind(cluster):
