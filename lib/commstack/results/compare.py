@@ -108,15 +108,15 @@ def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
         noise = 2 * max(da / va, db / vb)
         change = (ratio - 1) if higher else (1 / ratio - 1)
         threshold = max(tolerance, noise)
-        verdict = "regression" if change < -threshold else "better" if change > threshold else "same"
-        out.append(Change(name, size, va, vb, verdict))
+        kind = "regression" if change < -threshold else "better" if change > threshold else "same"
+        out.append(Change(name, size, va, vb, kind))
     return out
 
 
 def compare_table(changes: list[Change]) -> str:
     def num(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
-    lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  verdict"]
+    lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  change"]
     for c in changes:
         lines.append(f"{c.step:48s} {num(c.size, 'd') if c.size is not None else 'all':>10s} {num(c.a, '.3f'):>12s} "
                      f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.change}"
