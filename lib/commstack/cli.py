@@ -33,7 +33,7 @@ import commstack
 from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table
-from commstack.results.judge import load_references
+from commstack.results.judge import references_of
 from commstack.results.records import read_run
 from commstack.run.launch import Launcher
 from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
@@ -248,7 +248,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     records = batch.status(results, batch_variables(system, getattr(args, "slurm", "auto")), wait=args.wait)
     if records is None:
         return EXIT_PENDING
-    write_report(results, load_references(system.references) if system.references else None,
+    write_report(results, references_of(system),
                  system.nic_line_rate_MBps)
     return _summary(results, args.allow_not_run)
 
@@ -258,7 +258,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     results = Path(args.results)
     records = read_run(results)
     system = load_system(records[0].system) if records[0].system in known_systems() else None
-    refs = load_references(system.references) if system and system.references else None
+    refs = references_of(system) if system else None
     path = write_report(results, refs, system.nic_line_rate_MBps if system else None)
     print(f"report: {path}")
     return _summary(results, args.allow_not_run)
@@ -271,7 +271,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         raise CommstackError("compare needs a baseline run (compare A B) or --baseline history")
     a = read_run(Path(args.baseline))
     system = load_system(a[0].system) if a[0].system in known_systems() else None
-    refs = load_references(system.references) if system and system.references else None
+    refs = references_of(system) if system else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
     print(compare_table(changes), end="")
     if any(c.difference for c in changes):

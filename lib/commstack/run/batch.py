@@ -27,7 +27,7 @@ from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launch
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.results import history
-from commstack.results.judge import load_references
+from commstack.results.judge import references_of
 
 EXIT = "exit"          # "<status> <started> <ended>", written by the job after the command returns
 #: squeue states of a job that has not ended yet
@@ -146,7 +146,7 @@ def collect(run_dir: Path, state: str) -> list[Record]:
     """Judge what the ended job left, step by step, exactly as an interactive run judges it."""
     plan = read_plan(run_dir)
     system = load_system(plan.system)
-    refs = load_references(system.references) if system.references else None
+    refs = references_of(system)
     records = []
     for index, s in enumerate(steps(plan, system)):
         record = new_record(run_dir.name, index, s, system)

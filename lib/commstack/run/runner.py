@@ -26,7 +26,7 @@ from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, 
 from commstack.files import FileWriteError, UnsafePathError, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
-from commstack.results.judge import References, judge, load_references
+from commstack.results.judge import References, judge, references_of
 from commstack.results.parse import Sweep, parse_output, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
@@ -251,7 +251,7 @@ class Run:
         self.system, self.dir, self.binaries = system, results, binaries
         self.id = results.name
         self.launcher_kind, self.slurm_mode = launcher, slurm
-        self.references: References | None = load_references(system.references) if system.references else None
+        self.references: References | None = references_of(system)
         self.planned: list[SuiteStep] = []
         self.records: dict[tuple[str, str], Record] = {}
         self._cleanup = contextlib.ExitStack()
