@@ -63,7 +63,7 @@ def _bytes(flag: str, value: str, text: str) -> int:
     return int(text)
 
 
-def _suffixed(text: str) -> int:
+def byte_count(text: str) -> int:
     """A byte count with an optional K, M or G suffix (powers of 1024), as nccl-tests and
     mpi-pingpong read -b and -e."""
     m = re.fullmatch(r"(\d+)([KkMmGg]?)", text.strip())
@@ -114,9 +114,9 @@ class SizeFlags:
                     lo = _bytes(flag, value, a) if a else lo
                     hi = _bytes(flag, value, b) if b else hi
             elif flag in self.lo_flags:
-                lo = _suffixed(value)
+                lo = byte_count(value)
             else:
-                hi = _suffixed(value)
+                hi = byte_count(value)
         return lo, hi
 
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
-from commstack.benchmarks import BENCHMARKS, METRICS, _suffixed
+from commstack.benchmarks import BENCHMARKS, METRICS, byte_count
 from commstack.errors import ConfigError, UnknownSystemError
 from commstack.paths import SUITES, SYSTEMS
 
@@ -255,7 +255,7 @@ class StepSpec(Strict):
             if tool == "osu" and any(isinstance(s, str) for s in self.sizes):
                 raise ValueError(f"sizes {list(self.sizes)}: OSU reads -m with atoll, so 1M would mean 1 byte; "
                                  "give bytes")
-            lo, hi = (_suffixed(str(s)) for s in self.sizes)
+            lo, hi = (byte_count(str(s)) for s in self.sizes)
             if lo > hi:
                 raise ValueError(f"sizes {list(self.sizes)}: the smallest comes first")
         return self

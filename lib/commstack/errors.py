@@ -119,6 +119,11 @@ class ControllerLostError(SlurmUnavailableError):
     later step: the caller marks those steps not-run and cleans up (Allocation.release, LocalSlurm.stop)."""
 
 
+class AllocationLostError(SlurmUnavailableError):
+    """The run's allocation ended under it (cancelled, past its time limit, or a SLURM_JOB_ID that names no
+    running job): like ControllerLostError, for the step that met it and, unlaunched, every later one."""
+
+
 class BinaryNotFoundError(LaunchError):
     pass
 

@@ -260,6 +260,7 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
     if not any(isinstance(i, StepItem) for i in session.items):
         return
     path = None
+    total = time.monotonic() - session.config.stash[STARTED]
     try:
         if run.unsaved is None:  # a results file system known to be full gets nothing more
             with run.phase("report"):
@@ -267,7 +268,6 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
                 path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
             from commstack.results import history
             history.add_run(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
-        total = time.monotonic() - session.config.stash[STARTED]
         if run.unsaved is None:
             write_json(run.dir / "timings.json", {**run.timings, "session": total})
     except FileWriteError as e:
@@ -280,7 +280,7 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
         tr.write_line(f"commstack: {len(records)} steps: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
                       + (f"; report {path}" if path else f"; NOT SAVED: {run.unsaved}"))
         tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
-                      + f"; {time.monotonic() - session.config.stash[STARTED]:.1f} s since pytest started"
+                      + f"; {total:.1f} s since pytest started"
                       + ("" if run.unsaved else " (timings.json)"))
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from commstack.errors import NodeFailureError
+from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
-from commstack.run.launch import Allocation, AllocationLostError, Launcher, Step
+from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
 from commstack.results.parse import parse_pingpong
 from commstack.config import load_system

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from commstack.errors import CommstackError
-from commstack.files import write_atomic
+from commstack.files import FileWriteError, write_atomic
 
 Verdict = Literal["pass", "no-reference", "unstable", "degraded", "fail", "not-run"]
 RECORD = "record.json"
@@ -62,7 +62,10 @@ class Record(BaseModel):
 
     def write(self, run_dir: Path) -> Path:
         path = run_dir / "steps" / self.dirname / RECORD
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise FileWriteError.of(path.parent, e) from e
         write_atomic(path, self.model_dump_json(indent=2) + "\n")
         return path
 

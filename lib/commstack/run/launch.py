@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from commstack.config import System
-from commstack.errors import (BinaryNotFoundError, ControllerLostError, LaunchError, NodeFailureError,
-                              SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
+from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
+                              NodeFailureError, SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
 from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.slurm import client
 
@@ -56,11 +56,6 @@ class StepResult:
                 "outdir": str(self.outdir), "error": self.error}
 
 
-class AllocationLostError(SlurmUnavailableError):
-    """The run's allocation ended under it (cancelled, past its time limit, or a SLURM_JOB_ID that names no
-    running job): like ControllerLostError, for the step that met it and, unlaunched, every later one."""
-
-
 NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
                           r"Communication connection failure", re.I)
 SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
@@ -75,7 +70,8 @@ SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|
 class Allocation:
     """One Slurm allocation for the whole session, or the caller's own (SLURM_JOB_ID)."""
 
-    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int, time_limit_min: int = 60):
+    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int,
+                 time_limit_min: int = 60):
         self.system, self.variables = system, slurm_variables
         self.nodes, self.ntasks, self.time_limit_min = nodes, ntasks, time_limit_min
         self.job_id: str | None = None

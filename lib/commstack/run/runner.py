@@ -311,13 +311,13 @@ class Run:
             if self.launcher_kind == "mpirun":
                 self._launcher = Launcher(self.system, "mpirun")
             else:
-                env = self.slurm_variables()
+                variables = self.slurm_variables()
                 runnable = [s.step for s in self.planned if not s.not_run]
                 nodes = max([min(self.system.nodes, 2)] + [st.nodes for st in runnable])  # the largest step
                 ntasks = max([2 * nodes] + [st.ntasks for st in runnable])
                 with self.phase("allocation"):
-                    alloc = self._cleanup.enter_context(Allocation(self.system, env, nodes=nodes, ntasks=ntasks))
-                self._launcher = Launcher(self.system, "srun", slurm_variables=env, allocation=alloc)
+                    alloc = self._cleanup.enter_context(Allocation(self.system, variables, nodes=nodes, ntasks=ntasks))
+                self._launcher = Launcher(self.system, "srun", slurm_variables=variables, allocation=alloc)
         return self._launcher
 
     # ---- steps
@@ -356,9 +356,8 @@ class Run:
         to release what it holds and print the verdicts."""
         try:
             record.write(self.dir)
-        except (OSError, FileWriteError) as e:  # OSError: its directory could not be made
-            self.unsaved = self.unsaved or (FileWriteError.of(self.dir / "steps" / record.dirname, e)
-                                            if isinstance(e, OSError) else e)
+        except FileWriteError as e:
+            self.unsaved = self.unsaved or e
             self.unsaved_records.add(record.key)
 
     def _execute(self, s: SuiteStep, record: Record) -> None:
