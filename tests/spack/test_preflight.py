@@ -3,6 +3,7 @@ and the versions it has: a version nobody could read is a failure, never ok."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,10 @@ def test_gh200_ompi_on_this_host_names_what_differs(spack):
     lines = {line.split("@")[0].strip(): line.strip() for line in proc.stdout.splitlines() if "@=" in line}
     glibc, slurm = read_glibc(Path("/usr")), read_slurm(Path("/usr"))
     assert lines["glibc"] == f"glibc@=2.39 at /usr: FAIL: expected 2.39, found {glibc.version} ({glibc.source})"
-    assert lines["nccl"].startswith("nccl@=2.25.1-1 at /usr: FAIL: expected 2.25.1-1, found none: no /usr/include/nccl.h")
-    assert lines["slurm"] == (f"slurm@=24.05.5 at /usr: FAIL: expected 24.05.5, found {slurm.version} ({slurm.source})"
-                              if slurm.version else f"slurm@=24.05.5 at /usr: FAIL: expected 24.05.5, found none: {slurm.source}")
+    assert lines["nccl"].startswith("nccl@=2.25.1-1 at /usr: FAIL: expected 2.25.1-1, found none: "
+                                    "no /usr/include/nccl.h")
+    found = f"{slurm.version} ({slurm.source})" if slurm.version else f"none: {slurm.source}"
+    assert lines["slurm"] == f"slurm@=24.05.5 at /usr: FAIL: expected 24.05.5, found {found}"
     assert "glibc" in proc.stdout.splitlines()[-1] and "nccl" in proc.stdout.splitlines()[-1]
 
 
@@ -65,8 +67,41 @@ def test_an_external_spack_cannot_find_fails(spack, tmp_path):
     externals = copy / ".spack" / "externals.yaml"
     empty = tmp_path / "empty-prefix"
     (empty / "bin").mkdir(parents=True)
-    externals.write_text(externals.read_text() + f"  libfabric:\n    externals:\n    - spec: libfabric@1.22.0\n"
-                                                  f"      prefix: {empty}\n")
+    externals.write_text(externals.read_text()
+                         + f"  libfabric:\n    externals:\n    - spec: libfabric@1.22.0\n      prefix: {empty}\n")
     checks = by_name(preflight(spack, copy))
     assert checks["libfabric"].problems == [
         f"expected 1.22.0, found none: Spack's detection of libfabric at {empty}"]
+
+
+INSTALL = """
+import sys
+from pathlib import Path
+from commstack.spack.install import SpackInstallError, install
+try:
+    install("osu-micro-benchmarks", Path(sys.argv[1]))
+except SpackInstallError as e:
+    sys.exit(f"error: {e}")
+"""
+
+
+def test_install_stops_at_a_missing_external(spack, tmp_path):
+    """Where commstack installs in the local env (`run` without an OSU), an external whose prefix is
+    gone is named, with the preflight command, before Spack builds anything on top of it."""
+    copy = stage(tmp_path / "copy")
+    externals = copy / ".spack" / "externals.yaml"
+    text = externals.read_text()
+    line = next(line for line in text.splitlines() if "spec: openmpi@" in line)
+    version = line.split("@")[1].split()[0]
+    prefix_line = text.splitlines()[text.splitlines().index(line) + 1]
+    assert prefix_line.strip() == "prefix: /usr", prefix_line
+    gone = tmp_path / "uninstalled-openmpi"
+    externals.write_text(text.replace(f"{line}\n{prefix_line}", f"{line}\n{prefix_line.replace('/usr', str(gone))}"))
+    log = tmp_path / "install.log"
+    proc = subprocess.run([sys.executable, "-c", INSTALL, str(log)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "COMMSTACK_HOME": str(copy), "SPACK_ROOT": str(spack.exe.parents[1])})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        f"error: external openmpi@{version} (prefix {gone}) of the local env is not on this machine; "
+        "`bin/commstack preflight local` checks every external, `bin/commstack setup --detect` detects them again")
+    assert not log.exists()  # spack install never started

@@ -13,7 +13,8 @@ from commstack.spack.preflight import (ExternalCheck, VersionReadError, agrees, 
 
 DATA = Path(__file__).parents[1] / "data" / "preflight"
 INDEX = yaml.safe_load((DATA / "index.yaml").read_text())
-PARSERS = {"ldd-version": parse_ldd, "sinfo-V": parse_sinfo, "ptxas-version": parse_nvcc, "nccl-2.25.1": parse_nccl_header}
+PARSERS = {"ldd-version": parse_ldd, "sinfo-V": parse_sinfo, "ptxas-version": parse_nvcc,
+           "nccl-2.25.1": parse_nccl_header}
 
 
 def parser(name: str):
@@ -83,7 +84,8 @@ def test_nothing_found_is_a_failure_with_expected_and_found(tmp_path):
     assert checks["glibc"].problems == [f"expected 2.39, found none: no {tmp_path}/bin/ldd"]
     assert checks["slurm"].problems == [f"expected 24.05.5, found none: no {tmp_path}/bin/sinfo"]
     assert checks["openmpi"].problems == [f"expected 5.0.8, found none: Spack's detection of openmpi at {tmp_path}"]
-    assert checks["glibc"].line() == f"glibc@=2.39 at {tmp_path}: FAIL: expected 2.39, found none: no {tmp_path}/bin/ldd"
+    assert checks["glibc"].line() == (f"glibc@=2.39 at {tmp_path}: FAIL: expected 2.39, "
+                                      f"found none: no {tmp_path}/bin/ldd")
 
 
 def test_this_hosts_glibc_and_slurm(monkeypatch):

@@ -96,7 +96,8 @@ def parse_nccl_header(text: str) -> str:
         if len(hits) != 1:
             raise VersionReadError(f"nccl.h: {len(hits)} '#define NCCL_{key}' lines, one expected")
         parts[key] = hits[0]
-    if not all(parts[k].isdigit() for k in ("MAJOR", "MINOR", "PATCH")) or not re.fullmatch(r'"[^"]*"', parts["SUFFIX"]):
+    numbers = all(parts[k].isdigit() for k in ("MAJOR", "MINOR", "PATCH"))
+    if not numbers or not re.fullmatch(r'"[^"]*"', parts["SUFFIX"]):
         raise VersionReadError(f"nccl.h: version defines that are not numbers and a string: {parts}")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}{parts['SUFFIX'].strip(chr(34))}"
 
@@ -116,7 +117,8 @@ def nccl_library_version(lib: Path) -> str | None:
 def _run(argv: list[str], extra_env: dict | None = None) -> str:
     """stdout of a version command, in the C locale; a failure names the command and its stderr."""
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=60, env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
+        proc = subprocess.run(argv, capture_output=True, timeout=60,
+                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
     except subprocess.TimeoutExpired:
         raise VersionReadError(f"`{' '.join(argv)}` ran past 60 s") from None
     if proc.returncode != 0:
