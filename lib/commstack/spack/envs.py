@@ -223,7 +223,9 @@ def lock(spack: Spack, names: list[str] | None = None, check: bool = False) -> i
         for name, c in done.items():
             target = TOP / env_dir(name) / "spack.lock"
             if target.exists() and same_lock(target, c.lock):
-                print(f"lock {name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s; unchanged (file kept)")
+                print(f"lock{' --check' if check else ''} {name}: {len(c.nodes)} nodes, "
+                      f"solved in {c.solve_seconds:.1f} s; "
+                      + ("the committed lock is what its configuration gives" if check else "unchanged (file kept)"))
                 continue
             if check:
                 stale.append(name)
