@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from commstack.spack.preflight import (ExternalCheck, VersionReadError, agrees, check_version, parse_ldd,
-                                       parse_nccl_header, parse_nvcc, parse_sinfo, read_glibc, read_nccl,
-                                       read_slurm)
+                                       parse_nccl_header, parse_nvcc, parse_sinfo, read_cuda, read_glibc,
+                                       read_nccl, read_slurm)
 
 DATA = Path(__file__).parents[1] / "data" / "preflight"
 INDEX = yaml.safe_load((DATA / "index.yaml").read_text())
@@ -98,3 +98,26 @@ def test_this_hosts_glibc_and_slurm(monkeypatch):
         pytest.skip("no /usr/bin/sinfo on this host")
     slurm = read_slurm(Path("/usr"))
     assert slurm.source == "/usr/bin/sinfo -V" and slurm.version.count(".") == 2
+
+
+def test_cuda_release_from_the_toolkit_banner(tmp_path):
+    """read_cuda runs PREFIX/bin/nvcc --version; the venv's CUDA 12.8 wheel has no nvcc driver, so its
+    ptxas, which prints the same toolkit banner, stands in for it under that name."""
+    import nvidia.cuda_nvcc
+    ptxas = Path(nvidia.cuda_nvcc.__path__[0]) / "bin" / "ptxas"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").symlink_to(ptxas)
+    found = read_cuda(tmp_path)
+    assert (found.version, found.source) == ("12.8", f"{tmp_path}/bin/nvcc --version: release 12.8, V12.8.93")
+    c = ExternalCheck("cuda", "=12.8.1", str(tmp_path), [], [], None)
+    check_version(c, None)
+    assert c.line() == f"cuda@=12.8.1 at {tmp_path}: ok (found 12.8: {found.source})"
+    c = ExternalCheck("cuda", "=12.6.3", str(tmp_path), [], [], None)
+    check_version(c, None)
+    assert c.problems == [f"expected 12.6.3, found 12.8 ({found.source})"]
+
+
+def test_an_empty_library_is_no_version(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libnccl.so.2").write_bytes(b"")
+    assert read_nccl(tmp_path).version is None

@@ -71,8 +71,8 @@ def parse_sinfo(text: str) -> str:
     return _first_line(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", "sinfo -V").group(1)
 
 
-#: the banner's first line: nvcc's, or ptxas's (the same toolkit, the same banner below it)
-NVCC_TOOLS = (r"nvcc: NVIDIA \(R\) Cuda compiler driver", r"ptxas: NVIDIA \(R\) Ptx optimizing assembler")
+#: the banner's first line, the tool named as it was called: nvcc's, or ptxas's (the same toolkit's banner)
+NVCC_TOOLS = r"[\w.-]+: NVIDIA \(R\) (?:Cuda compiler driver|Ptx optimizing assembler)"
 RELEASE = re.compile(r"Cuda compilation tools, release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 NVCC_KNOWN = (r"Copyright \(c\) \d{4}-\d{4} NVIDIA Corporation", r"Built on \S+", r"Build cuda_\S+")
 
@@ -80,7 +80,7 @@ NVCC_KNOWN = (r"Copyright \(c\) \d{4}-\d{4} NVIDIA Corporation", r"Built on \S+"
 def parse_nvcc(text: str) -> tuple[str, str]:
     """`nvcc --version`: the toolkit's release ('12.8', what Spack's cuda@12.8.1 is a release of) and
     the compiler's own version ('12.8.93'). Every line must be one nvcc prints."""
-    _first_line(text, "|".join(NVCC_TOOLS), "nvcc --version")
+    _first_line(text, NVCC_TOOLS, "nvcc --version")
     release = RELEASE.search(text)
     _known_lines(text, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
     if release is None:
@@ -107,6 +107,8 @@ NCCL_BANNER = re.compile(rb"NCCL version (\d+\.\d+\.\d+)\+cuda")
 
 def nccl_library_version(lib: Path) -> str | None:
     """The version libnccl prints at init ('NCCL version 2.25.1+cuda12.2'), read from the library."""
+    if lib.stat().st_size == 0:  # nothing to map
+        return None
     with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         m = NCCL_BANNER.search(data)
         return m.group(1).decode() if m else None
