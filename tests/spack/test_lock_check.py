@@ -50,3 +50,17 @@ def test_a_hand_edited_lock_is_named_node_by_node(spack, tmp_path):
         f"~ ucx: thread_multiple=False -> True (hash {h['ucx']} -> {h['ucx']})"]
     assert out[6:] == ["lock --check: 1 of 1 locks stale: gh200-ompi (bin/commstack lock gh200-ompi rewrites them)"]
     assert lock_file.read_bytes() == before  # nothing written
+
+
+def test_a_lock_that_is_not_json_is_named_before_solving(spack, tmp_path):
+    copy = stage(tmp_path / "copy")
+    lock_file = copy / env_dir("gh200-cray") / "spack.lock"
+    text = (TOP / env_dir("gh200-cray") / "spack.lock").read_text()
+    lock_file.write_text(text[: len(text) // 2])  # a merge gone wrong, a truncated write
+    proc = subprocess.run([sys.executable, "-m", "commstack", "lock", "--check", "gh200-cray"], cwd=copy,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COMMSTACK_HOME": str(copy), "SPACK_ROOT": str(spack.exe.parents[1])})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("commstack lock: error: env gh200-cray: envs/gh200-cray/spack.lock is not a "
+                                  "Spack lock: "), proc.stderr
+    assert proc.stdout == ""  # nothing concretized

@@ -212,6 +212,12 @@ def lock(spack: Spack, names: list[str] | None = None, check: bool = False) -> i
         if name not in LOCKED:
             env_dir(name)  # unknown names fail here, by name
             raise ConfigError(f"env {name} has no committed lock (its externals are this machine's)")
+        committed = TOP / env_dir(name) / "spack.lock"
+        if check and committed.exists():  # a lock edited by hand may not even be JSON: say so before solving
+            try:
+                json.loads(committed.read_text())
+            except ValueError as e:
+                raise ConfigError(f"env {name}: {committed.relative_to(TOP)} is not a Spack lock: {e}") from None
     with tempfile.TemporaryDirectory(prefix="commstack-lock-") as tmp:
         done = concretize_all(spack, names, stage(Path(tmp)),
                               options=("-c", "concretizer:concretization_cache:enable:false"))
