@@ -96,12 +96,17 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bounded(path: Path, limit: int = MAX_INPUT) -> bytes:
+def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = True) -> bytes:
     """The bytes of the input file `path`; InputFileError when it is not a regular file (checked on the
-    open file: a FIFO is opened without waiting for a writer) or holds more than `limit` bytes."""
+    open file: a FIFO is opened without waiting for a writer), is a symlink and `follow_symlinks` is
+    false (files commstack wrote itself), or holds more than `limit` bytes."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
+        if e.errno == errno.ELOOP and not follow_symlinks:
+            raise InputFileError(f"{path}: is a symlink; commstack reads the files it wrote only as regular files") \
+                from None
         raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
@@ -162,18 +167,18 @@ def safe_parents(path: Path) -> None:
     for parent in [*path.parents, *Path(os.path.realpath(path)).parents]:
         st = os.lstat(parent)
         if st.st_uid not in (0, os.geteuid()):
-            raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state "
-                                  "under directories of your own or root's")
+            raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state and "
+                                  "results under directories of your own or root's")
         if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
             raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
                                   "by others without the sticky bit; choose another directory")
 
 
-def results_dir(path: Path) -> Path:
+def own_dir(path: Path, private: bool = False) -> Path:
     """A results directory that is ours: created (0750 and the umask) when missing, else refused when it is a
     symlink, not a directory, belongs to another user or is writable by group or others; its parents must
     be safe (safe_parents), and it must take a file (a read-only file system is one named error here,
-    not one per step)."""
+    not one per step). `private` (results/ of the checkout): others lose what access they had."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +198,8 @@ def results_dir(path: Path) -> Path:
         raise UnsafePathError(f"results directory {path} has mode {stat.S_IMODE(st.st_mode):04o}, writable by "
                               f"others; chmod go-w {path}, or choose another directory")
     try:
+        if private and st.st_mode & 0o007:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
         os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
         fd, probe = tempfile.mkstemp(prefix=".commstack-", dir=path)
         os.close(fd)
@@ -205,7 +212,8 @@ def results_dir(path: Path) -> Path:
 def make_dirs(root: Path, *names: str, mode: int = 0o750) -> Path:
     """root/names[0]/names[1]/..., each made when missing and opened with O_NOFOLLOW relative to the one
     before it (os.open with dir_fd): a symlink planted on the way is refused, never followed. Each name
-    must be a plain file name (inside_name): nothing built from input leaves `root`."""
+    must be a plain file name (inside_name): nothing built from input leaves `root`, made when missing."""
+    Path(root).mkdir(mode=mode, parents=True, exist_ok=True)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for name in names:
