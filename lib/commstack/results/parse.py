@@ -24,6 +24,7 @@ from typing import Any
 
 from commstack import benchmarks
 from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
+from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
                               NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
                               ValidationFailedError)
@@ -720,10 +721,7 @@ def describe(sweep: Sweep) -> dict[str, Any]:
 
 def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:
     """`commstack parse FILE`: parse and check any run's output; print the rows or the error."""
-    try:
-        text = Path(path).read_bytes().decode(errors="replace")
-    except OSError as e:
-        raise CommstackError(f"cannot read {path}: {e.strerror}") from None
+    text = read_bounded(Path(path), MAX_OUTPUT).decode(errors="replace")  # a regular file, at most 64 MiB
     if ranks is not None and ranks < 1:
         raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
     try:
