@@ -71,7 +71,8 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
                                                        ("reservation", b.reservation), ("qos", b.qos)) if value]
     if any(s.step.gpus for s in runnable) and system.gpus_per_node:
         sbatch.append(f"--gpus-per-node={system.gpus_per_node}")
-    lines = ["#!/bin/bash", *(f"#SBATCH {printable(f)}" for f in sbatch + system.launcher.salloc_flags + b.sbatch_flags)]
+    sbatch += system.launcher.salloc_flags + b.sbatch_flags
+    lines = ["#!/bin/bash", *(f"#SBATCH {printable(f)}" for f in sbatch)]
     lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
     lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()]
