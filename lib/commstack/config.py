@@ -114,14 +114,15 @@ MetricName = Annotated[str, _known(METRICS, "metric")]
 
 #: the largest message size a suite or a reference may name: 1 TiB, far above any benchmark's sweep
 MAX_MESSAGE = 2 ** 40
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _safe_name(v: str) -> str:
-    if not _SAFE_NAME.fullmatch(v) or ".." in v:
-        raise ValueError("a name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, "
-                         "without '..' (it names files and directories)")
+def check_name(v: str, longest: int = 64) -> str:
+    """`v` when it is a safe name (SafeName) of at most `longest` characters; ValueError with the rule."""
+    if not _SAFE_NAME.fullmatch(v) or ".." in v or len(v) > longest:
+        raise ValueError(f"a name is 1 to {longest} letters, digits, '.', '_' or '-', starting with a letter or "
+                         "digit, without '..' (it names files and directories)")
     return v
 
 
@@ -148,7 +149,7 @@ def _message_size(v: int | str) -> int | str:
 
 
 #: a suite's, step's or system's name: part of file names (steps/<suite>--<step>/) and of job scripts
-SafeName = Annotated[str, AfterValidator(_safe_name)]
+SafeName = Annotated[str, AfterValidator(check_name)]
 #: any other string from an input file: one line, no control or format characters
 Line = Annotated[str, _line()]
 #: free text (descriptions): lines and tabs allowed, no other control or format characters
