@@ -27,7 +27,7 @@ from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
 from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
                               NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError)
+                              ValidationFailedError, printable)
 
 
 @dataclass
@@ -733,7 +733,7 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
     except ParseError as e:
         print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
         if e.line is not None:
-            print(f"  line {e.lineno}: {e.line}", file=sys.stderr)
+            print(f"  line {e.lineno}: {printable(e.line)}", file=sys.stderr)
         return e.exit_code
     if as_json:
         print(json.dumps([describe(s) for s in sweeps] if len(sweeps) > 1 else describe(sweeps[0]), indent=1))
