@@ -345,7 +345,6 @@ def test_escape_sequences_in_an_input_file_never_reach_the_terminal_raw(tmp_path
     assert proc.returncode == 2 and not raw_controls(proc.stderr) and "esc\\x1b]0;PWNED\\x07.yaml" in proc.stderr
 
 
-
 def test_parse_quotes_an_output_line_with_its_escapes_shown(tmp_path):
     """issue 22 item 5: `parse` quoted the offending line of a benchmark's output raw on the terminal."""
     out = tmp_path / "stdout.txt"
@@ -353,6 +352,7 @@ def test_parse_quotes_an_output_line_with_its_escapes_shown(tmp_path):
     proc = commstack("parse", str(out))
     assert proc.returncode == 5 and not raw_controls(proc.stderr)
     assert "  line 2: \\x1b]0;PWNED\\x07\\x1b[31m\\x1b[2K\\u202e junk" in proc.stderr
+
 
 # ------------------------------------------------------------------------------- 10: damaged files
 
