@@ -96,25 +96,35 @@ def test_a_job_script_with_shell_metacharacters_runs_none_of_them(tmp_path):
     with a stub srun it hands them over as literal words and runs none of them."""
     marker = tmp_path / "pwned"
     payload = PAYLOAD.format(m=marker)
-    suite, system = tmp_path / "meta.yaml", tmp_path / "meta-system.yaml"
-    suite.write_text("name: meta.suite_1\nsteps:\n- {id: a.b_c-1, benchmark: mpi-pingpong, mode: cpu, "
-                     f"ranks_per_node: 2, sizes: [8, 64], args: [-n, 1, {json.dumps(payload)}]}}\n")
-    system.write_text(f"""name: meta
-partition: {json.dumps("debug;" + payload)}
+    results = tmp_path / "results"
+
+    def job_script(value: str) -> str:
+        suite, system = tmp_path / "meta.yaml", tmp_path / "meta-system.yaml"
+        suite.write_text("name: meta.suite_1\nsteps:\n- {id: a.b_c-1, benchmark: mpi-pingpong, mode: cpu, "
+                         f"ranks_per_node: 2, sizes: [8, 64], args: [-n, 1, {json.dumps(value)}]}}\n")
+        system.write_text(f"""name: meta
+partition: {json.dumps("debug;" + value)}
 nodes: 1
 node: {{cores: 2, gpus: 0, nics: 1}}
-launcher: {{mpi: pmix, srun_flags: [{json.dumps("--comment=" + payload)}], salloc_flags: [--overcommit]}}
-batch: {{account: {json.dumps("acct;" + payload)}, sbatch_flags: [{json.dumps("--comment=" + payload)}]}}
-variables: {{X_1: {json.dumps(payload)}, _Y: "$X_1"}}
+launcher: {{mpi: pmix, srun_flags: [{json.dumps("--comment=" + value)}], salloc_flags: [--overcommit]}}
+batch: {{account: {json.dumps("acct;" + value)}, sbatch_flags: [{json.dumps("--comment=" + value)}]}}
+variables: {{X_1: {json.dumps(value)}, _Y: "$X_1"}}
 """)
-    results = tmp_path / "results"
-    proc = commstack("suite", str(suite), "--system", str(system), "--submit", "--dry-run", "--pingpong", "/bin/true",
-                     "--results", str(results))
-    assert proc.returncode == 0, proc.stderr
-    script = proc.stdout
+        proc = commstack("suite", str(suite), "--system", str(system), "--submit", "--dry-run", "--pingpong",
+                         "/bin/true", "--results", str(results))
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    script = job_script(payload)
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
-    # the #SBATCH block is the head of the script; bash reads those lines as comments
+    # against the same files holding a plain word: no line more, and a line that differs is the same command
+    plain = job_script("plain").splitlines()
     lines = script.splitlines()
+    assert len(lines) == len(plain)
+    for line, twin in zip(lines, plain):
+        if line != twin:
+            assert line.split()[0] == twin.split()[0] and twin.split()[0] in ("#SBATCH", "export", "run_step"), line
+    # the #SBATCH block is the head of the script; bash reads those lines as comments
     head = [line for line in lines[1:] if line.startswith("#SBATCH")]
     assert lines[1:1 + len(head)] == head and not any(line.startswith("#SBATCH") for line in lines[1 + len(head):])
     assert f"#SBATCH --account=acct;{payload}" in head and f"#SBATCH --comment={payload}" in head
