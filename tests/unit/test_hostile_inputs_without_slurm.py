@@ -404,11 +404,12 @@ def test_a_history_without_tables_or_damaged_is_a_named_error_not_a_regression(t
 @pytest.mark.parametrize("damage, key", [
     (lambda r: r["repeats"][0][0].pop("size"), "repeats.0.0.size: no size"),
     (lambda r: r["repeats"][0][1].update(bandwidth_MBps="abc"), "repeats.0.1.bandwidth_MBps: 'abc'"),
+    (lambda r: r["repeats"][0][3].pop("bandwidth_MBps"), "repeats.0.3.bandwidth_MBps: no bandwidth_MBps"),
     (lambda r: r["repeats"][0][2].update(size="8"), "repeats.0.2.size: '8'"),
     (lambda r: r["repeats"][0][2].update(size=2 ** 63), "repeats.0.2.size: 9223372036854775808"),
     (lambda r: r.update(metric="furlongs"), "metric: unknown metric 'furlongs'"),
     (lambda r: r.update(unit="GB/s"), "unit: 'GB/s', but bandwidth_MBps is in MB/s"),
-], ids=["no-size", "abc", "size-text", "size-2^63", "unknown-metric", "wrong-unit"])
+], ids=["no-size", "abc", "no-figure", "size-text", "size-2^63", "unknown-metric", "wrong-unit"])
 def test_a_record_that_is_json_but_wrong_inside_is_a_named_error(tmp_path, damage, key):
     """issue 22 item 10: a record.json with a row without `size`, a value "abc" or an unknown metric crashed
     compare, report, export and history import with KeyError/ValueError. Each names the file and the key,

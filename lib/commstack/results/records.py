@@ -68,13 +68,14 @@ class Record(BaseModel):
             raise ValueError(f"unit: {self.unit!r}, but {self.metric} is in {METRICS[self.metric].unit}")
         for i, rows in enumerate(self.repeats):
             for j, row in enumerate(rows):
-                size, value = row.get("size"), row.get(self.metric, "missing")
+                size, value = row.get("size"), row.get(self.metric)
                 if type(size) is not int or not 0 <= size <= MAX_MESSAGE:
                     raise ValueError(f"repeats.{i}.{j}.size: {'no size' if size is None else repr(size)[:40]}; "
                                      f"a row's size is a byte count, 0 to {MAX_MESSAGE}")
-                if value is not None and type(value) not in (int, float):
-                    raise ValueError(f"repeats.{i}.{j}.{self.metric}: {repr(value)[:40]}; the judged figure is a "
-                                     "number (null where it was not finite)")
+                if self.metric not in row or value is not None and type(value) not in (int, float):
+                    got = repr(value)[:40] if self.metric in row else f"no {self.metric}"
+                    raise ValueError(f"repeats.{i}.{j}.{self.metric}: {got}; the judged figure is a number (null "
+                                     "where it was not finite)")
         return self
 
     @property
