@@ -65,8 +65,11 @@ def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
 
 def _schema_columns() -> dict[str, list[str]]:
     db = sqlite3.connect(":memory:")
-    db.executescript(SCHEMA)
-    return _columns(db)
+    try:
+        db.executescript(SCHEMA)
+        return _columns(db)
+    finally:
+        db.close()
 
 
 #: the tables and columns SCHEMA makes: what a history file of SCHEMA_VERSION must have
