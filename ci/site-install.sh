@@ -11,7 +11,9 @@ bin/commstack setup ${COMMSTACK_SETUP_ARGS:-}   # e.g. --packages /mirror/spack-
 spack=${SPACK_ROOT:-$PWD/.spack/spack}/bin/spack
 export SPACK_PYTHON=${SPACK_PYTHON:-${COMMSTACK_VENV:-$PWD/.venv}/bin/python}   # clingo from the venv
 ci/buildcache.sh "${COMMSTACK_BUILDCACHE_MODE:-read}"
-# before a long build: every external the env names exists here, at the version it claims
+# before a long build: this host runs the env's target (plain Spack does not check), and every
+# external the env names exists here, at the version it claims
+"${SPACK_PYTHON}" ci/check-host.py "$env"
 bin/commstack preflight "$env"
 "$spack" -e "envs/$env" install --fail-fast
 if [ "${COMMSTACK_BUILDCACHE_MODE:-read}" = push ] && [ -n "${COMMSTACK_BUILDCACHE:-}" ]; then

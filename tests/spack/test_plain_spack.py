@@ -155,6 +155,23 @@ def test_alps_login_installs_and_activates(spack, tmp_path):
     assert below, "OSU's module is below Open MPI's in the hierarchy"
 
 
+# ---- the wrong machine ------------------------------------------------------------------------
+
+def test_install_on_a_host_that_cannot_run_the_target_stops_first():
+    """Plain `spack install` on x86_64 installs compiler-wrapper and fails later (a fetch here); the
+    site job's check stops before, naming the env's target and this host's."""
+    if platform.machine() == "aarch64":
+        pytest.skip("this host runs neoverse_v2 code (aarch64): nothing to refuse")
+    proc = subprocess.run([sys.executable, str(TOP / "ci" / "check-host.py"), "alps-login"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "env alps-login is built for neoverse_v2 (sles15) nodes; this host is " in proc.stderr
+    assert "(x86_64), which cannot run it: install it on the node" in proc.stderr
+    ok = subprocess.run([sys.executable, str(TOP / "ci" / "check-host.py"), "local"], capture_output=True,
+                        text=True, timeout=300)
+    assert ok.returncode == 0 and "local: this host (this machine)" in ok.stdout
+
+
 # ---- the harness finds its binaries through the view ------------------------------------------
 
 def test_harness_takes_osu_from_the_local_view(tmp_path, monkeypatch):

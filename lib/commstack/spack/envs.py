@@ -47,6 +47,10 @@ class OffNodeError(SpackError):
     Spack on another host, or edited by hand)."""
 
 
+class WrongHostError(SpackError):
+    """An env is installed on a host that cannot run its node's target (x86_64 for a neoverse_v2 env)."""
+
+
 class EnvError(SpackError):
     """An env failed to concretize; names the env and the lines of its files that are at fault."""
 
@@ -217,6 +221,23 @@ def check_nodes(names: list[str] | None = None) -> None:
     if bad:
         raise OffNodeError(f"{len(bad)} node(s) off their env's OS and target (plain Spack on another host writes "
                            "these; `bin/commstack lock` writes the node's lock):\n  " + "\n  ".join(bad))
+
+
+def check_host(spack: Spack, name: str) -> str:
+    """Before `spack install`: this host runs code for the env's node target, or WrongHostError
+    naming both. Plain `spack install` has no such check (Spack 1.1 installs the first packages
+    and fails later, at a fetch or a compile). Returns the host's target."""
+    if env_dir(name) == Path("."):
+        return "this machine"  # local: built for whatever machine it is on
+    os_name, target = node_arch(name)
+    code = ("import spack.vendor.archspec.cpu as c; h = c.host(); "
+            f"print(h.name, h.family.name, c.TARGETS[{target!r}] <= h)")
+    host, family, runs = spack("python", "-c", code, timeout=300).stdout.split()[-3:]
+    if runs != "True":
+        raise WrongHostError(f"env {name} is built for {target} ({os_name}) nodes; this host is {host} "
+                             f"({family}), which cannot run it: install it on the node "
+                             f"({PURPOSE.get(name, name)})")
+    return host
 
 
 def lock_diff(old: Path, new: Path) -> list[str]:
