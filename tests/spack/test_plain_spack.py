@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from commstack.paths import TOP
-from commstack.spack import Spack
 from commstack.spack import install as spack_install
 from commstack.spack.envs import LOCKED, check_nodes, concretize_all, env_dir, lock_nodes, node_arch, \
     off_node, stage
