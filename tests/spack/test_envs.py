@@ -105,7 +105,7 @@ def test_alps_envs_share_the_node_userland(concrete):
     (envs/common/alps.yaml); alps-login's Open MPI as network.yaml builds it, installable on a login
     node (xpmem without its kernel module)."""
     cray, login = concrete["gh200-cray"], concrete["alps-login"]
-    for pkg in ("gcc", "glibc", "cuda", "libfabric", "slurm"):
+    for pkg in ("gcc", "glibc", "cuda", "libfabric"):
         a, b = cray.one(pkg), login.one(pkg)
         assert (a["version"], a["prefix"]) == (b["version"], b["prefix"]), pkg
     assert cray.one("gcc")["version"] == "13.2.1"
