@@ -185,9 +185,6 @@ def lock_nodes(lock: Path) -> dict[str, dict]:
     return nodes
 
 
-<<<<<<< HEAD
-def lock_diff(old: Path, new: Path, hashes: bool = False) -> list[str]:
-=======
 def node_arch(name: str) -> tuple[str, str]:
     """The (os, target) of an env's node, from the `node:` definition of the files it includes
     (`arch=linux-<os>-<target>`, envs/common/ompi.yaml or alps.yaml): the roots' arch, which every
@@ -243,8 +240,7 @@ def check_host(spack: Spack, name: str) -> str:
     return host
 
 
-def lock_diff(old: Path, new: Path) -> list[str]:
->>>>>>> wt-envs
+def lock_diff(old: Path, new: Path, hashes: bool = False) -> list[str]:
     """What moved between two locks, one line per spec: version, variants, arch, external prefix,
     dependencies; hashes alone (a recipe's text, a resolved commit) are not drift, unless `hashes`
     (`lock --check`: a lock edited by hand, or written by another Spack)."""
