@@ -144,7 +144,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     if args.results:
         check_results_dir(Path(args.results))
     if args.launcher == "srun" and embedded(system.name, args.slurm):
-        # a state directory someone else prepared is refused now, before anything is made or tried
+        # a state directory someone else prepared, or no root, is refused now, before anything is made or tried
+        LocalSlurm.check_root()
         LocalSlurm.for_system(system.name, system.nodes).check_state()
     results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
@@ -164,7 +165,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
     if rc == pytest.ExitCode.INTERRUPTED:
         print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
     if rc == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
     return _summary(results, args.allow_not_run)
