@@ -9,14 +9,16 @@ to others. Its ports are chosen free when it starts and recorded in its slurm.co
 port another local user could take first; COMMSTACK_SLURM_PORT fixes them, slurmd's the next one).
 The daemons run as root (SlurmUser=root): another user gets EmbeddedSlurmNeedsRootError at once.
 
+Every file in it is written atomically, the munge key 0400 from the start, and a process named by a pid
+file is trusted or signalled only when its executable is the daemon we expect, it runs as us and it
+refers to this directory.
+
 A step's processes end with it: the TaskEpilog (`python -m commstack.slurm task-epilog`, run by
 slurmstepd as each task ends, before the step's output is closed) kills what the task left behind,
 found by the task's SLURM_CONF, job, step and rank in their environment, so that a benchmark's daemon
 neither outlives it nor keeps its output open. proctrack/cgroup would do it by the kernel's count,
 but its cgroup v1 path (freezer/slurm/uid_U/job_J/step_S) has no per-cluster part: two clusters on
-one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's. Every file in it is written atomically, the munge
-key 0400 from the start, and a process named by a pid file is trusted or signalled only when its
-executable is the daemon we expect, it runs as us and it refers to this directory.
+one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's.
 
 Several runs may use one cluster at once. start() and stop() hold a lock (flock on <dir>/lock);
 each user holds a lease (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm start`);
