@@ -768,13 +768,22 @@ def leftovers(marks: dict[str, str]) -> list[int]:
     return found
 
 
-def sweep(marks: dict[str, str]) -> int:
-    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found); how many there were."""
+def orphans(marks: dict[str, str], launcher: int) -> list[int]:
+    """The processes with `marks` that left the tree of `launcher` (a daemon), once none of its
+    descendants has them any more (its ranks ended); [] while they run."""
+    marked = set(leftovers(marks)) - {launcher}
+    inside = set(_descendants([launcher]))
+    return [] if marked & inside else sorted(marked)
+
+
+def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
+    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found), or (`only`) those
+    of them; how many there were."""
     if not marks:
         return 0
     ended: set[int] = set()
     for _ in range(50):
-        left = {pid: _start_time(pid) for pid in leftovers(marks)}
+        left = {pid: _start_time(pid) for pid in leftovers(marks) if only is None or pid in only}
         if not left:
             break
         for pid, start in left.items():

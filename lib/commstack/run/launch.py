@@ -21,14 +21,14 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
                               NodeFailureError, OutputTooLargeError, SlurmUnavailableError, SrunError,
                               StepCrashedError, StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
-from commstack.slurm import client, sweep
+from commstack.slurm import client, orphans, sweep
 
 #: the token that marks every process of a step (its environment), for the sweep at its end
 STEP_TOKEN = "COMMSTACK_STEP"
@@ -231,8 +231,14 @@ class Launcher:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         sinks = {proc.stdout.fileno(): _Sink(outdir / "stdout.txt", limit),
                  proc.stderr.fileno(): _Sink(outdir / "stderr.txt", limit)}
+        marks = {STEP_TOKEN: token}
+
+        def end_orphans() -> None:  # mpirun waits for every holder of its ranks' output: their daemons end with them
+            left = orphans(marks, proc.pid)
+            if left:
+                sweep(marks, only=left)
         try:
-            ended = _pump(proc, sinks, t0 + step.timeout_s)
+            ended = _pump(proc, sinks, t0 + step.timeout_s, tidy=end_orphans if self.kind == "mpirun" else None)
             if ended != "exited":
                 _stop(proc)
         except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
@@ -240,9 +246,9 @@ class Launcher:
             raise
         finally:
             try:
-                sweep({STEP_TOKEN: token})  # what it left running here: a daemon, a rank of mpirun
+                sweep(marks)  # what it left running here: a daemon, a rank of mpirun
                 _pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
-                sweep({STEP_TOKEN: token})
+                sweep(marks)
             finally:
                 for sink in sinks.values():
                     sink.close()
@@ -374,11 +380,13 @@ class _Sink:
             return f.read(self.limit).decode(errors="replace")
 
 
-def _pump(proc: subprocess.Popen, sinks: dict[int, _Sink], deadline: float, watch: bool = True) -> str:
+def _pump(proc: subprocess.Popen, sinks: dict[int, _Sink], deadline: float, watch: bool = True,
+          tidy: Callable[[], None] | None = None) -> str:
     """Copy the step's streams to their files until both end: `exited`; or until `timeout` at the
     deadline, or (watch=True) `too large`, a stream past its limit. A descendant that keeps them open
-    after the launcher ended is not waited for past HELD_OPEN_S: `exited` all the same (the sweep ends it)."""
-    open_fds, exited_at = {fd for fd, sink in sinks.items() if not sink.file.closed}, None
+    after the launcher ended is not waited for past HELD_OPEN_S: `exited` all the same (the sweep ends it).
+    `tidy` is called every second while the launcher runs."""
+    open_fds, exited_at, asked = {fd for fd, sink in sinks.items() if not sink.file.closed}, None, time.monotonic()
     while open_fds:
         for fd in select.select(list(open_fds), [], [], 0.2)[0]:
             chunk = os.read(fd, 1 << 16)
@@ -393,6 +401,9 @@ def _pump(proc: subprocess.Popen, sinks: dict[int, _Sink], deadline: float, watc
                 break
         elif watch and any(s.over for s in sinks.values()):
             return "too large"
+        elif tidy and now - asked > 1:
+            asked = now
+            tidy()
         elif now > deadline:
             return "timeout"
     if watch:
