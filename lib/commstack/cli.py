@@ -14,7 +14,8 @@
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
-2 bad input; 5 results could not be written (a full file system); 130 Ctrl-C.
+2 bad input; 5 results could not be written (a full file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP,
+131 SIGQUIT: the same clean-up).
 """
 
 from __future__ import annotations

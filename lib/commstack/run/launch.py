@@ -254,7 +254,7 @@ class Launcher:
                     sink.close()
                 proc.stdout.close()
                 proc.stderr.close()
-        timed_out, too_large = ended == "timeout", ended == "too large"
+        timed_out, too_large = ended == "timeout", any(sink.over for sink in sinks.values())
         elapsed = time.monotonic() - t0
         out, err = (sink.text() for sink in sinks.values())
         result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
@@ -352,8 +352,9 @@ class _Sink:
 
     def __init__(self, path: Path, limit: int):
         self.path, self.limit, self.size, self.over = path, limit, 0, False
-        try:
-            self.file = open(path, "wb")
+        try:  # never through a symlink
+            self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                          0o644), "wb")
         except OSError as e:
             raise FileWriteError.of(path, e) from e
 
