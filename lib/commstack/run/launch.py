@@ -135,10 +135,17 @@ class Allocation:
             return []
         return client(["scontrol", "show", "hostnames", nodes], self.variables).stdout.split() or [nodes]
 
-    def state(self) -> str:
-        """The job's state as squeue says (RUNNING, CANCELLED, ...), or `unknown` when it does not know it."""
-        out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.variables)
-        return out.stdout.strip() or "unknown"
+    def state(self, settle_s: float = 10.0) -> str:
+        """The job's state as squeue says (RUNNING, CANCELLED, NODE_FAIL, ...), or `unknown` when it does not
+        know it. A job still COMPLETING (its nodes ending its tasks) is asked again for up to settle_s, for
+        the state it ends in."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.variables)
+            state = out.stdout.strip() or "unknown"
+            if state != "COMPLETING" or time.monotonic() > deadline:
+                return state
+            time.sleep(0.5)
 
     def release(self) -> None:
         """Cancel the allocation we made. With the controller gone there is nobody to ask: the
