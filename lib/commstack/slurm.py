@@ -442,6 +442,9 @@ class LocalSlurm:
             node_lines = "\n".join(f"NodeName={n} NodeAddr={self.address(n)} CPUs={cpus} "
                                    f"RealMemory={mem_mb // self.nodes} State=UNKNOWN" for n in self.node_names)
             part_nodes = ",".join(self.node_names)
+        for own in (self.conf, r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
+            if own.is_symlink():
+                own.unlink()
         write_atomic(self.conf, f"""{CONF_MARK}; state lives in {r}
 ClusterName=commstack-local
 SlurmctldHost={host}({ctld_addr})
