@@ -15,8 +15,8 @@
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
 2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
-file system); 130 Ctrl-C. Whatever input put in what they print (names, reasons, errors) is shown with its
-control characters escaped.
+file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). Whatever input put in
+what they print (names, reasons, errors) is shown with its control characters escaped.
 """
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     if args.results:
         check_results_dir(Path(args.results))
     if args.launcher == "srun" and embedded(system.name, args.slurm):
-        # a state directory someone else prepared is refused now, before anything is made or tried
+        # a state directory someone else prepared, or no root, is refused now, before anything is made or tried
+        LocalSlurm.check_root()
         LocalSlurm.for_system(system.name, system.nodes).check_state()
     results = _results(args)
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
@@ -165,7 +166,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
     if rc == pytest.ExitCode.INTERRUPTED:
         print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
     if rc == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
     status = _summary(results, args.allow_not_run)
