@@ -220,6 +220,8 @@ class View:
         if isinstance(text, str):
             text = Text(printable(text))
         self._fit()
+        if self.live is not None:
+            self.live.refresh()  # the live line of now, not of its last refresh, goes below the printed one
         if self.mode == "live":
             self.console.print(text, no_wrap=True, overflow="ellipsis", crop=True)
         else:
@@ -295,6 +297,8 @@ class View:
         left = time_left(self.config)
         number_ = len(self.config.stash[PROGRESS]["done"]) + 1
         self.current = (item, time.monotonic(), left)
+        if self.live is not None:
+            self.live.refresh()
         if self.mode == "json":
             self._json("step-started", step=item.name, number=number_, total=len(self.items),
                        time_left_s=None if left is None else round(left, 1))
