@@ -57,8 +57,11 @@ class Output(io.TextIOBase):
     output, not the run: from then on it writes to /dev/null."""
 
     def __init__(self) -> None:
-        self.fd = os.dup(sys.stdout.fileno())
-        self.file = open(self.fd, "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
+        try:
+            self.fd = os.dup(sys.stdout.fileno())
+            self.file = open(self.fd, "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
+        except (AttributeError, OSError, ValueError):  # a stdout without a descriptor (main() called in process)
+            self.fd, self.file = None, sys.stdout
         self.gone = False
 
     def _guarded(self, op, *args) -> None:
@@ -68,9 +71,10 @@ class Output(io.TextIOBase):
             op(*args)
         except BrokenPipeError:
             self.gone = True
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.fd)  # what is still buffered is flushed there, now and at exit
-            os.close(null)
+            if self.fd is not None:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.fd)  # what is still buffered is flushed there, now and at exit
+                os.close(null)
 
     def write(self, s: str) -> int:
         self._guarded(self.file.write, s)
@@ -83,12 +87,13 @@ class Output(io.TextIOBase):
         return self.file.isatty()
 
     def fileno(self) -> int:
-        return self.fd
+        return super().fileno() if self.fd is None else self.fd  # None: io.UnsupportedOperation
 
     def close(self) -> None:
         self.flush()
-        with contextlib.suppress(OSError):
-            self.file.close()
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                self.file.close()
         self.gone = True
         super().close()
 
