@@ -356,7 +356,7 @@ def _run_options(s: argparse.ArgumentParser) -> None:
                        help="show pytest's own output too (always in results/<run>/pytest.log)")
     shown.add_argument("-q", "--quiet", action="store_true", help="only the summary and the exit status")
     shown.add_argument("--json", action="store_true",
-                       help="one JSON object per line: run-started, step-started, step-ended, note, run-ended")
+                       help="one JSON object per line: run-started, step-started, step-ended, note, error, run-ended")
 
 
 def parser() -> argparse.ArgumentParser:
