@@ -30,6 +30,7 @@ from rich.text import Text
 
 from commstack.benchmarks import METRICS
 from commstack.errors import CommstackError
+from commstack.files import FileWriteError
 from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
 from commstack.results.judge import VERDICTS, References
 from commstack.results.records import Record
@@ -39,7 +40,7 @@ LOG = "pytest.log"
 #: what each exit status of run and suite means (the others are errors, printed as such)
 MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did not pass",
            EXIT_NOT_RUN: "every step that ran passed, but some did not run (--allow-not-run accepts that)",
-           EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
+           EXIT_INTERRUPTED: "interrupted (Ctrl-C)", FileWriteError.exit_status: "the results could not all be written"}
 STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
          "not-run": "magenta"}
 
