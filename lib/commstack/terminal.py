@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from commstack.benchmarks import METRICS
-from commstack.errors import CommstackError
+from commstack.errors import CommstackError, printable
 from commstack.files import FileWriteError
 from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
 from commstack.results.judge import VERDICTS, References
@@ -43,13 +43,6 @@ MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did n
            EXIT_INTERRUPTED: "interrupted (Ctrl-C)", FileWriteError.exit_status: "the results could not all be written"}
 STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
          "not-run": "magenta"}
-
-
-def printable(text: str) -> str:
-    """`text` with every control character written as an escape (\\x1b), so that a step id or a reason
-    cannot drive the terminal."""
-    return "".join(c if c.isprintable() else
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
 
 
 class Output(io.TextIOBase):
