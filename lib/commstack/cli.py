@@ -181,13 +181,13 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         if rc == pytest.ExitCode.USAGE_ERROR:
             return EXIT_USAGE
         records = read_run(results)
-        status = view.end(records, exit_status(records, args.allow_not_run), args.allow_not_run)
+        history_error = getattr(run, "history_error", None) if run else None
+        status = view.end(records, EXIT_USAGE if history_error else exit_status(records, args.allow_not_run),
+                          args.allow_not_run)
     finally:
         view.close()
-    if run and getattr(run, "history_error", None):  # named after the verdicts, which stand
-        print(f"commstack {args.cmd}: error: history not updated: {printable(str(run.history_error))}",
-              file=sys.stderr)
-        return EXIT_USAGE
+    if history_error:  # named after the verdicts, which stand
+        print(f"commstack {args.cmd}: error: history not updated: {printable(str(history_error))}", file=sys.stderr)
     return status
 
 

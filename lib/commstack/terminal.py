@@ -34,13 +34,14 @@ from commstack.files import FileWriteError
 from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
 from commstack.results.judge import VERDICTS, References
 from commstack.results.records import Record
-from commstack.run.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS
+from commstack.run.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
 
 LOG = "pytest.log"
-#: what each exit status of run and suite means (the others are errors, printed as such)
+#: what each exit status of run and suite means
 MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did not pass",
            EXIT_NOT_RUN: "every step that ran passed, but some did not run (--allow-not-run accepts that)",
-           EXIT_INTERRUPTED: "interrupted (Ctrl-C)", FileWriteError.exit_status: "the results could not all be written"}
+           EXIT_USAGE: "bad input, named below", EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+           FileWriteError.exit_status: "the results could not all be written"}
 STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
          "not-run": "magenta"}
 
