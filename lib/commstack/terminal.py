@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -381,6 +382,9 @@ class View:
         counts = Counter(r.verdict for r in records)
         report = self.results / "report" / "index.html"
         meaning = MEANING.get(status, "")
+        if not meaning and status > 128:  # 128+N: ended by signal N (SIGTERM, SIGHUP), cleaned up as for Ctrl-C
+            with contextlib.suppress(ValueError):
+                meaning = f"interrupted by {signal.Signals(status - 128).name}"
         if status == EXIT_PASS and counts["not-run"] and allow_not_run:
             meaning = "every step that ran passed; those that did not run are accepted (--allow-not-run)"
         if self.mode == "json":
