@@ -11,7 +11,7 @@ file's import in one of its own), which gives the tests that reach each line. Th
 forked child of this process puts the mutated function's code into the loaded module (every reference
 to the function sees it), runs those tests with pytest (-x, fastest first, Hypothesis seeded) and is
 killed past its time limit. Tests that run commstack in a subprocess cannot see a mutant; coverage does
-not see them either, so they are never chosen. A mutant is killed when a test fails or times out,
+not see them either, so they are never chosen. A mutant is killed when a test fails (or cannot be collected) or times out,
 survives when all pass, and is skipped when perf/mutation-equivalent.yaml lists it with the reason no
 test can tell it from the code. The score is killed / (mutants - equivalent) per module.
 
@@ -402,9 +402,10 @@ def main() -> int:
     found = {name: mutants(name) for name in args.modules}
     paths = {name: p for name, (p, _) in found.items()}
 
-    with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
-        mapped = Path(tmp) / "map.json"
-        log = Path(tmp) / "map.log"
+    tmp = Path(tempfile.mkdtemp(prefix="mutation-"))
+    if True:
+        mapped = tmp / "map.json"
+        log = tmp / "child.log"
         rc, took = run_child(lambda: test_map(paths, mapped), None, str(log))
         if rc != 0:
             print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
@@ -433,9 +434,11 @@ def main() -> int:
                 m.outcome = "no test"
                 continue
             limit = args.timeout_factor * sum(data["seconds"][t] for t in m.tests) + args.timeout_min
-            rc, _ = run_child(lambda: _run_mutant(path, m), limit)
-            if rc in (4, 5, 98, 99):
-                print(f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})", file=sys.stderr)
+            rc, _ = run_child(lambda: _run_mutant(path, m), limit, str(log))
+            # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
+            if rc in (98, 99):
+                print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
+                      file=sys.stderr)
                 return 2
             m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
         results[name] = [m for m in ms if m.outcome]

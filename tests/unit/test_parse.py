@@ -547,3 +547,114 @@ def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed
     assert (verdict, kind) == ("fail", "validation-failed") and "the step then exited non-zero" in reason
     assert reason.endswith("exited with status 1 on message size 64.')")
     assert outcomes["7.2/osu_bw-np3.stdout"][:2] == ("fail", "crashed")
+
+
+# -------------------------------------------------- what a wrong parser would let through (issue 28)
+
+
+@pytest.mark.parametrize("name,args", [("7.2/osu_bw.stdout", []), ("5.7/osu_latency.stdout", [])])
+def test_an_output_cut_inside_its_last_number_is_truncated(name, args):
+    """osu_bw's last row is `4194304  6374.92`: cut 1 to 4 characters short (no newline), its number
+    reads as one (6374.9, 6374, 637) or as none (6374.), but the row is cut."""
+    text = osu_text(name)
+    assert expect_kind(text, args) == "ok"
+    for k in range(1, 5):
+        e = raises(text[:-k], args)
+        assert e.kind == "truncated" and e.message.startswith("the output ends "), (k, e)
+        assert e.line == text[:-k].splitlines()[-1] and e.lineno == text.count("\n")
+
+
+def test_a_pingpong_output_cut_inside_its_last_number_is_truncated():
+    text = (SEEDS / "olcf-pingpong-cpu.txt").read_text()  # the OLCF program: rows only, no end line
+    assert text.endswith("12.666389375\n") and expect_kind(text, []) == "ok"
+    for k in range(1, 12):  # 12.66638937 .. 12. .. 1
+        assert raises(text[:-k], []).kind == "truncated", k
+
+
+def test_nccl_rows_that_repeat_or_go_backwards():
+    text = seed("cscs-nccl-01.txt")
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["1024"])
+    after = next(line for line in text.splitlines() if line.split()[:1] == ["2048"])
+    for bad in (swap(text, row, row + "\n" + row), swap(swap(text, row, "@"), after, after + "\n" + row).replace(
+            "@\n", "")):
+        e = raises(bad, [])
+        assert (e.kind, e.message, e.line) == ("unknown-format", "message sizes do not increase", row)
+
+
+def test_nccl_a_second_run_text_after_the_end_and_another_benchmarks_end_line():
+    text = seed("cscs-nccl-01.txt")
+    e = raises(text + text, [])
+    assert (e.kind, e.message, e.line) == ("unknown-format", "a second nccl-tests run in one output",
+                                           "# Collective test starting: all_reduce_perf")
+    e = raises(text + "# Avg bus bandwidth    : 19.7866\n", [])
+    assert (e.kind, e.message) == ("unknown-format", "output after '# Collective test concluded'")
+    e = raises(swap(text, "concluded: all_reduce_perf", "concluded: all_gather_perf"), [])
+    assert (e.kind, e.message) == ("unknown-format", "the end line names another benchmark than all_reduce_perf")
+    e = raises(text[:-6], [])  # `concluded: all_reduce` without its newline: cut, not complete
+    assert e.kind == "unknown-format" and e.line == "# Collective test concluded: all_reduce"
+
+
+PP = ("# mpi-pingpong v1.0 mode=cpu ranks=2 loops=10 warmup=5 min=8 max=32\n"
+      "Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, Check: Pass\n"
+      "Transfer size (B):         16, Transfer Time (s):     0.000000113, Bandwidth (GB/s):     0.131956265, Check: Pass\n"
+      "Transfer size (B):         32, Transfer Time (s):     0.000000119, Bandwidth (GB/s):     0.250436621, Check: Pass\n"
+      "# mpi-pingpong done: all sizes passed\n")
+
+
+def test_pingpong_stray_lines_and_check_words():
+    assert parse_output("mpi-pingpong", PP, []).sizes == [8, 16, 32]
+    e = raises(swap(PP, "Check: Pass\nTransfer size (B):         16", "Check: Pass\nhello\nTransfer size (B):         16"),
+               [])
+    assert (e.kind, e.message, e.line, e.lineno) == ("unknown-format", "not an mpi-pingpong line", "hello", 3)
+    e = raises(swap(PP, "0.131956265, Check: Pass", "0.131956265, Check: Maybe"), [])
+    assert (e.kind, e.message) == ("unknown-format", "check is 'Maybe', not Pass or Fail")
+    cut = PP[:PP.index("0.250436621, Check: Pass") + len("0.250436621, Check: Pa")]
+    assert raises(cut, []).kind == "truncated"
+    e = raises(swap(PP, "Transfer size (B):         32, Transfer Time", "Transfer size (B):         32, Transfer"), [])
+    assert (e.kind, e.message) == ("unknown-format", "not a complete mpi-pingpong row")
+    e = raises(PP + "# mpi-pingpong done: all sizes passed\n", [])
+    assert (e.kind, e.message) == ("unknown-format", "output after the end line")
+    e = raises(swap(PP, "Check: Pass\n#", "Check: Pass\n" + PP.splitlines()[0] + "\n#"), [])
+    assert (e.kind, e.message) == ("unknown-format", "header after the first row")
+    e = raises(swap(PP, "Check: Pass\nTransfer size (B):         16", "Check: Pass\nTransfer size (B):         24"), [])
+    assert e.kind == "unknown-format" and e.message.startswith("size 24 after 8: the sweep doubles the size")
+    e = raises(swap(PP, ", Check: Pass\nTransfer size (B):         16", "\nTransfer size (B):         16"), [])
+    assert (e.kind, e.message) == ("unknown-format", "check column does not match the header")
+
+
+def test_two_tables_in_one_output_are_not_one_step():
+    """A job script that ran osu_bw, then osu_latency: both tables parse; as one step's output, it is refused."""
+    text = osu_text("7.2/osu_bw.stdout") + osu_text("7.2/osu_latency.stdout")
+    sweeps = parse_tables(text)
+    assert [(s.benchmark, len(s.rows)) for s in sweeps] == [("osu_bw", 23), ("osu_latency", 23)]
+    e = raises(text, [])
+    assert (e.kind, e.message) == ("unknown-format", "2 tables in one output; a step runs one")
+    assert e.line.startswith("# OSU MPI Latency Test") and e.lineno == osu_text("7.2/osu_bw.stdout").count("\n") + 1
+
+
+def linear_nccl(last: int = 134217728, hi: int = 134217728) -> str:
+    """cscs-nccl-01 as `-b 32M -e HI -i 32M` prints it: linear steps of 32 MiB (96 MiB from the 64 MiB row)."""
+    text = seed("cscs-nccl-01.txt", "minBytes 8 maxBytes 134217728 step: 2(factor)",
+                f"minBytes 33554432 maxBytes {hi} step: 33554432(bytes)")
+    lines = text.splitlines(keepends=True)
+    rows = [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()]
+    by_size = {int(lines[i].split()[0]): lines[i] for i in rows}
+    r96 = by_size[67108864].replace("    67108864      16777216", "   100663296      25165824")
+    keep = [by_size[s] if s != 100663296 else r96 for s in (33554432, 67108864, 100663296, 134217728) if s <= last]
+    return "".join(lines[:rows[0]] + keep + lines[rows[-1] + 1:])
+
+
+def test_the_next_size_rule_with_nccl_linear_steps_and_an_upper_size_between_two_steps():
+    s = parse_output(None, linear_nccl(), [])
+    assert s.sizes == [33554432, 67108864, 100663296, 134217728] and s.meta["step_kind"] == "bytes"
+    e = raises(linear_nccl(last=100663296), [])  # the next step, 128 MiB, is the upper size itself
+    assert e.kind == "truncated" and "the next size, 134217728 B, is within the 33554432..134217728 B" in e.message
+    assert expect_kind(linear_nccl(last=100663296, hi=134217727), []) == "ok"  # 128 MiB would be past it
+    # factor 2 with an upper size that is no power of two: 96 MiB after 64 MiB is past 127 MiB
+    text = seed("cscs-nccl-01.txt")
+    cut = text[:text.index("\n134217728") + 1] + text[text.index("# Out of bounds"):]
+    assert expect_kind(cut, ["-b", "8", "-e", "127M"]) == "ok"
+    e = raises(cut, ["-b", "8", "-e", "128M"])
+    assert e.kind == "truncated" and "the next size, 134217728 B" in e.message
+    pp = PP.replace("max=32", "max=48")  # 64 B would be past 48
+    assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-e", "64"]) == "truncated"
