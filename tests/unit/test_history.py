@@ -29,16 +29,28 @@ def run(root: Path, name: str, seed: str, started: float, repeats: int = 1) -> P
     return d
 
 
-def test_two_runs_show_in_the_trend_and_plot(tmp_path):
+def test_two_runs_show_in_the_trend_and_plot(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
     add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0), db)
     points = trend(db, system="alps-gh200", step=STEP, size=134217728)
-    assert [(p.run_id, p.median) for p in points] == [("r1", 122.57), ("r2", points[1].median)]
-    assert points[1].median < 10  # the run without the plugin
-    png = tmp_path / "trend.png"
-    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(png)]) == 0
-    assert matplotlib.image.imread(png).shape[0] > 100
+    assert [(p.run_id, p.median, p.size) for p in points] == [("r1", 122.57, 134217728), ("r2", 5.43, 134217728)]
+    one, both = tmp_path / "one.png", tmp_path / "trend.png"
+    capsys.readouterr()
+    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(both)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:6] for line in out[1:3]] == [
+        ["r1", "alps-gh200", f"cscs-images/{STEP}"[:48], "134217728", "122.570", "GB/s"],
+        ["r2", "alps-gh200", f"cscs-images/{STEP}"[:48], "134217728", "5.430", "GB/s"]]
+    assert out[3:] == ["2 figures, 2 runs, 1 series", f"plot: {both}"]
+    assert main(["history", "--history", str(db), "--size", "134217728", "--step", STEP, "--plot", str(one)]) == 0
+    image = matplotlib.image.imread(both)
+    assert image.shape[:2] == (500, 1000) and image.std() > 0.05  # 10 x 5 inches at 100 dpi, not blank
+    # the same plot from the same points; with r1 alone (a newer history) another
+    assert (matplotlib.image.imread(one) == image).all()
+    add_run(run(tmp_path, "r3", "cscs-nccl-01.txt", 3000.0), db)
+    main(["history", "--history", str(db), "--size", "134217728", "--plot", str(one)])
+    assert not (matplotlib.image.imread(one) == image).all()
     stored = sqlite3.connect(db).execute("SELECT stack, verdict FROM records WHERE run_id = 'r1'").fetchone()
     assert '"ofi_provider": "cxi"' in stored[0] and stored[1] == "pass"
 

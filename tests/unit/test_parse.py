@@ -1,6 +1,7 @@
 """Parsers against every recorded real output (OSU 7.2 and 5.7 runs, the seeds), through
 `commstack parse`, and corrupted copies of them."""
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -396,19 +397,34 @@ def test_seed_index_names_every_recorded_output():
     assert sorted(SEED_INDEX) == sorted(p.name for p in SEEDS.glob("*.txt"))
 
 
+def data_lines(text: str) -> list[str]:
+    """The lines of a recorded output that are table rows, told by their first character."""
+    return [line for line in text.splitlines() if line.strip()[:1].isdigit() or line.startswith("Transfer size")]
+
+
 @pytest.mark.parametrize("name", sorted(SEED_INDEX))
 def test_every_seed_output_parses_and_is_correct(name):
     sweeps = parse_seed(name)
-    assert sweeps and all(s.rows for s in sweeps)
+    assert sum(len(s.rows) for s in sweeps) == len(data_lines((SEEDS / name).read_text()))
     for s in sweeps:
         assert check_correctness(s) == []
+        # the same table where the benchmark did not finish: the check must see it
+        assert check_correctness(dataclasses.replace(s, complete=False)) == [
+            f"{s.benchmark}: output ends before the benchmark's end line (sweep stopped early)"]
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SEED_INDEX if "nersc10" not in n))
 def test_every_single_run_seed_is_complete_against_its_command(name):
+    """Complete against the command it was recorded with; less its last row, that command's sweep is cut."""
     command = SEED_INDEX[name]["command"].split()
     exe = next((i for i, a in enumerate(command) if "osu_" in a or "_perf" in a), len(command))
-    assert parse_output(None, (SEEDS / name).read_text(), command[exe + 1:]).rows
+    text = (SEEDS / name).read_text()
+    rows = data_lines(text)
+    assert [r["size"] for r in parse_output(None, text, command[exe + 1:]).rows] == [
+        int(line.split()[0] if line[0] != "T" else line.split()[3].rstrip(",")) for line in rows]
+    if len(rows) > 1:
+        e = raises(swap(text, rows[-1] + "\n", ""), command[exe + 1:])
+        assert e.kind == "truncated" and e.line.strip() == rows[-2].strip(), e
 
 
 # (file, benchmark, device, rows, first (size, value), last (size, value), column)

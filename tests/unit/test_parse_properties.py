@@ -45,10 +45,28 @@ class Output:
     failed: bool = False       # the output holds the benchmark's own failed data check
 
 
+# 5.x reductions count MPI_FLOATs (4 B) in their loop
+REDUCTIONS = {"osu_allreduce", "osu_reduce", "osu_reduce_scatter"}
+
+
+def default_sizes(bench: benchmarks.Benchmark, version: str) -> tuple[int, int]:
+    """(lo, hi) of a run without -m, as OSU 5.7 and 7.2 ran in tests/data/osu: point-to-point and one-sided
+    to 4 MiB, collectives to 1 MiB; 5.x latency from 0 B, 5.x reductions from one float; cas and fop one
+    row (5.x: 8 B, 7.x: 1 B); barrier no size."""
+    v5 = version.startswith("5")
+    if bench.name == "osu_barrier":
+        return 0, 0
+    if bench.name in ("osu_cas_latency", "osu_fop_latency"):
+        return (8, 8) if v5 else (1, 1)
+    if bench.directory == "collective":
+        return (4 if v5 and bench.name in REDUCTIONS else 1), 1048576
+    return (0 if v5 and bench.name in ("osu_latency", "osu_multi_lat") else 1), 4194304
+
+
 def osu_sizes(bench: benchmarks.Benchmark, version: str, lo: int, hi: int, element: int) -> list[int]:
     """The sizes OSU's loop prints from lo to hi: 5.x reductions count whole floats; 7.x doubles from lo
     (0, then 1) and skips a size that holds no whole element of the datatype."""
-    if version.startswith("5") and bench.elements_v5 > 1:
+    if version.startswith("5") and bench.name in REDUCTIONS:
         count, out = max(1, lo // 4), []
         while count * 4 <= hi:
             out.append(count * 4)
@@ -101,10 +119,11 @@ def osu_outputs(draw, fail: bool = False):
         t = draw(st.sampled_from(["mpi_char", "mpi_int", "mpi_float", "all"]))
         args += ["-T", t]
         datatypes = list(ELEMENT) if t == "all" else [t.upper()]
-    default_lo, default_hi = bench.defaults(version)
-    if not bench.sized or bench.name in ("osu_cas_latency", "osu_fop_latency"):
-        lo, hi = default_lo, default_hi  # one row, whatever -m says
-    elif draw(st.booleans()):  # -m LO:HI
+    default_lo, default_hi = default_sizes(bench, version)
+    sizes = draw(st.sampled_from(["-m LO:HI", "-m HI", "none"]))
+    if not bench.sized or bench.name in ("osu_cas_latency", "osu_fop_latency") or sizes == "none":
+        lo, hi = default_lo, default_hi  # one row, whatever -m says; or no -m
+    elif sizes == "-m LO:HI":
         lo = 1 << draw(st.integers(0, 12))
         hi = max(lo << draw(st.integers(0, 8)), 4)  # a sweep below its datatype's 4 B prints no row
         args += ["-m", f"{lo}:{hi}"]
