@@ -674,3 +674,14 @@ def test_the_next_size_rule_with_nccl_linear_steps_and_an_upper_size_between_two
     assert e.kind == "truncated" and "the next size, 134217728 B" in e.message
     pp = PP.replace("max=32", "max=48")  # 64 B would be past 48
     assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-e", "64"]) == "truncated"
+
+
+def test_a_sweep_past_the_sizes_asked_for_is_the_output_of_other_arguments():
+    """The upper end is held like the lower one: 8..1 MiB printed, 8..512 KiB asked (or a wrong default)."""
+    text = osu_text("7.2/osu_bw-m8_1M.stdout")
+    e = raises(text, ["-m", "8:524288"])
+    assert (e.kind, e.line.split()[0]) == ("unknown-format", "1048576")
+    assert e.message == "osu_bw: the sweep goes on to 1048576 B, past the 8..524288 B its arguments ask for: " \
+                        "the output of other arguments"
+    assert expect_kind(text, ["-m", "8:1048575"]) == "unknown-format"
+    assert expect_kind(text, ["-m", "8:2097151"]) == "ok"  # 2 MiB would be past it

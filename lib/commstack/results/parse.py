@@ -683,6 +683,9 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     if bench.sized and first < want:
         raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
                                  f"for: the output of other arguments", *sweep.row_lines[0][::-1])
+    if bench.sized and last > hi:
+        raise UnknownFormatError(f"{bench.name}: the sweep goes on to {last} B, past the {lo}..{hi} B its arguments "
+                                 f"ask for: the output of other arguments", last_line, last_lineno)
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
