@@ -420,7 +420,9 @@ def main() -> int:
     results: dict[str, list[Mutant]] = {}
     for name, (path, ms) in found.items():
         rel = path.relative_to(TOP)
-        for m in ms:
+        for n, m in enumerate(ms, 1):
+            if n % 100 == 0:
+                print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
             hit = next((i for i, e in enumerate(equivalent) if (e["module"], e["function"], e["line"], e["mutation"])
                         == (m.module, m.function, m.line, m.mutation)), None)
             if args.only and args.only not in f"{rel}:{m.lineno} {m.mutation}":
