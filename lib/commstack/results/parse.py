@@ -509,9 +509,7 @@ def _nccl_table(t: _Text) -> Sweep:
             sweep.error_lines.append((lineno, line))
         sweep.rows.append(row)
         sweep.row_lines.append((lineno, line))
-    if sweep is None:
-        raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
-    if not sweep.rows:
+    if not sweep.rows:  # (sweep is set: a first line that does not start the run is an error above)
         raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
     _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
@@ -689,8 +687,6 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
-    if not bench.sized and len(sweep.rows) != 1:
-        raise UnknownFormatError(f"{bench.name} prints one row", *sweep.row_lines[1][::-1])
 
 
 def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:
