@@ -240,3 +240,100 @@ def test_a_rate_of_zero_is_never_a_pass():
         r["bandwidth_MBps"] = 0.0
     v = judge([s], INTER, None, "bandwidth_MBps")
     assert v.verdict == "fail" and v.reason == "osu_bw: bandwidth_MBps is 0 at every size: no data moved"
+
+
+def refs_file(tmp_path, body: str):
+    f = tmp_path / "refs.yaml"
+    f.write_text("system: s\ntolerance: {lower: -0.5, upper: 0.25}\n" + body)
+    return load_references(f)
+
+
+def test_the_tolerance_ends_are_allowed(tmp_path):
+    """Exactly at the lower and upper tolerance is still a pass (binary fractions: exact ratios)."""
+    refs = refs_file(tmp_path, "references: [{id: r, benchmark: osu_bw, metric: bandwidth_MBps, points: {8192: 8000}}]")
+    s = osu("cscs-osu-01.txt")
+    for value, verdict in ((4000.0, "pass"), (3999.0, "degraded"), (10000.0, "pass"), (10001.0, "unstable")):
+        s.row(8192)["bandwidth_MBps"] = value
+        assert judge([s], INTER, refs, "bandwidth_MBps").verdict == verdict, value
+
+
+def test_a_reference_from_a_recorded_output_with_several_tables_takes_the_first(tmp_path):
+    refs = refs_file(tmp_path, f"references: [{{id: r, benchmark: osu_allreduce, metric: latency_us, "
+                               f"recorded: {SEEDS / 'nersc10-archer2.txt'}, sizes: [8]}}]")
+    assert refs.refs[0].points == {8: 33.58}
+
+
+@pytest.mark.parametrize("body,match", [
+    ("references: [{id: r, benchmark: osu_bw, metric: bandwidth_MBps, recorded: SEED, sizes: [3]}]",
+     r"references.0 \(r\): SEED has osu_bw: no row for size 3"),
+    ("references: []\ndiagnoses: [{benchmark: osu_bw, metric: bandwidth_MBps, size: 3, recorded: SEED, within: 0.5, "
+     "message: m}]", r"diagnoses.0: SEED has osu_bw: no row for size 3"),
+    ("references: [{id: r, benchmark: osu_bw, metric: bandwidth_MBps, recorded: BAD}]",
+     r"references.0 \(r\): recorded output BAD: no benchmark title: .* \(line 1: .this is no benchmark output.\)"),
+])
+def test_a_recorded_output_that_lacks_the_size_or_does_not_parse(tmp_path, body, match):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("this is no benchmark output\n")
+    seed = str(SEEDS / "cscs-osu-01.txt")
+    with pytest.raises(ConfigError, match=match.replace("SEED", seed).replace("BAD", str(bad))):
+        refs_file(tmp_path, body.replace("SEED", seed).replace("BAD", str(bad)))
+
+
+def test_the_summary_lists_the_points_that_did_not_pass_and_the_diagnosis():
+    v = judge([osu("cscs-osu-10.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
+    lines = v.summary().splitlines()
+    assert lines[0] == "osu_bw [bandwidth_MBps]: degraded - 8192 B: 468.55 MB/s vs reference 6972.95 (-93.3%, allowed -10%)"
+    assert [line.split(":")[0] for line in lines[1:5]] == ["  8192 B", "  65536 B", "  1048576 B", "  4194304 B"]
+    assert lines[5].startswith("  diagnosis: 4194304 B at 3121.42: osu_bw near 3 GB/s") and len(lines) == 6
+    ok = judge([osu("cscs-osu-01.txt")], INTER, REFS, "bandwidth_MBps")
+    assert ok.summary() == "osu_bw [bandwidth_MBps]: pass"
+
+
+def test_line_rate_only_between_nodes_and_up_to_the_rate_itself():
+    s = scaled("cscs-osu-01.txt", 1.2, "bandwidth_MBps")  # 28.8 GB/s at 4 MiB
+    assert judge([s], {"nodes": 1}, None, "bandwidth_MBps", line_rate_MBps=25000).verdict == "pass"  # shared memory
+    assert judge([s], {}, None, "bandwidth_MBps", line_rate_MBps=25000).verdict == "pass"  # one node unless told
+    assert judge([s], {"nodes": 2}, None, "bandwidth_MBps", line_rate_MBps=25000).verdict == "fail"
+    at = osu("cscs-osu-01.txt")
+    at.rows[-1]["bandwidth_MBps"] = 25000.0
+    assert judge([at], {"nodes": 2}, None, "bandwidth_MBps", line_rate_MBps=25000).verdict == "pass"
+
+
+def test_values_that_are_no_measurement():
+    s = osu("cscs-osu-07.txt")
+    s.row(8)["latency_us"] = -0.5
+    assert judge([s], INTER, None, "latency_us").reason == "osu_latency: latency_us is -0.5 at 8 B: not a measurement"
+    empty = osu("cscs-osu-07.txt")
+    empty.rows = []
+    v = judge([empty], INTER, None, "latency_us")
+    assert (v.verdict, v.failures) == ("fail", ["osu_latency: no data rows"])
+    fast = osu("cscs-osu-07.txt")
+    fast.row(8)["latency_us"] = 0.9  # below 1 us at a size the reference holds: a measurement, suspiciously good
+    v = judge([fast], INTER, REFS, "latency_us")
+    assert (v.verdict, v.points[3].status) == ("unstable", "unstable")
+
+
+def test_the_reason_is_the_worst_points_and_the_first_failure():
+    runs = [osu("cscs-osu-01.txt") for _ in range(3)]
+    runs[0].rows[0]["bandwidth_MBps"] = 0.5  # 1 B spreads: unstable there
+    for r in runs:
+        r.rows[-1]["bandwidth_MBps"] = 19000.0  # 4 MiB 21 % down in every repeat: degraded
+    v = judge(runs, INTER, REFS, "bandwidth_MBps")
+    assert v.verdict == "degraded" and v.reason.startswith("4194304 B: 19000 MB/s vs reference 23982.2")
+    assert (v.points[0].status, v.points[0].spread) == ("unstable", pytest.approx((0.95 - 0.5) / 0.95))
+    cut = nccl_seed(cut="# Out of bounds")
+    cut.row(134217728)["oop_busbw_GBps"] = 0.0
+    v = judge([cut], {"nodes": 2}, None, "oop_busbw_GBps")
+    assert v.failures[1:] == ["all_reduce_perf: oop_busbw_GBps is 0.0 at 134217728 B: not a measurement"]
+    assert v.reason == v.failures[0] == ("all_reduce_perf: output ends before the benchmark's end line (sweep "
+                                         "stopped early)")
+
+
+def test_spread_at_the_limit_and_of_zero_medians():
+    runs = [osu("cscs-osu-01.txt") for _ in range(3)]
+    for r, value in zip(runs, (100.0, 100.0, 90.0)):
+        r.rows[0]["bandwidth_MBps"] = value  # spread exactly 10 %: not more than allowed
+    for r in runs:
+        r.rows[1]["bandwidth_MBps"] = 0.0  # 2 B prints 0.00 in every repeat: no spread
+    v = judge(runs, INTER, None, "bandwidth_MBps", system="local")
+    assert v.verdict == "pass" and (v.points[0].spread, v.points[1].spread) == (0.1, 0.0)
