@@ -121,6 +121,7 @@ def test_steps_on_one_side_or_neither_do_not_hide_the_steps_after_them(tmp_path)
         ("osu_a2-not-run", None, "not run in A nor B", "B: not-run: no OSU micro-benchmarks here"),
         ("osu_a3-rows-in-a", None, "missing in B", "B: fail: osu_bw: step timed out after 4 s"),
         ("osu_bw", 1, "missing in B", ""), ("osu_bw", 2, "regression", "")]
+    assert [(c.a, c.b) for c in compare(a, b) if c.step.endswith("osu_bw")][:2] == [(0.95, None), (1.9, 0.32)]
     assert changes[-1] == ("osu_bw", 4194304, "regression", "") and len(changes) == 3 + 23
     b_only = [(c.step, c.change, c.detail) for c in compare(b, a) if c.step.endswith("osu_a3-rows-in-a")]
     assert b_only == [("cscs-images/osu_a3-rows-in-a", "missing in A", "A: fail: osu_bw: step timed out after 4 s")]
@@ -322,3 +323,35 @@ def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     assert f"**{len(steps)} steps: {len(steps)} not-run**" in md
     assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md
+
+
+def test_steps_without_rows_compare_their_verdicts_and_the_table_says_why(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run in (a, b):
+        record(run, "osu_a-fails", None, verdict="fail", reason="osu_bw: step timed out after 4 s")
+        record(run, "osu_b-not-run", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+        record(run, "osu_c-not-run", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    record(a, "osu_d-was-fine", "cscs-osu-01.txt")
+    timed_out = record(b, "osu_d-was-fine", None, verdict="fail", reason="osu_bw: step timed out after 4 s")
+    timed_out.error_kind = "timed-out"
+    timed_out.write(b)
+    record(a, "osu_e-not-run-now", None, verdict="fail", reason="crashed")
+    record(b, "osu_e-not-run-now", None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    changes = compare(a, b)
+    assert [(c.step.split("/")[1], c.change, c.detail) for c in changes] == [
+        ("osu_a-fails", "same", "B: fail: osu_bw: step timed out after 4 s"),
+        ("osu_b-not-run", "not run in A nor B", "B: not-run: no OSU micro-benchmarks here"),
+        ("osu_c-not-run", "not run in A nor B", "B: not-run: no OSU micro-benchmarks here"),
+        ("osu_d-was-fine", "missing in B", "B: fail (timed-out): osu_bw: step timed out after 4 s"),
+        ("osu_e-not-run-now", "worse verdict", "B: not-run: no OSU micro-benchmarks here")]
+    table = compare_table(changes).splitlines()
+    assert table[1].endswith("  same - B: fail: osu_bw: step timed out after 4 s")
+    assert table[2].endswith("  not run in A nor B")  # the detail says nothing more there
+    assert table[-1] == "5 points, 0 regressions, 2 differences, 2 steps not run in A nor B"
+    cut = {c.size: c for c in compare(a, a)}
+    assert cut[None].change == "same"
+    a_only = record(tmp_path / "c", "osu_d-was-fine", "cscs-osu-01.txt")
+    a_only.repeats = [a_only.repeats[0][1:]]
+    a_only.write(tmp_path / "c")
+    (first,) = [c for c in compare(tmp_path / "c", a) if c.size == 1]
+    assert (first.a, first.b, first.change) == (None, 0.95, "missing in A")
