@@ -17,6 +17,7 @@ test can tell it from the code. The score is killed / (mutants - equivalent) per
 
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules parse judge compare history]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
+      [--recheck OUTPUT-OF-AN-EARLIER-RUN]
 
 Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
 module's score is below its recorded figure; --record writes the figures. One process, one mutant
@@ -31,6 +32,7 @@ import copy
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -391,6 +393,9 @@ def main() -> int:
     ap.add_argument("--check", type=Path, help="exit 1 when a module scores below its figure in this file")
     ap.add_argument("--record", type=Path, help="write the scores to this file")
     ap.add_argument("--only", help="only the mutants whose 'file:line' or mutation contains this text")
+    ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
+                    help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
+                         "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
     args = ap.parse_args()
 
     os.chdir(TOP)
@@ -416,6 +421,7 @@ def main() -> int:
         print(f"  fails unmutated, left out: {t}", flush=True)
 
     equivalent = load_equivalent()
+    earlier = survivors(args.recheck) if args.recheck else None
     used = set()
     results: dict[str, list[Mutant]] = {}
     for name, (path, ms) in found.items():
@@ -430,6 +436,9 @@ def main() -> int:
             if hit is not None:
                 used.add(hit)
                 m.outcome = "equivalent"
+                continue
+            if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
+                m.outcome = "killed"  # in the run that printed args.recheck
                 continue
             m.tests = choose_tests(m, data["lines"][name], data["seconds"])
             if not m.tests:
@@ -460,6 +469,19 @@ def main() -> int:
             print("below the recorded score: " + "; ".join(low))
             return 1
     return 0
+
+
+SURVIVOR = re.compile(r"^  lib/commstack/results/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  \((?:no test reaches it|\d+ tests)\)$")
+
+
+def survivors(output: Path) -> set[tuple[str, str, str, str]]:
+    """(module, function, line, mutation) of each survivor `report` printed to `output`."""
+    out = set()
+    for line in output.read_text().splitlines():
+        if (m := SURVIVOR.match(line)):
+            module, mutation, function, source = m.groups()
+            out.add((module, "" if function == "module constant" else function, source, mutation))
+    return out
 
 
 def _run_mutant(path: Path, m: Mutant) -> int:
