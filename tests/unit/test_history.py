@@ -2,6 +2,7 @@
 the aws-ofi-nccl plugin (~122 GB/s at 128 MiB) and without it (~5 GB/s)."""
 
 import sqlite3
+import time
 from pathlib import Path
 
 import matplotlib.image
@@ -10,7 +11,7 @@ import pytest
 from commstack.cli import main
 from commstack.paths import TOP
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_run, compare_to_history, connect,
-                                       import_results, trend)
+                                       import_results, plot, trend, trend_table)
 from commstack.results.parse import parse_nccl
 from commstack.results.records import Record
 
@@ -106,3 +107,68 @@ def test_other_files_and_versions_are_refused_by_name(tmp_path):
     with pytest.raises(HistoryError, match="no history at"):
         trend(tmp_path / "missing.sqlite")
     assert main(["history", "--history", str(tmp_path / "missing.sqlite")]) == 2
+
+
+def add_record(d: Path, step: str, rows_per_repeat: list[list[dict]], started: float | None = 1000.0) -> None:
+    Record(run_id=d.name, index=len(list(d.glob("steps/*"))), suite="cscs-images", system="alps-gh200", step=step,
+           benchmark="all_reduce_perf", tool="nccl-tests", tags={"nodes": 2}, metric="oop_busbw_GBps", unit="GB/s",
+           verdict="pass" if rows_per_repeat else "not-run", repeats=rows_per_repeat, started=started).write(d)
+
+
+def test_against_the_history_steps_and_sizes_it_lacks_values_it_cannot_use_and_its_noise(tmp_path):
+    db = tmp_path / "h.sqlite"
+    good = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    bad = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows
+    for i in range(3):
+        add_run(run(tmp_path, f"r{i}", "cscs-nccl-02.txt", 1000.0 + i), db)  # without the plugin: ~5 GB/s
+    zero = tmp_path / "zero"
+    add_record(zero, STEP, [[{**r, "oop_busbw_GBps": 0.0} for r in good]])
+    add_run(zero, db)  # a run of zeros is no baseline
+    new = tmp_path / "new"
+    add_record(new, "a-not-run", [])
+    add_record(new, "b-new-step", [good])
+    nan = [dict(r) for r in good]
+    nan[-1]["oop_busbw_GBps"] = float("nan")
+    add_record(new, STEP, [nan])
+    changes = compare_to_history(new, db, last=10)
+    assert [(c.step, c.size, c.change) for c in changes[:2]] == [
+        ("cscs-images/a-not-run", None, "missing in B"), ("cscs-images/b-new-step", 8, "missing in A")]
+    assert {c.change for c in changes if c.step.endswith("b-new-step")} == {"missing in A"}
+    mine = {c.size: c for c in changes if c.step.endswith(STEP)}
+    assert (mine[134217728].change, mine[134217728].a) == ("invalid", 5.43)
+    assert (mine[67108864].change, mine[67108864].a, mine[67108864].b) == ("better", 5.53, 107.69)  # the plugin back
+    # the same drop inside the run's own repeat spread (twice its standard deviation) is no regression
+    worse = tmp_path / "worse"
+    add_record(worse, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * 0.8} for r in bad]] * 3)
+    assert {c.size: c.change for c in compare_to_history(worse, db)}[134217728] == "regression"
+    spread = tmp_path / "spread"
+    add_record(spread, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * f * 0.8} for r in bad]
+                              for f in (0.7, 1.0, 1.3)])
+    assert {c.size: c.change for c in compare_to_history(spread, db)}[134217728] == "same"
+
+
+def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path, capsys):
+    real = tmp_path / "real.sqlite"
+    connect(real).close()
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    with pytest.raises(HistoryError, match="link.sqlite is a symlink"):
+        connect(link)
+    deep = tmp_path / "new" / "dir" / "h.sqlite"
+    connect(deep).close()
+    assert deep.is_file()
+    with pytest.raises(HistoryError, match="no runs"):
+        import_results(tmp_path / "new")
+    one = run(tmp_path / "runs", "r1", "cscs-nccl-01.txt", 1000.0)
+    assert import_results(one) == {"r1": 1} and (tmp_path / "runs" / "history.sqlite").is_file()
+    nan = tmp_path / "runs" / "r2"
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    add_record(nan, STEP, [[{**r, "oop_busbw_GBps": float("nan")} for r in rows]], started=None)
+    import_results(nan)
+    points = trend(tmp_path / "runs" / "history.sqlite", size=8)
+    assert [(p.run_id, p.median, p.stdev) for p in points] == [("r2", None, 0.0), ("r1", 0.0, 0.0)]  # no start first
+    table = trend_table(points).splitlines()
+    assert table[1].split()[4:] == ["-", "GB/s", "pass", "(-)"]
+    assert table[2].split()[4:] == ["0.000", "GB/s", "pass", *f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(1000.0))})".split()]
+    with pytest.raises(HistoryError, match="nothing to plot"):
+        plot([], tmp_path / "p.png")
