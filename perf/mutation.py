@@ -11,9 +11,10 @@ file's import in one of its own), which gives the tests that reach each line. Th
 forked child of this process puts the mutated function's code into the loaded module (every reference
 to the function sees it), runs those tests with pytest (-x, fastest first, Hypothesis seeded) and is
 killed past its time limit. Tests that run commstack in a subprocess cannot see a mutant; coverage does
-not see them either, so they are never chosen. A mutant is killed when a test fails (or cannot be collected) or times out,
-survives when all pass, and is skipped when perf/mutation-equivalent.yaml lists it with the reason no
-test can tell it from the code. The score is killed / (mutants - equivalent) per module.
+not see them either, so they are never chosen. A mutant is killed when a test fails (or cannot be
+collected) or times out, survives when all pass, and is skipped when perf/mutation-equivalent.yaml lists
+it with the reason no test can tell it from the code. The score is killed / (mutants - equivalent) per
+module.
 
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules parse judge compare history]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import importlib
 import json
 import os
@@ -471,7 +471,8 @@ def main() -> int:
     return 0
 
 
-SURVIVOR = re.compile(r"^  lib/commstack/results/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  \((?:no test reaches it|\d+ tests)\)$")
+SURVIVOR = re.compile(r"^  lib/commstack/results/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
+                      r"\((?:no test reaches it|\d+ tests)\)$")
 
 
 def survivors(output: Path) -> set[tuple[str, str, str, str]]:

@@ -169,6 +169,7 @@ def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path
     assert [(p.run_id, p.median, p.stdev) for p in points] == [("r2", None, 0.0), ("r1", 0.0, 0.0)]  # no start first
     table = trend_table(points).splitlines()
     assert table[1].split()[4:] == ["-", "GB/s", "pass", "(-)"]
-    assert table[2].split()[4:] == ["0.000", "GB/s", "pass", *f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(1000.0))})".split()]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(1000.0))
+    assert table[2].split()[4:] == ["0.000", "GB/s", "pass", *f"({when})".split()]
     with pytest.raises(HistoryError, match="nothing to plot"):
         plot([], tmp_path / "p.png")

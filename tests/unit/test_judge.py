@@ -100,7 +100,7 @@ def test_repeats_that_spread_are_unstable_also_without_references(slow, repeats,
     v = judge(runs, INTER, None, "bandwidth_MBps", system="local")
     assert v.verdict == verdict
     assert v.reason == ("correctness only: system local has no references" if verdict == "pass" else
-                        f"4194304 B: repeats spread 15.0% around median 23982.2")
+                        "4194304 B: repeats spread 15.0% around median 23982.2")
 
 
 def nccl_seed(old: str = "", new: str = "", cut: str | None = None):
@@ -112,12 +112,14 @@ def nccl_seed(old: str = "", new: str = "", cut: str | None = None):
 
 
 def test_correctness_names_wrong_elements_out_of_bounds_values_and_a_cut_output():
-    row = "134217728      33554432     float     sum      -1   1916.4   70.04  122.57      0   1907.8   70.35  123.11      0"
+    row = ("134217728      33554432     float     sum      -1   1916.4   70.04  122.57      0   1907.8   70.35  "
+           "123.11      0")
     assert check_correctness(nccl_seed()) == []
     wrong = nccl_seed(row, row[:-1] + "5")
     assert check_correctness(wrong) == [row[:-1] + "5", "all_reduce_perf: 5 wrong elements (ip_wrong) at 134217728 B"]
     oop = row.replace("122.57      0", "122.57      7")
-    assert check_correctness(nccl_seed(row, oop))[1:] == ["all_reduce_perf: 7 wrong elements (oop_wrong) at 134217728 B"]
+    assert check_correctness(nccl_seed(row, oop))[1:] == [
+        "all_reduce_perf: 7 wrong elements (oop_wrong) at 134217728 B"]
     assert check_correctness(nccl_seed("values : 0 OK", "values : 3 FAILED")) == ["# Out of bounds values : 3 FAILED"]
     assert check_correctness(nccl_seed(cut="# Out of bounds")) == [
         "all_reduce_perf: output ends before the benchmark's end line (sweep stopped early)"]
@@ -282,7 +284,8 @@ def test_a_recorded_output_that_lacks_the_size_or_does_not_parse(tmp_path, body,
 def test_the_summary_lists_the_points_that_did_not_pass_and_the_diagnosis():
     v = judge([osu("cscs-osu-10.txt")], INTER, REFS, "bandwidth_MBps", line_rate_MBps=25000)
     lines = v.summary().splitlines()
-    assert lines[0] == "osu_bw [bandwidth_MBps]: degraded - 8192 B: 468.55 MB/s vs reference 6972.95 (-93.3%, allowed -10%)"
+    assert lines[0] == ("osu_bw [bandwidth_MBps]: degraded - 8192 B: 468.55 MB/s vs reference 6972.95 "
+                        "(-93.3%, allowed -10%)")
     assert [line.split(":")[0] for line in lines[1:5]] == ["  8192 B", "  65536 B", "  1048576 B", "  4194304 B"]
     assert lines[5].startswith("  diagnosis: 4194304 B at 3121.42: osu_bw near 3 GB/s") and len(lines) == 6
     ok = judge([osu("cscs-osu-01.txt")], INTER, REFS, "bandwidth_MBps")
