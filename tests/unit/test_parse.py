@@ -874,7 +874,7 @@ def test_commstack_parse_prints_rows_one_table_or_several_and_names_an_unreadabl
     warned.write_text("srun: warning: can't honor --ntasks-per-node\n" + osu_text("7.2/osu_bw.stdout"))
     assert commstack_parse(capsys, warned)[1].endswith("complete and valid; 1 warning line(s)\n")
     rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw.stdout", "", "--json")
-    assert rc == 0 and isinstance(json.loads(out), dict)
+    assert rc == 0 and isinstance(json.loads(out), dict) and out.startswith('{\n "benchmark": "osu_bw",\n "tool"')
     two = tmp_path / "two"
     two.write_text(osu_text("7.2/osu_bw.stdout") + osu_text("7.2/osu_latency.stdout"))
     rc, out, _ = commstack_parse(capsys, two, "", "--json")
@@ -883,3 +883,20 @@ def test_commstack_parse_prints_rows_one_table_or_several_and_names_an_unreadabl
     assert out.splitlines()[1] == "osu_latency (OSU MPI Latency Test v7.2): 23 rows, 1..4194304 B, complete and valid"
     rc, _, err = commstack_parse(capsys, tmp_path / "missing")
     assert rc == 2 and "cannot read" in err and "No such file or directory" in err
+
+
+def test_what_a_cut_last_line_changes_and_what_it_does_not():
+    """Only a row can be cut inside: a whole end line without its newline is complete, and a garbled number
+    in a last row that has its newline is garbled, not cut."""
+    assert parse_output("mpi-pingpong", PP[:-1], []).sizes == [8, 16, 32]
+    bw = osu_text(BWC)
+    e = raises(swap(bw, "2319.16", "23x9.16"), [])
+    assert (e.kind, e.lineno) == ("bad-number", 26)
+    no_rows = PP.splitlines()[0] + "\n# mpi-pingpong done: all sizes passed\n"
+    assert named(no_rows) == ("truncated", "the output ends before the first row",
+                              "# mpi-pingpong done: all sizes passed", 2)
+    lat = osu_text("5.7/osu_latency.stdout")
+    assert named(swap(lat, "\n1                       0.50", "\nx1                      0.50")) == (
+        "unknown-format", "not a row of the table: it does not start with a number", "x1                      0.50", 4)
+    # OSU refuses -m 0:... and keeps its default start: 5.x osu_bw (no datatype line) from 1 B
+    assert expect_kind(osu_text("5.7/osu_bw.stdout"), ["-m", "0:4194304"]) == "ok"
