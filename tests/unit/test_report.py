@@ -355,3 +355,18 @@ def test_steps_without_rows_compare_their_verdicts_and_the_table_says_why(tmp_pa
     a_only.write(tmp_path / "c")
     (first,) = [c for c in compare(tmp_path / "c", a) if c.size == 1]
     assert (first.a, first.b, first.change) == (None, 0.95, "missing in A")
+
+
+def test_a_change_of_exactly_the_tolerance_is_the_same_and_latency_unchanged_is_the_same(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    base = record(a, "osu_bw", "cscs-osu-01.txt")
+    base.repeats = [[{**r, "bandwidth_MBps": 8.0} for r in base.repeats[0]]]
+    base.write(a)
+    moved = record(b, "osu_bw", "cscs-osu-01.txt")
+    moved.repeats = [[{**r, "bandwidth_MBps": 10.0 if r["size"] < 1024 else 6.0} for r in moved.repeats[0]]]
+    moved.write(b)
+    assert {c.change for c in compare(a, b, 0.25)} == {"same"}  # +25 % and -25 %, binary fractions: exact
+    assert {c.change for c in compare(a, b, 0.24)} == {"better", "regression"}
+    lat = tmp_path / "lat"
+    record(lat, "osu_latency", "cscs-osu-07.txt")
+    assert {c.change for c in compare(lat, lat)} == {"same"}
