@@ -386,7 +386,7 @@ def load_equivalent() -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--modules", nargs="+", choices=MODULES, default=["parse", "judge", "compare"])
+    ap.add_argument("--modules", nargs="+", choices=MODULES, default=list(MODULES))
     ap.add_argument("--timeout-factor", type=float, default=4.0,
                     help="a mutant's time limit: this many times its tests' time unmutated, plus --timeout-min")
     ap.add_argument("--timeout-min", type=float, default=10.0)
