@@ -173,3 +173,48 @@ def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path
     assert table[2].split()[4:] == ["0.000", "GB/s", "pass", *f"({when})".split()]
     with pytest.raises(HistoryError, match="nothing to plot"):
         plot([], tmp_path / "p.png")
+
+
+def scaled_run(root: Path, name: str, factors: list[float], started: float, seed: str = "cscs-nccl-02.txt") -> Path:
+    """A run of one all_reduce_perf record: the seed's table once per repeat, each figure times its factor."""
+    rows = parse_nccl((SEEDS / seed).read_text()).rows
+    d = root / name
+    add_record(d, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * f} for r in rows] for f in factors], started)
+    return d
+
+
+def test_the_history_spread_and_the_runs_noise_set_the_threshold(tmp_path):
+    db = tmp_path / "h.sqlite"
+    for i, f in enumerate((1.0, 1.0, 1.4)):  # the history has seen +40 % once
+        add_run(scaled_run(tmp_path, f"r{i}", [f], 1000.0 + i), db)
+    big = 134217728
+
+    def change(factors):
+        return {c.size: c.change for c in compare_to_history(scaled_run(tmp_path, "new", factors, 5000.0), db)}[big]
+    assert change([1.3]) == "same"        # inside what the history has seen
+    assert change([1.5]) == "better"      # beyond it, though by less than 100 %
+    assert change([0.85]) == "regression"
+    assert change([0.765, 0.85, 0.935]) == "same"        # -15 %, repeats spread 10 % (twice that: 20 %)
+    assert change([0.675, 0.75, 0.825]) == "regression"  # -25 %: beyond twice the spread
+    # sizes where the history printed 0.00 have no baseline; small but real figures do
+    small = {c.size: c for c in compare_to_history(scaled_run(tmp_path, "new", [1.0], 5000.0), db)}
+    zero = [r["size"] for r in parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows if r["oop_busbw_GBps"] == 0]
+    assert sorted(s for s, c in small.items() if c.change == "missing in A") == zero
+    assert {c.change for s, c in small.items() if s not in zero} == {"same"}
+
+
+def test_what_the_history_stores_of_a_run(tmp_path):
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    d = tmp_path / "runs" / "r1"
+    nan = [dict(r) for r in rows]
+    nan[0]["oop_busbw_GBps"] = float("nan")
+    add_record(d, STEP, [rows, nan], started=2000.0)
+    add_record(d, "other", [rows], started=1000.0)
+    (tmp_path / "runs" / "notes").mkdir()  # not a run: left out
+    (tmp_path / "runs" / "link").symlink_to(d)  # a second name for r1: left out
+    db = tmp_path / "elsewhere.sqlite"
+    assert import_results(tmp_path / "runs", db) == {"r1": 2} and not (tmp_path / "runs" / "history.sqlite").exists()
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT started FROM runs").fetchall() == [(1000.0,)]  # the run's first start
+    assert con.execute("SELECT median, stdev, repeats FROM figures WHERE step = ? AND size = 8", (STEP,)).fetchone() \
+        == (None, 0.0, 2)  # a NaN repeat: no median, no spread

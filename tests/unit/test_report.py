@@ -370,3 +370,17 @@ def test_a_change_of_exactly_the_tolerance_is_the_same_and_latency_unchanged_is_
     lat = tmp_path / "lat"
     record(lat, "osu_latency", "cscs-osu-07.txt")
     assert {c.change for c in compare(lat, lat)} == {"same"}
+
+
+def test_a_nan_in_one_of_several_repeats_is_invalid_not_a_traceback(tmp_path):
+    """statistics.stdev fails on NaN (AttributeError on Python 3.11): compare and the report kept a traceback."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    record(a, "osu_bw", "cscs-osu-01.txt", repeats=2)
+    bad = record(b, "osu_bw", "cscs-osu-01.txt", repeats=2)
+    bad.repeats = [bad.repeats[0], [dict(r) for r in bad.repeats[1]]]
+    bad.repeats[1][0]["bandwidth_MBps"] = float("nan")
+    bad.write(b)
+    changes = compare(a, b)
+    assert [c.change for c in changes][:2] == ["invalid", "same"]
+    write_report(b)
+    assert "| `osu_bw` |" in (b / "report" / "report.md").read_text()
