@@ -1,6 +1,7 @@
 """The results history (SQLite) from runs built of seed 002's recorded all_reduce_perf outputs: with
 the aws-ofi-nccl plugin (~122 GB/s at 128 MiB) and without it (~5 GB/s)."""
 
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -218,3 +219,20 @@ def test_what_the_history_stores_of_a_run(tmp_path):
     assert con.execute("SELECT started FROM runs").fetchall() == [(1000.0,)]  # the run's first start
     assert con.execute("SELECT median, stdev, repeats FROM figures WHERE step = ? AND size = 8", (STEP,)).fetchone() \
         == (None, 0.0, 2)  # a NaN repeat: no median, no spread
+
+
+def test_the_trend_plot_as_svg_names_its_runs_axes_system_and_series(tmp_path, capsys):
+    """An SVG plot keeps its text: tick labels, axis labels, title and legend, each in a comment."""
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0), db)
+    svg = tmp_path / "trend.svg"
+    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(svg)]) == 0
+    text = svg.read_text()
+    assert text.startswith("<?xml") and 'width="720pt" height="360pt"' in text  # 10 x 5 inches
+    texts = re.findall(r"<!-- (.*?) -->", text)
+    runs = [time.strftime("%m-%d %H:%M", time.localtime(t)) for t in (1000.0, 2000.0)]
+    assert texts[:3] == [*runs, "run"] and texts[-3:] == [
+        "bus bandwidth (GB/s)", "alps-gh200", f"{STEP} 134217728 B"]
+    assert text.count("rotate(-30)") == 2  # the dates slanted
+    assert "M 3 0 \nL -3 -0" in text  # error bar caps 3 points wide each side
