@@ -234,5 +234,8 @@ def test_the_trend_plot_as_svg_names_its_runs_axes_system_and_series(tmp_path, c
     runs = [time.strftime("%m-%d %H:%M", time.localtime(t)) for t in (1000.0, 2000.0)]
     assert texts[:3] == [*runs, "run"] and texts[-3:] == [
         "bus bandwidth (GB/s)", "alps-gh200", f"{STEP} 134217728 B"]
+    assert texts[3:-3] == ["0", "20", "40", "60", "80", "100", "120"]  # GB/s as stored
     assert text.count("rotate(-30)") == 2  # the dates slanted
     assert "M 3 0 \nL -3 -0" in text  # error bar caps 3 points wide each side
+    one = plot([p for p in trend(db, size=134217728) if p.run_id == "r1"], tmp_path / "one.svg")  # one run
+    assert re.findall(r"<!-- (.*?) -->", one.read_text())[0] == time.strftime("%m-%d %H:%M", time.localtime(1000.0))
