@@ -239,3 +239,17 @@ def test_the_trend_plot_as_svg_names_its_runs_axes_system_and_series(tmp_path, c
     assert "M 3 0 \nL -3 -0" in text  # error bar caps 3 points wide each side
     one = plot([p for p in trend(db, size=134217728) if p.run_id == "r1"], tmp_path / "one.svg")  # one run
     assert re.findall(r"<!-- (.*?) -->", one.read_text())[0] == time.strftime("%m-%d %H:%M", time.localtime(1000.0))
+
+
+def test_a_change_of_exactly_what_the_history_has_seen_is_the_same(tmp_path):
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+
+    def at(name: str, value: float, started: float) -> Path:
+        d = tmp_path / name
+        add_record(d, STEP, [[{**r, "oop_busbw_GBps": value} for r in rows]], started)
+        return d
+    for side, (lo, hi) in {"up": (4.0, 5.0), "down": (4.0, 3.0)}.items():
+        db = tmp_path / f"{side}.sqlite"
+        for i, v in enumerate((lo, lo, hi)):  # the history has seen 25 % up (or down) once: binary fractions
+            add_run(at(f"{side}{i}", v, 1000.0 + i), db)
+        assert {c.change for c in compare_to_history(at(f"{side}-new", hi, 5000.0), db)} == {"same"}
