@@ -340,3 +340,14 @@ def test_spread_at_the_limit_and_of_zero_medians():
         r.rows[1]["bandwidth_MBps"] = 0.0  # 2 B prints 0.00 in every repeat: no spread
     v = judge(runs, INTER, None, "bandwidth_MBps", system="local")
     assert v.verdict == "pass" and (v.points[0].spread, v.points[1].spread) == (0.1, 0.0)
+
+
+def test_a_systems_malformed_references_file_is_named_with_the_system(tmp_path):
+    from commstack.config import load_system
+    from commstack.results.judge import references_of
+
+    bad = tmp_path / "refs.yaml"
+    bad.write_text("references: [")
+    system = load_system("alps-gh200").model_copy(update={"references": bad})
+    with pytest.raises(ConfigError, match=r"alps-gh200.yaml: references: .*refs.yaml.*not valid YAML"):
+        references_of(system)
