@@ -253,3 +253,17 @@ def test_a_change_of_exactly_what_the_history_has_seen_is_the_same(tmp_path):
         for i, v in enumerate((lo, lo, hi)):  # the history has seen 25 % up (or down) once: binary fractions
             add_run(at(f"{side}{i}", v, 1000.0 + i), db)
         assert {c.change for c in compare_to_history(at(f"{side}-new", hi, 5000.0), db)} == {"same"}
+
+
+def test_a_missing_results_directory_and_a_figure_row_that_does_not_fit(tmp_path):
+    with pytest.raises(HistoryError, match="nope: no such results directory"):
+        import_results(tmp_path / "nope")
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE figures SET size = 'big' WHERE size = 8")
+    con.close()
+    with pytest.raises(HistoryError, match=r"a figure row does not fit the schema: 5: Input should be a valid "
+                                           r"integer.*\(got .big.\)"):
+        trend(db)
