@@ -392,7 +392,7 @@ def main() -> int:
     ap.add_argument("--timeout-min", type=float, default=10.0)
     ap.add_argument("--check", type=Path, help="exit 1 when a module scores below its figure in this file")
     ap.add_argument("--record", type=Path, help="write the scores to this file")
-    ap.add_argument("--only", help="only the mutants whose 'file:line' or mutation contains this text")
+    ap.add_argument("--only", nargs="+", help="only the mutants whose 'file:line mutation' contains one of these")
     ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
                     help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
                          "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
@@ -431,7 +431,7 @@ def main() -> int:
                 print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
             hit = next((i for i, e in enumerate(equivalent) if (e["module"], e["function"], e["line"], e["mutation"])
                         == (m.module, m.function, m.line, m.mutation)), None)
-            if args.only and args.only not in f"{rel}:{m.lineno} {m.mutation}":
+            if args.only and not any(o in f"{rel}:{m.lineno} {m.mutation}" for o in args.only):
                 continue
             if hit is not None:
                 used.add(hit)
