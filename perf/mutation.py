@@ -33,6 +33,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -400,22 +401,27 @@ def main() -> int:
 
     os.chdir(TOP)
     start = time.perf_counter()
-    hypothesis.configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="mutation-hypothesis-"))
+    tmp = Path(tempfile.mkdtemp(prefix="mutation-"))  # the test map, the children's log, Hypothesis' examples
+    try:
+        return _main(args, tmp, start)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
+    hypothesis.configuration.set_hypothesis_home_dir(str(tmp / "hypothesis"))
     for name in MODULES.values():
         importlib.import_module(name)
     importlib.import_module("commstack.cli")
     found = {name: mutants(name) for name in args.modules}
     paths = {name: p for name, (p, _) in found.items()}
 
-    tmp = Path(tempfile.mkdtemp(prefix="mutation-"))
-    if True:
-        mapped = tmp / "map.json"
-        log = tmp / "child.log"
-        rc, took = run_child(lambda: test_map(paths, mapped), None, str(log))
-        if rc != 0:
-            print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
-            return 2
-        data = json.loads(mapped.read_text())
+    mapped, log = tmp / "map.json", tmp / "child.log"
+    rc, took = run_child(lambda: test_map(paths, mapped), None, str(log))
+    if rc != 0:
+        print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
+        return 2
+    data = json.loads(mapped.read_text())
     print(f"test map: {len(data['seconds'])} unit tests under coverage in {took:.0f} s", flush=True)
     for t in data["failed"]:
         print(f"  fails unmutated, left out: {t}", flush=True)
