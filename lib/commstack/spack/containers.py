@@ -358,7 +358,7 @@ def show_images() -> int:
     """`bin/commstack images`: each image's reference and base, files, and the commands that build
     and push it, in the order of the chain (images.yaml lists each after the image it is built FROM)."""
     for img in images().values():
-        rel = shown(img.containerfile)
+        rel = Path(shown(img.containerfile))
         print(f"{img.name}: {img.ref}, FROM {safe_base(img)}\n"
               f"  podman build --platform linux/arm64 -f {rel} -t {img.ref} .\n"
               f"  podman push {img.ref}")
