@@ -108,6 +108,23 @@ def test_a_pin_changed_without_relocking_fails_containerize_check(spack, tmp_pat
     assert {p: p.read_bytes() for p in (top / "containers").rglob("*") if p.is_file()} == before
 
 
+def test_a_short_base_name_written_by_containerize_is_named(spack, tmp_path):
+    """The env names its base as podman's short name: `bin/commstack containerize` writes the
+    Containerfile, then its static check names the image and the base, and exits 1."""
+    top = repo_copy(tmp_path)
+    manifest = top / "envs" / "images" / "comm-fwk" / "spack.yaml"
+    manifest.write_text(manifest.read_text().replace("docker.io/nvidia/cuda:", "nvidia/cuda:"))
+    env = {**os.environ, "COMMSTACK_HOME": str(top), "SPACK_ROOT": str(spack.exe.parents[1])}
+    proc = subprocess.run([str(TOP / "bin" / "commstack"), "containerize", "comm-fwk"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        "image comm-fwk: containers/comm-fwk/Containerfile: base image 'nvidia/cuda:12.8.1-devel-ubuntu24.04' "
+        "is not fully qualified (registry/name:tag, as docker.io/nvidia/cuda:12.8.1-devel-ubuntu24.04); "
+        "podman refuses short names in enforcing mode"), proc.stderr
+    assert "FROM --platform=linux/arm64 nvidia/cuda:" in (top / "containers" / "comm-fwk" / "Containerfile").read_text()
+
+
 def test_a_bad_container_section_names_the_env_and_keeps_the_file(spack, tmp_path):
     img = IMAGES["osu-mb"]
     before = img.containerfile.read_bytes()

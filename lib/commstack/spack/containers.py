@@ -329,6 +329,8 @@ def lock_drift(spack: Spack, chosen: list[Image]) -> list[str]:
             if diff:
                 out.append(f"image {img.name}: {shown(img.lock)} no longer matches its env "
                            f"(bin/commstack lock {img.env_name}):\n  " + "\n  ".join(diff))
+            else:
+                print(f"{img.name}: {shown(img.lock)} is what its env concretizes to")
     return out
 
 
