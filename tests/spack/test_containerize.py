@@ -79,6 +79,26 @@ def test_image_builds_only_the_communication_stack(concrete, name):
             assert c.one(pkg)["external"] and c.one(pkg)["prefix"] == "/usr", pkg
 
 
+def test_the_chain_installs_its_locks_each_image_only_what_the_one_below_lacks(spack, tmp_path):
+    """What each Containerfile's install step runs (`spack -e . install --only-concrete`), in chain
+    order into one install tree, with --fake (this host is not the image): nothing is concretized,
+    and each image installs exactly its lock's built nodes that the image below has not."""
+    top = repo_copy(tmp_path / "repo")
+    tree = tmp_path / "software"
+    installed: dict[str, list[str]] = {}
+    for name in IMAGES:  # images.yaml lists them in build order
+        proc = spack("-c", f"config:install_tree:root:{tree}", "-e", ".", "install", "--only-concrete",
+                     "--fail-fast", "--fake", cwd=top / "envs" / "images" / name,
+                     extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+        assert "oncretiz" not in proc.stdout + proc.stderr
+        installed[name] = sorted(line.split("Successfully installed ")[1].rsplit("-", 2)[0]
+                                 for line in proc.stdout.splitlines() if "Successfully installed" in line)
+        below = set(containers.built_from_source(IMAGES[CHAIN[name]].lock)) if name in CHAIN else set()
+        assert installed[name] == sorted(set(containers.built_from_source(IMAGES[name].lock)) - below), name
+    print("\n" + "\n".join(f"{name} installs {len(p)}: {', '.join(p)}" for name, p in installed.items()))
+    assert installed["osu-mb"] == ["osu-micro-benchmarks"] and installed["nccl-tests"] == ["nccl-tests"]
+
+
 def repo_copy(where: Path) -> Path:
     """What `bin/commstack containerize` reads, copied: the envs, recipes, containers/ and the set-up."""
     top = stage(where)
