@@ -14,7 +14,9 @@
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
-2 bad input; 5 results could not be written (a full file system); 130 Ctrl-C.
+2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
+file system); 130 Ctrl-C. Whatever input put in what they print (names, reasons, errors) is shown with its
+control characters escaped.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from commstack.spack import envs, mirror
 from commstack.spack import preflight as spack_preflight
 from commstack.spack import setup as spack_setup
 from commstack.spack.envs import ENVS, LOCKED
-from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.files import FileWriteError
+from commstack.errors import CommstackError, SlurmUnavailableError, printable
+from commstack.files import FileWriteError, own_dir, regular_or_missing, write_atomic
 from commstack.pytest_plugin import SessionOf
 from commstack.slurm import LocalSlurm, choose_slurm, embedded
 from commstack.paths import TOP
@@ -60,8 +62,7 @@ def install_deps() -> None:
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     """The test tiers (tests/), through pytest in its own process; JUnit XML in results/junit.xml."""
-    results = TOP / "results"
-    results.mkdir(exist_ok=True)
+    results = own_dir(TOP / "results", private=True)
     spack = find_spack()
     print(f"commstack test: spack tier {'runs with ' + str(spack) if spack else 'SKIPPED: no Spack found'}",
           flush=True)
@@ -146,7 +147,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     if args.launcher == "srun" and embedded(system.name, args.slurm):
         # a state directory someone else prepared is refused now, before anything is made or tried
         LocalSlurm.for_system(system.name, system.nodes).check_state()
-    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
+    results = _results(args)
     argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
             "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
             "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
@@ -167,7 +168,20 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         return EXIT_INTERRUPTED
     if rc == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
-    return _summary(results, args.allow_not_run)
+    status = _summary(results, args.allow_not_run)
+    if run and getattr(run, "history_error", None):  # named after the verdicts, which stand
+        print(f"commstack {args.cmd}: error: history not updated: {printable(str(run.history_error))}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    return status
+
+
+def _results(args: argparse.Namespace) -> Path:
+    """The run's directory: --results, checked to be ours (files.own_dir) and empty, else a new
+    results/<run-id> in a results/ that only its owner (and group) can read."""
+    if args.results:
+        return given_run_dir(own_dir(Path(args.results)))
+    return new_run_dir(own_dir(TOP / "results", private=True))
 
 
 def _dry_run(args: argparse.Namespace, system, suite) -> int:
@@ -183,7 +197,7 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
     launcher = Launcher(system, args.launcher, {})
     for s in steps:
         if s.not_run:
-            print(f"# not run on {system.name}: {s.id}: {s.not_run}")
+            print(printable(f"# not run on {system.name}: {s.id}: {s.not_run}"))
         else:
             print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
     print(f"# suite {suite.name} on {system.name}: {len(steps)} steps, "
@@ -193,7 +207,7 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
 
 def _verdicts(records, unsaved=frozenset()) -> None:
     for r in sorted(records, key=lambda r: r.index):
-        print(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else "")
+        print(printable(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
               + (" (record not saved)" if r.key in unsaved else ""))
 
 
@@ -216,7 +230,7 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
             binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
         return 0
-    results = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
+    results = _results(args)
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
     out = batch.submit(results, system, suite, binaries, plan, batch_variables(system, args.slurm))
@@ -273,7 +287,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     system = load_system(a[0].system) if a[0].system in known_systems() else None
     refs = references_of(system) if system else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
-    print(compare_table(changes), end="")
+    print(printable(compare_table(changes), keep="\n"), end="")
     if any(c.difference for c in changes):
         return EXIT_FAILED
     return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
@@ -287,7 +301,7 @@ def cmd_compare_history(args: argparse.Namespace) -> int:
     changes = history.compare_to_history(results, path, args.last,
                                          args.tolerance if args.tolerance is not None else 0.05)
     print(f"baseline: median of the last {args.last} runs in {path}")
-    print(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), end="")
+    print(printable(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), keep="\n"), end="")
     return 1 if any(c.change in ("regression", "invalid") for c in changes) else 0
 
 
@@ -305,16 +319,28 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     if args.action or args.dirs:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
+    if args.plot not in (None, "-"):
+        regular_or_missing(Path(args.plot))  # before the work, not only when it is written
     points = history.trend(path, args.system, args.suite, args.step, args.size)
-    print(history.trend_table(points), end="")
-    if args.plot:
-        print(f"plot: {history.plot(points, Path(args.plot))}")
+    to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
+    print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
+    if to_stdout:
+        sys.stdout.buffer.write(history.plot(points))
+    elif args.plot:
+        out = Path(args.plot)
+        write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
+        print(f"plot: {out}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
-    from commstack.results.export import export
-    print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
+    from commstack.results.export import export, render
+    if args.output == "-":
+        sys.stdout.write(render(read_run(Path(args.results)), args.format))
+    else:
+        if args.output:
+            regular_or_missing(Path(args.output))  # before the work, not only when it is written
+        print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
     return 0
 
 
@@ -408,11 +434,13 @@ def parser() -> argparse.ArgumentParser:
     for opt in ("system", "suite", "step"):
         s.add_argument(f"--{opt}", help=f"only this {opt}")
     s.add_argument("--size", type=int, help="only this message size (bytes)")
-    s.add_argument("--plot", help="draw the trend into this PNG file")
+    s.add_argument("--plot", help="draw the trend into this file (PNG, or .svg, .pdf; - for PNG on stdout); "
+                                  "an existing one must be a regular file")
     s = sub.add_parser("export", help="a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic")
     s.add_argument("results", help="a results directory")
     s.add_argument("--format", required=True, choices=("perflog", "jsonl", "bmf", "elastic"))
-    s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>)")
+    s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>; - for stdout); an existing "
+                                    "one must be a regular file")
     s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
                        epilog=parse.PARSE_HELP)
     s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
@@ -448,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             install_deps()  # bin/commstack's first use: once the command line is known to be right
         return HANDLERS[args.cmd](args, extra)
     except CommstackError as e:
-        print(f"commstack {args.cmd}: error: {e}", file=sys.stderr)
+        print(f"commstack {args.cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_USAGE)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)

@@ -2,6 +2,11 @@
 containers/images.yaml. Each is read once per run, through a YAML loader that refuses aliases (no
 alias bombs), and checked by a pydantic model that forbids unknown keys. A bad file gives one
 ConfigError naming the file, the key path and what was expected; nothing is launched.
+
+What reaches a job script, a command line, a file name or a terminal is refused here when it could
+become code or markup there: names and ids are safe file names (SafeName), every other string is one
+line without control or format characters (Line), variable names are shell names, and message sizes
+are at most MAX_MESSAGE bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from commstack.benchmarks import BENCHMARKS, METRICS, byte_count
-from commstack.errors import ConfigError, UnknownSystemError
+from commstack.errors import CommstackError, ConfigError, UnknownSystemError, has_control
+from commstack.files import read_bounded
 from commstack.paths import SUITES, SYSTEMS
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -45,9 +51,11 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 def read_yaml(path: Path) -> Any:
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+        text = read_bounded(Path(path)).decode()
+    except CommstackError as e:
+        raise ConfigError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
         return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -104,6 +112,51 @@ def _known(known: dict, what: str) -> AfterValidator:
 BenchmarkName = Annotated[str, _known(BENCHMARKS, "benchmark")]
 MetricName = Annotated[str, _known(METRICS, "metric")]
 
+#: the largest message size a suite or a reference may name: 1 TiB, far above any benchmark's sweep
+MAX_MESSAGE = 2 ** 40
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_name(v: str, longest: int = 64) -> str:
+    """`v` when it is a safe name (SafeName) of at most `longest` characters; ValueError with the rule."""
+    if not _SAFE_NAME.fullmatch(v) or ".." in v or len(v) > longest:
+        raise ValueError(f"a name is 1 to {longest} letters, digits, '.', '_' or '-', starting with a letter or "
+                         "digit, without '..' (it names files and directories)")
+    return v
+
+
+def _line(allow: str = "") -> AfterValidator:
+    def check(v: str) -> str:
+        c = has_control(v, allow)
+        if c is not None:
+            raise ValueError(f"control or format character {c!r} (U+{ord(c):04X}) not allowed: it could become a "
+                             "command in a job script or an escape sequence on a terminal")
+        return v
+    return AfterValidator(check)
+
+
+def _shell_name(v: str) -> str:
+    if not _SHELL_NAME.fullmatch(v):
+        raise ValueError(f"variable name {v!r} is not a shell name ([A-Za-z_][A-Za-z0-9_]*)")
+    return v
+
+
+def _message_size(v: int | str) -> int | str:
+    if byte_count(str(v)) > MAX_MESSAGE:
+        raise ValueError(f"size {v} is larger than {MAX_MESSAGE} bytes (1 TiB), the largest message a step may name")
+    return v
+
+
+#: a suite's, step's or system's name: part of file names (steps/<suite>--<step>/) and of job scripts
+SafeName = Annotated[str, AfterValidator(check_name)]
+#: any other string from an input file: one line, no control or format characters
+Line = Annotated[str, _line()]
+#: free text (descriptions): lines and tabs allowed, no other control or format characters
+Text = Annotated[str, _line("\n\t")]
+VariableName = Annotated[str, AfterValidator(_shell_name)]
+MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,31 +178,31 @@ class Node(Strict):
 class LauncherConfig(Strict):
     mpi: Literal["pmix", "pmi2", "cray_shasta", "none"] = "pmix"
     gpu_binding: Literal["none", "localid", "gpus-per-task"] = "none"
-    srun_flags: list[str] = []
-    salloc_flags: list[str] = []
-    mpirun_flags: list[str] = []
+    srun_flags: list[Line] = []
+    salloc_flags: list[Line] = []
+    mpirun_flags: list[Line] = []
 
 
 class BatchConfig(Strict):
     """What `commstack suite --submit` puts in the job script's #SBATCH lines (with the system's partition)."""
 
-    account: str | None = None
-    reservation: str | None = None
-    qos: str | None = None
+    account: Line | None = None
+    reservation: Line | None = None
+    qos: Line | None = None
     time: Annotated[str, Field(pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$")] = "01:00:00"   # sbatch --time
-    sbatch_flags: list[str] = []
+    sbatch_flags: list[Line] = []
 
 
 class System(Strict):
     """A system file: the machine a suite runs on, and how steps are launched there."""
 
-    name: str
-    description: str = ""
-    partition: str | None = None
+    name: SafeName
+    description: Text = ""
+    partition: Line | None = None
     nodes: PositiveInt
     node: Node
     launcher: LauncherConfig
-    variables: dict[str, str] = {}   # environment variables set for every step
+    variables: dict[VariableName, Line] = {}   # environment variables set for every step
     batch: BatchConfig = BatchConfig()
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     references: Path | None = None     # resolved against the system file's directory
@@ -202,23 +255,23 @@ def load_system(name_or_path: str) -> System:
 
 # ----------------------------------------------------------------------------------------- suites
 
-Size = Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^\d+[KMG]$")]
+Size = MessageSize | Annotated[str, Field(pattern=r"^\d+[KMG]$"), AfterValidator(_message_size)]
 
 
 class StepSpec(Strict):
     """One entry of a suite's `steps:`; expanded per system into concrete steps (run.steps)."""
 
     benchmark: BenchmarkName
-    id: str | None = None
+    id: SafeName | None = None
     sizes: tuple[Size, Size] | None = None
     nodes: PositiveInt | Literal["all"] = 1
     node_counts: list[PositiveInt] | dict[Literal["max"], PositiveInt] | None = None
     ranks_per_node: PositiveInt | Literal["nic", "core", "gpu"] = 1
     odd: bool = False
     memory: Annotated[list[Literal["host", "device"]], BeforeValidator(_one_or_list)] = ["host"]
-    environments: Annotated[list[str], BeforeValidator(_one_or_list)] = ["native"]
+    environments: Annotated[list[Line], BeforeValidator(_one_or_list)] = ["native"]
     mode: Annotated[list[Literal["cpu", "staged", "cuda-aware"]], BeforeValidator(_one_or_list)] | None = None
-    args: list[str | int | float] = []
+    args: list[Line | int | float] = []
     repeats: PositiveInt = 1
     timeout_s: PositiveInt = 600
 
@@ -266,9 +319,9 @@ class StepSpec(Strict):
 
 
 class Suite(Strict):
-    name: str
-    description: str = ""
-    device_args: dict[Literal["pt2pt", "one-sided", "collective"], list[str]] = {}
+    name: SafeName
+    description: Text = ""
+    device_args: dict[Literal["pt2pt", "one-sided", "collective"], list[Line]] = {}
     steps: Annotated[list[StepSpec], Field(min_length=1)]
     path: Path | None = None
 
@@ -295,13 +348,13 @@ class Tolerance(Strict):
 
 
 class ReferenceSpec(Strict):
-    id: str
+    id: Line
     benchmark: BenchmarkName
-    tags: dict[str, str | int | bool] = {}
+    tags: dict[Line, Line | int | bool] = {}
     metric: MetricName
     recorded: Path | None = None        # a recorded real output, relative to the references file
-    sizes: list[int] | None = None      # with recorded: the sizes held to it (default: all)
-    points: dict[int, float] | None = None
+    sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
+    points: dict[MessageSize, float] | None = None
     tolerance: dict[Literal["lower", "upper"], float] = {}
 
     @model_validator(mode="after")
@@ -314,12 +367,12 @@ class ReferenceSpec(Strict):
 class DiagnosisSpec(Strict):
     benchmark: BenchmarkName
     metric: MetricName
-    size: int
-    tags: dict[str, str | int | bool] = {}
+    size: MessageSize
+    tags: dict[Line, Line | int | bool] = {}
     recorded: Path | None = None
     value: float | None = None
     within: Annotated[float, Field(gt=0)]
-    message: str
+    message: Line
 
     @model_validator(mode="after")
     def _one_source(self) -> "DiagnosisSpec":
@@ -329,7 +382,7 @@ class DiagnosisSpec(Strict):
 
 
 class ReferencesFile(Strict):
-    system: str
+    system: SafeName
     tolerance: Tolerance = Tolerance()
     unstable_spread: Annotated[float, Field(gt=0)] = 0.10
     references: list[ReferenceSpec]

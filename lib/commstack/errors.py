@@ -1,6 +1,7 @@
 """Named errors. Each carries what a user needs to act on it; raw output is kept by the caller."""
 
 import re
+import unicodedata
 
 
 class CommstackError(Exception):
@@ -146,3 +147,27 @@ class SrunError(LaunchError):
     """srun refused the step (bad option, resources unavailable, ...)."""
 
     kind = "srun-refused"
+
+
+class InputFileError(CommstackError):
+    """An input file (suite, system, references, record, plan, a benchmark output to parse) that is not a
+    regular file or is over its size limit: refused before it is read."""
+
+
+#: Unicode categories a terminal or a file name must not get raw: controls (C0, DEL, C1), format characters (bidi
+#: overrides such as U+202E, zero-width ones), line and paragraph separators, lone surrogates
+UNSHOWN = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def has_control(text: str, allow: str = "") -> str | None:
+    """The first control or format character of `text` (outside `allow`), or None."""
+    return next((c for c in text if unicodedata.category(c) in UNSHOWN and c not in allow), None)
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with every control and format character (but those in `keep`, e.g. "\\n") shown as its escape,
+    \\x1b or \\u202e: what input put in a message cannot retitle a terminal or reorder a line."""
+    if has_control(text, keep) is None:
+        return text
+    return "".join(c if unicodedata.category(c) not in UNSHOWN or c in keep
+                   else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in text)

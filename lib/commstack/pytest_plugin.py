@@ -27,7 +27,7 @@ import pytest
 
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError
-from commstack.files import FileWriteError, write_json
+from commstack.files import FileWriteError, own_dir, write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
@@ -216,8 +216,7 @@ def session_run(config: pytest.Config) -> Run:
     if RUN not in config.stash:
         given = config.getoption("--results")
         if given:
-            results = Path(given)
-            results.mkdir(parents=True, exist_ok=True)
+            results = own_dir(Path(given))
         else:  # results/latest names runs of suite steps, not a test session's Slurm lease
             results = new_run_dir(TOP / "results", latest=bool(config.stash.get(PROGRESS, {}).get("total")))
         binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
@@ -267,7 +266,7 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
                 from commstack.results.report import write_report  # matplotlib only when there is a report
                 path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
             from commstack.results import history
-            history.add_run(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
+            run.history_error = history.add_finished(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
         if run.unsaved is None:
             write_json(run.dir / "timings.json", {**run.timings, "session": total})
     except FileWriteError as e:
@@ -278,7 +277,8 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
     if tr:
         counts = Counter(r.verdict for r in records)
         tr.write_line(f"commstack: {len(records)} steps: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-                      + (f"; report {path}" if path else f"; NOT SAVED: {run.unsaved}"))
+                      + (f"; report {path}" if path else f"; NOT SAVED: {run.unsaved}")
+                      + (f"; history NOT updated: {run.history_error}" if getattr(run, "history_error", None) else ""))
         tr.write_line("commstack: time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
                       + f"; {total:.1f} s since pytest started"
                       + ("" if run.unsaved else " (timings.json)"))

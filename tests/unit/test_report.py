@@ -132,13 +132,15 @@ def test_truncated_record_is_a_named_error_not_a_traceback(tmp_path):
     json.loads(json.dumps({}))
 
 
-def test_a_failed_report_leaves_the_previous_one(tmp_path):
+def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
     record(tmp_path, "osu_bw", "cscs-osu-01.txt")
     good = write_report(tmp_path).resolve()
-    broken = record(tmp_path, "x", "cscs-osu-01.txt")
-    broken.metric = "furlongs"
-    broken.write(tmp_path)
-    with pytest.raises(KeyError):
+    record(tmp_path, "x", "cscs-osu-01.txt")
+
+    def broken(*args):
+        raise RuntimeError("the plot fails half-way through the report")
+    monkeypatch.setattr("commstack.results.report.plot_curves", broken)
+    with pytest.raises(RuntimeError):
         write_report(tmp_path)
     assert (tmp_path / "report" / "index.html").resolve() == good and good.is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report-") and p != good.parent]

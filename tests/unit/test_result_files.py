@@ -1,5 +1,5 @@
 """The report and the history plot are written like every other file: built aside and swapped in,
-nothing left beside them, never written through a symlink."""
+nothing left beside them, never written through a symlink nor over one."""
 
 from pathlib import Path
 
@@ -33,7 +33,8 @@ def test_a_report_directory_of_an_older_commstack_is_swapped_out_and_removed(tmp
     assert sorted(p.name for p in d.iterdir() if p.name.startswith(".report")) == [page.resolve().parent.name]
 
 
-def test_the_history_plot_replaces_a_symlink_and_does_not_write_through_it(tmp_path):
+def test_the_history_plot_refuses_a_symlink_and_does_not_write_through_it(tmp_path, capsys):
+    """issue 22 item 4: an existing target that is not a regular file is refused (exit 2), not replaced."""
     db = tmp_path / "h.sqlite"
     add_run(run_dir(tmp_path, "r1", 1000.0), db)
     add_run(run_dir(tmp_path, "r2", 2000.0), db)
@@ -41,6 +42,9 @@ def test_the_history_plot_replaces_a_symlink_and_does_not_write_through_it(tmp_p
     victim.write_text("precious\n")
     png = tmp_path / "trend.png"
     png.symlink_to(victim)
+    assert main(["history", "--history", str(db), "--plot", str(png)]) == 2
+    assert f"{png} exists and is a symlink, not a regular file" in capsys.readouterr().err
+    assert victim.read_text() == "precious\n" and png.is_symlink()
+    png.unlink()
     assert main(["history", "--history", str(db), "--plot", str(png)]) == 0
-    assert victim.read_text() == "precious\n"
-    assert not png.is_symlink() and matplotlib.image.imread(png).shape[0] > 100
+    assert matplotlib.image.imread(png).shape[0] > 100

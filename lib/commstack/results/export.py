@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from commstack.errors import CommstackError
-from commstack.files import write_atomic
+from commstack.files import make_dirs, write_atomic
 from commstack.results.records import Record, read_run
 
 FORMATS = ("perflog", "jsonl", "bmf", "elastic")
@@ -79,12 +79,12 @@ def render(records: list[Record], fmt: str) -> str:
 
 
 def export(run_dir: Path, fmt: str, output: Path | None = None) -> Path:
-    """Write the run's figures as `fmt` to `output` (default: <run>/export/<run>.<suffix>)."""
+    """Write the run's figures as `fmt` to `output` (default: <run>/export/<run>.<suffix>). An `output`
+    that exists and is not a regular file (a device, a FIFO, a symlink, a directory) is refused."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     text = render(read_run(run_dir), fmt)
     if output is None:
-        output = run_dir / "export" / (run_dir.name + SUFFIX[fmt])
-        output.parent.mkdir(exist_ok=True)
+        output = make_dirs(run_dir, "export") / (run_dir.name + SUFFIX[fmt])
     write_atomic(output, text)
     return output

@@ -4,7 +4,8 @@ results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewher
 Stored per record: run, system, suite, step, benchmark, metric and unit, verdict and reason, tags and
 stack facts (JSON); per size the judged figure's median, standard deviation and repeat count. A run is
 written in one transaction and replaces an earlier import of itself. `PRAGMA user_version` holds the
-schema version; a file of another version is refused by name rather than misread.
+schema version; a file of another version, one without our tables and columns, a damaged one, and a
+row that does not fit the schema (Point) are refused by name (HistoryError, with the file) rather than misread.
 
 Against the history, a run is judged noise-aware: per step and size, the median of the last N runs of
 the same step on the same system is the baseline, and a drop counts only beyond both the tolerance
@@ -21,11 +22,13 @@ import os
 import sqlite3
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+from pydantic.dataclasses import dataclass
+
 from commstack.errors import CommstackError
-from commstack.files import write_atomic
+from commstack.files import UnsafePathError, regular_or_missing
 from commstack.results.compare import Change
 from commstack.benchmarks import METRICS
 from commstack.results.records import RECORD, Record, read_run
@@ -56,36 +59,78 @@ def default_path(results_root: Path) -> Path:
     return Path(env) if env else results_root / FILENAME
 
 
+def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
+    return {t: [row[1] for row in db.execute(f"PRAGMA table_info({t})")] for t in ("runs", "records", "figures")}
+
+
+def _schema_columns() -> dict[str, list[str]]:
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA)
+        return _columns(db)
+    finally:
+        db.close()
+
+
+#: the tables and columns SCHEMA makes: what a history file of SCHEMA_VERSION must have
+COLUMNS = _schema_columns()
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """The history at `path`, created with the current schema when new."""
     path = Path(path)
-    if path.is_symlink():
-        raise HistoryError(f"{path} is a symlink; the history is kept only in a real file")
+    try:
+        regular_or_missing(path)
+    except UnsafePathError as e:
+        raise HistoryError(f"{e}; the history is kept only in a regular file") from None
     path.parent.mkdir(parents=True, exist_ok=True)
+    db = None
     try:
         db = sqlite3.connect(path, timeout=30)
         db.execute("PRAGMA foreign_keys = ON")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if version == 0 and tables == 0:
+            with db:
+                db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        elif version != SCHEMA_VERSION:
+            raise HistoryError(f"{path}: history schema version {version}, this commstack reads {SCHEMA_VERSION}")
+        found = _columns(db)
+        for table, columns in COLUMNS.items():
+            if found[table] != columns:
+                raise HistoryError(f"{path}: table {table} " + (f"has columns {found[table]}, not {columns}"
+                                   if found[table] else "is missing") + "; not a commstack history, or damaged")
     except sqlite3.DatabaseError as e:
-        raise HistoryError(f"{path}: not a commstack history ({e})") from None
-    if version == 0 and tables == 0:
-        with db:
-            db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
-    elif version != SCHEMA_VERSION:
+        if db is not None:
+            db.close()
+        raise HistoryError(f"{path}: not a commstack history, or damaged ({e})") from None
+    except HistoryError:
         db.close()
-        raise HistoryError(f"{path}: history schema version {version}, this commstack reads {SCHEMA_VERSION}")
+        raise
     return db
 
 
+def add_finished(run_dir: Path) -> HistoryError | None:
+    """The hook a finished run calls: its records into the default history. A history that cannot take
+    them is returned, not raised, so that the run's own files and verdicts come first; the caller names it."""
+    try:
+        add_run(run_dir)
+    except HistoryError as e:
+        return e
+    return None
+
+
 def add_run(run_dir: Path, path: Path | None = None) -> int:
-    """Store every record of a run (the hook a finished run calls); returns how many. Idempotent."""
+    """Store every record of a run; returns how many. Idempotent."""
     run_dir = Path(run_dir)
     records = read_run(run_dir)
-    db = connect(path or default_path(run_dir.resolve().parent))
+    path = path or default_path(run_dir.resolve().parent)
+    db = connect(path)
     try:
         with db:  # one transaction: a run is in the history whole or not at all
             _store(db, run_dir, records)
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{path}: cannot add {run_dir}: damaged history ({e})") from None
     finally:
         db.close()
     return len(records)
@@ -110,6 +155,8 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
     """Every run under `root` (a run directory, or a directory of runs) into the history."""
     root = Path(root)
+    if not root.is_dir():
+        raise HistoryError(f"{root}: no such results directory")
     runs = [root] if (root / "steps").is_dir() else sorted(
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
     if not runs:
@@ -151,9 +198,17 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
             "f.median, f.stdev, r.verdict FROM figures f JOIN records r USING (run_id, suite, step) "
             "JOIN runs u USING (run_id)" + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY r.system, r.suite, r.step, f.size, coalesce(r.started, u.started), f.run_id", args).fetchall()
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{path}: cannot read the history: damaged ({e})") from None
     finally:
         db.close()
-    return [Point(*row) for row in rows]
+    try:
+        return [Point(*row) for row in rows]
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise HistoryError(f"{path}: a figure row does not fit the schema: {'.'.join(map(str, first['loc']))}: "
+                           f"{first['msg']} (got {first['input']!r:.60}); damaged or written by something else") \
+            from None
 
 
 def trend_table(points: list[Point]) -> str:
@@ -168,8 +223,9 @@ def trend_table(points: list[Point]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(points: list[Point], out: Path) -> Path:
-    """One line per step and size: the judged figure over the runs (log scale where it spans decades)."""
+def plot(points: list[Point], fmt: str = "png") -> bytes:
+    """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
+    image in `fmt` (a matplotlib format: png, svg, pdf)."""
     from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
 
     if not points:
@@ -191,10 +247,9 @@ def plot(points: list[Point], out: Path) -> Path:
     ax.legend(fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    out, image = Path(out), io.BytesIO()
-    fig.savefig(image, format=out.suffix.lstrip(".") or "png")
-    write_atomic(out, image.getvalue())
-    return out
+    image = io.BytesIO()
+    fig.savefig(image, format=fmt)
+    return image.getvalue()
 
 
 def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: float = 0.05) -> list[Change]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from commstack.config import ReferencesFile, System, load
 from commstack.errors import CommstackError, ConfigError
+from commstack.files import MAX_OUTPUT, read_bounded
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.parse import Sweep, parse_tables
@@ -50,7 +51,7 @@ def check_correctness(sweep: Sweep) -> list[str]:
 
 
 def load_recorded(path: Path) -> Sweep:
-    return parse_tables(path.read_text())[0]
+    return parse_tables(read_bounded(path, MAX_OUTPUT).decode(errors="replace"))[0]
 
 
 @dataclass
@@ -146,6 +147,8 @@ def references_of(system: System) -> References | None:
         return _references(system.references, system.references.stat().st_mtime_ns)
     except OSError as e:
         raise ConfigError(f"{system.path}: references {system.references}: {e.strerror}") from None
+    except ConfigError as e:  # the references file itself: not a regular file, too large, or malformed
+        raise ConfigError(f"{system.path}: references: {e}") from None
 
 
 def _recorded(refs: Path, name: Path, where: str) -> Sweep:

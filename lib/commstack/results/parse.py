@@ -24,9 +24,10 @@ from typing import Any
 
 from commstack import benchmarks
 from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
+from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
                               NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError)
+                              ValidationFailedError, printable)
 
 
 @dataclass
@@ -720,10 +721,7 @@ def describe(sweep: Sweep) -> dict[str, Any]:
 
 def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:
     """`commstack parse FILE`: parse and check any run's output; print the rows or the error."""
-    try:
-        text = Path(path).read_bytes().decode(errors="replace")
-    except OSError as e:
-        raise CommstackError(f"cannot read {path}: {e.strerror}") from None
+    text = read_bounded(Path(path), MAX_OUTPUT).decode(errors="replace")  # a regular file, at most 64 MiB
     if ranks is not None and ranks < 1:
         raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
     try:
@@ -735,7 +733,7 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
     except ParseError as e:
         print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
         if e.line is not None:
-            print(f"  line {e.lineno}: {e.line}", file=sys.stderr)
+            print(f"  line {e.lineno}: {printable(e.line)}", file=sys.stderr)
         return e.exit_code
     if as_json:
         print(json.dumps([describe(s) for s in sweeps] if len(sweeps) > 1 else describe(sweeps[0]), indent=1))

@@ -1,5 +1,6 @@
 """Records: what one step of a run left, written once as steps/<step>/record.json and read back
-through the same type. A record that is cut short or malformed is a RecordError naming the file.
+through the same type. A record that is cut short or malformed, or whose rows do not hold the sizes and
+figures it names (checked by the schema when read), is a RecordError naming the file and the key.
 
 Before its first step a run writes its plan (plan.json): every expanded step, as the not-run record
 it starts as, and for a batch run the job. A planned step that left no record is read back not-run."""
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
+from commstack.benchmarks import METRICS
+from commstack.config import MAX_MESSAGE, Line, SafeName, check_name
 from commstack.errors import CommstackError
-from commstack.files import FileWriteError, write_atomic
+from commstack.files import FileWriteError, make_dirs, read_bounded, write_atomic
 
 Verdict = Literal["pass", "no-reference", "unstable", "degraded", "fail", "not-run"]
 RECORD = "record.json"
@@ -25,14 +28,18 @@ class RecordError(CommstackError):
     """A record.json that is missing, truncated or not a record."""
 
 
+#: a step's name: a suite's step id (SafeName) with its mode, node and rank counts, memory and environment
+StepName = Annotated[str, AfterValidator(lambda v: check_name(v, 180))]
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str
+    run_id: Line
     index: int                             # the step's place in the run, for reports in suite order
-    suite: str
-    system: str
-    step: str                              # unique in its suite: benchmark, mode, nodes, ranks, memory, environment
+    suite: SafeName
+    system: SafeName
+    step: StepName                         # unique in its suite: benchmark, mode, nodes, ranks, memory, environment
     benchmark: str
     tool: str
     tags: dict[str, Any]
@@ -52,6 +59,25 @@ class Record(BaseModel):
     started: float | None = None
     elapsed_s: float = 0.0
 
+    @model_validator(mode="after")
+    def _rows_hold_the_figures(self) -> "Record":
+        """Every row has its size in bytes and the judged metric as a number (null: not finite)."""
+        if self.metric not in METRICS:
+            raise ValueError(f"metric: unknown metric {self.metric!r}; known: {', '.join(sorted(METRICS))}")
+        if self.unit != METRICS[self.metric].unit:
+            raise ValueError(f"unit: {self.unit!r}, but {self.metric} is in {METRICS[self.metric].unit}")
+        for i, rows in enumerate(self.repeats):
+            for j, row in enumerate(rows):
+                size, value = row.get("size"), row.get(self.metric)
+                if type(size) is not int or not 0 <= size <= MAX_MESSAGE:
+                    raise ValueError(f"repeats.{i}.{j}.size: {'no size' if size is None else repr(size)[:40]}; "
+                                     f"a row's size is a byte count, 0 to {MAX_MESSAGE}")
+                if self.metric not in row or value is not None and type(value) not in (int, float):
+                    got = repr(value)[:40] if self.metric in row else f"no {self.metric}"
+                    raise ValueError(f"repeats.{i}.{j}.{self.metric}: {got}; the judged figure is a number (null "
+                                     "where it was not finite)")
+        return self
+
     @property
     def key(self) -> tuple[str, str]:
         return self.suite, self.step
@@ -61,25 +87,17 @@ class Record(BaseModel):
         return f"{self.suite}--{self.step}"
 
     def write(self, run_dir: Path) -> Path:
-        path = run_dir / "steps" / self.dirname / RECORD
+        """steps/<suite>--<step>/record.json, its directories made without following a symlink."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = make_dirs(run_dir, "steps", self.dirname) / RECORD
         except OSError as e:
-            raise FileWriteError.of(path.parent, e) from e
+            raise FileWriteError.of(run_dir / "steps" / self.dirname, e) from e
         write_atomic(path, self.model_dump_json(indent=2) + "\n")
         return path
 
     @classmethod
     def read(cls, path: Path) -> "Record":
-        try:
-            return cls.model_validate_json(path.read_bytes())
-        except OSError as e:
-            raise RecordError(f"{path}: cannot read: {e.strerror}") from None
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise RecordError(f"{path}: not a commstack record ({first['msg']}{' at ' + where if where else ''}); "
-                              "truncated or written by something else") from None
+        return _read(cls, path, "record")
 
     def values(self) -> dict[int, list[float]]:
         """size -> the judged metric of every repeat, in size order."""
@@ -124,15 +142,24 @@ class Plan(BaseModel):
 def read_plan(run_dir: Path) -> Plan | None:
     """The run's plan; None for a run that wrote none."""
     path = run_dir / PLAN
-    try:
-        return Plan.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None
-    except OSError as e:
-        raise RecordError(f"{path}: cannot read: {e.strerror}") from None
+    return _read(Plan, path, "plan")
+
+
+def _read(model: type[Record] | type[Plan], path: Path, what: str):
+    """A record or plan read bounded (a regular file, not a symlink, at most MAX_INPUT bytes) and checked
+    by its schema; RecordError naming the file and the first key that is wrong."""
+    try:
+        return model.model_validate_json(read_bounded(path, follow_symlinks=False))
+    except CommstackError as e:
+        raise RecordError(str(e)) from None
     except ValidationError as e:
-        raise RecordError(f"{path}: not a commstack plan ({str(e).splitlines()[0]}); truncated or written by "
-                          "something else") from None
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        raise RecordError(f"{path}: not a commstack {what} ({msg}{' at ' + where if where else ''}); "
+                          "truncated, damaged or written by something else") from None
 
 
 def read_run(run_dir: Path) -> list[Record]:

@@ -1,6 +1,8 @@
 """The report of a run: every step with its verdict and reason, counts per verdict at the top,
 curves per benchmark (matplotlib), the rows as CSV, as one self-contained index.html with the plots
-inline and as Markdown beside it.
+inline and as Markdown beside it. What a record holds is shown as text in both: HTML-escaped in the
+page; in the Markdown, control characters as visible escapes (errors.printable), HTML and Markdown
+punctuation escaped, commands and details in code spans and fences longer than any backtick run in them.
 
 Nothing is half-written: the report is rendered into a directory of its own, and `report` is a
 symlink swapped onto it in one rename; the previous report is removed only after the swap.
@@ -12,6 +14,7 @@ import base64
 import csv
 import html
 import os
+import re
 import secrets
 import shutil
 from collections import Counter, defaultdict
@@ -21,7 +24,7 @@ from pathlib import Path
 from matplotlib.figure import Figure  # no pyplot: files only, no display and no global figure state
 from matplotlib.ticker import FuncFormatter
 
-from commstack.errors import CommstackError
+from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
@@ -51,6 +54,23 @@ def _bytes(x: float, _pos: object = None) -> str:
 def _figure(v: float) -> str:
     """Four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
     return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def _md(text: str) -> str:
+    """`text` as Markdown text: controls escaped visibly, then HTML (a `<script>` or an autolink stays text),
+    then what Markdown would read as a link, a code span or the end of a table cell."""
+    return re.sub(r"([\\`\[\]|])", r"\\\1", html.escape(printable(text), quote=False))
+
+
+def _md_code(text: str, block: bool = False) -> str:
+    """`text` in a code span (or, `block`, a fenced block) that nothing in it can end."""
+    text = printable(text, keep="\n" if block else "")
+    fence = "`" * max(3 if block else 1, 1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    if block:
+        return f"{fence}\n{text}\n{fence}"
+    text = text.replace("|", "\\|")  # a GFM table cell ends at a bare pipe, even in a code span
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def shown(metric: str) -> tuple[str, str, float]:
@@ -192,7 +212,7 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     suites = sorted({r.suite for r in records})
     systems = sorted({r.system for r in records})
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
-    md = [f"# {head}", "", f"{date}, run `{records[0].run_id}`: **{len(records)} steps: {summary}**. "
+    md = [f"# {_md(head)}", "", f"{date}, run {_md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
           "Rows in [rows.csv](rows.csv).", "",
           "| step | verdict | reason | nodes | command |", "|---|---|---|---|---|"]
     page = [f"<h1>{html.escape(head)}</h1>",
@@ -202,8 +222,8 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
-        md.append(f"| `{r.step}` | {verdict} | {r.reason.replace('|', '/')} | {', '.join(r.nodelist)} | "
-                  + (f"`{command}` |" if command else " |"))
+        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
+                  + (f"{_md_code(command)} |" if command else " |"))
         page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
                     f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
                     f"<td><code>{html.escape(command)}</code></td></tr>")
@@ -219,7 +239,7 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         else:
             plot_curves(rs, refs, line_rate, out / name, date)
         md += ["", f"## {bench}, {memory} memory", "", f"![{bench} {memory}]({name})", "",
-               "| size (B) | " + " | ".join(r.step for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
+               "| size (B) | " + " | ".join(_md(r.step) for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
         sizes = sorted({s for r in rs for s in r.medians()})
         label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
         table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html.escape(r.step)}</th>" for r in rs) + "</tr>"]
@@ -239,7 +259,7 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
                  "".join(table) + "</table>", f"<p>{note}</p>"]
         for r in rs:
             if r.verdict != "pass" and r.detail:
-                md += ["", "```", r.detail, "```"]
+                md += ["", _md_code(r.detail, block=True)]
                 page.append(f"<pre>{html.escape(r.detail)}</pre>")
     (out / "report.md").write_text("\n".join(md) + "\n")
     (out / "index.html").write_text(_HTML.format(title=html.escape(head), body="\n".join(page)))

@@ -1,5 +1,9 @@
 """Batch submission: a whole suite as one Slurm job script, submitted with sbatch, judged later.
 
+No input becomes code in the script: the config schemas refuse control characters in every name, flag
+and value and refuse variable names that are not shell names, and the script quotes every value it puts
+on a command line (shlex) and escapes what it puts in a comment or an #SBATCH line (errors.printable).
+
 The script has #SBATCH lines from the system file (partition, batch: account, reservation, qos,
 time) and from the suite (nodes, tasks, GPUs), and for each step the facts probe and its repeats
 as srun lines, each repeat's raw stdout and stderr in the run's step directory and its exit status
@@ -17,7 +21,7 @@ import time
 from pathlib import Path
 
 from commstack.config import Suite, System, load_suite, load_system
-from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError
+from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError, has_control, printable
 from commstack.files import write_atomic
 from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
@@ -54,23 +58,24 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
                plan: Plan) -> str:
     """The job script; fills plan.commands. A step whose binary is missing here stays out of it (the
     run records it not-run with the reason when it is collected)."""
+    if has_control(str(run_dir)):
+        raise BatchError(f"results directory {printable(str(run_dir))!r}: a control character in a path the job "
+                         "script names; choose another directory")
     runnable = [s for s in planned if not s.not_run]
     nodes = max([s.step.nodes for s in runnable] or [1])
     ntasks = max([s.step.ntasks for s in runnable] or [1])
     b = system.batch
-    lines = ["#!/bin/bash", f"#SBATCH --job-name=commstack-{suite.name}", f"#SBATCH --nodes={nodes}",
-             f"#SBATCH --ntasks={ntasks}", f"#SBATCH --time={b.time}",
-             f"#SBATCH --output={run_dir.resolve() / 'batch' / 'job-%j.out'}"]
-    for flag, value in (("partition", system.partition), ("account", b.account), ("reservation", b.reservation),
-                        ("qos", b.qos)):
-        if value:
-            lines.append(f"#SBATCH --{flag}={value}")
+    sbatch = [f"--job-name=commstack-{suite.name}", f"--nodes={nodes}", f"--ntasks={ntasks}", f"--time={b.time}",
+              f"--output={run_dir.resolve() / 'batch' / 'job-%j.out'}"]
+    sbatch += [f"--{flag}={value}" for flag, value in (("partition", system.partition), ("account", b.account),
+                                                       ("reservation", b.reservation), ("qos", b.qos)) if value]
     if any(s.step.gpus for s in runnable) and system.gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={system.gpus_per_node}")
-    lines += [f"#SBATCH {f}" for f in system.launcher.salloc_flags + b.sbatch_flags]
-    lines += [f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job",
+        sbatch.append(f"--gpus-per-node={system.gpus_per_node}")
+    sbatch += system.launcher.salloc_flags + b.sbatch_flags
+    lines = ["#!/bin/bash", *(f"#SBATCH {printable(f)}" for f in sbatch)]
+    lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in system.variables.items()]
+    lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()]
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
     launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
@@ -78,14 +83,14 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
         try:
             step = launched_step(s, substitute(s.step.argv, binaries.resolve(s)))
         except LaunchError as e:
-            lines.append(f"# not in this job: {dirname}: {e}")
+            lines.append(printable(f"# not in this job: {dirname}: {e}"))
             continue
         env = [f"{k}={v}" for k, v in step.variables.items()]
         probe = launcher.command(probe_step(step))
         command = launcher.command(step)
         plan.commands[dirname] = [probe, command]
         where = run_dir.resolve() / "steps" / dirname
-        lines.append(f"# {dirname}")
+        lines.append(printable(f"# {dirname}"))
         at = probe.index(PROBE)  # the probe script once, at the top, not in every step
         lines.append(shlex.join(["run_step", str(where / "probe"), "120", *probe[:at]]) + ' "$COMMSTACK_PROBE" '
                      + shlex.join(probe[at + 1:]))
