@@ -3,7 +3,7 @@
   run          the main job on this machine: the smoke suite on the local Slurm, judged, reported
   test         the tests (paths, or pytest options after --), JUnit XML under results/
   setup        the pinned Spack (toolchain.yaml) and this repo's package repository
-  lock [ENV]   re-concretize the GH200 envs and write their spack.lock
+  lock [ENV]   re-concretize the GH200 envs and write their spack.lock; --check compares, writes nothing
   preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
   containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
   images       image references and the podman commands that build and push them
@@ -115,7 +115,7 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
-    return envs.lock(need_spack(), args.envs)
+    return envs.lock(need_spack(), args.envs, args.check)
 
 
 def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
@@ -393,6 +393,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
     s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
     s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
+    s.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 naming each env, node and field where the committed lock differs")
     s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
     s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
     s = sub.add_parser("containerize", help="render containers/<image>/ from envs/images and images.yaml")

@@ -95,6 +95,7 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     proc = setup(copy, "--packages", str(checkout), spack_root=str(find_spack().parents[1]))
     assert proc.returncode == 0, proc.stderr
     assert "setup: using Spack 1.1.0" in proc.stdout
+    assert f"; . {find_spack().parents[1]}/share/spack/setup-env.sh\n" in proc.stdout  # how to use it by hand
     for what, tree in (("--packages", checkout), ("SPACK_ROOT", find_spack().parents[1])):
         if not (tree / ".git").exists():  # /opt/spack-packages, /opt/spack: git archives
             assert f"setup: {what} {tree}: unverified: not a git checkout (pinned: v" in proc.stdout

@@ -174,9 +174,10 @@ def lock_nodes(lock: Path) -> dict[str, dict]:
     return nodes
 
 
-def lock_diff(old: Path, new: Path) -> list[str]:
+def lock_diff(old: Path, new: Path, hashes: bool = False) -> list[str]:
     """What moved between two locks, one line per spec: version, variants, arch, external prefix,
-    dependencies; hashes alone (a recipe's text, a resolved commit) are not drift."""
+    dependencies; hashes alone (a recipe's text, a resolved commit) are not drift, unless `hashes`
+    (`lock --check`: a lock edited by hand, or written by another Spack)."""
     a, b = lock_nodes(old), lock_nodes(new)
     lines = []
     for name in sorted(set(a) | set(b)):
@@ -195,21 +196,32 @@ def lock_diff(old: Path, new: Path) -> list[str]:
         what += [f"depends on {d} no more" for d in gone] + [f"now depends on {d}" for d in new_deps]
         if what:
             lines.append(f"~ {name}: " + ", ".join(what) + f" (hash {x['hash']} -> {y['hash']})")
+        elif hashes and x["hash"] != y["hash"]:
+            lines.append(f"~ {name}: hash {x['hash']} -> {y['hash']} alone")
     return lines
 
 
-def lock(spack: Spack, names: list[str] | None = None) -> int:
+def lock(spack: Spack, names: list[str] | None = None, check: bool = False) -> int:
     """`bin/commstack lock [ENV...]`: concretize the locked envs on a staged copy, without the
     concretization cache (a cached answer can pair roots with other specs), check every root
-    against its spec, and replace each spack.lock atomically, showing what moved."""
+    against its spec, and replace each spack.lock atomically, showing what moved. With `check`
+    (`lock --check`) nothing is written: a committed lock that is not what `lock` would write is
+    named with what moved, node by node, and the exit status is 1."""
     names = names or list(LOCKED)
     for name in names:
         if name not in LOCKED:
             env_dir(name)  # unknown names fail here, by name
             raise ConfigError(f"env {name} has no committed lock (its externals are this machine's)")
+        committed = TOP / env_dir(name) / "spack.lock"
+        if check and committed.exists():  # a lock edited by hand may not even be JSON: say so before solving
+            try:
+                json.loads(committed.read_text())
+            except ValueError as e:
+                raise ConfigError(f"env {name}: {committed.relative_to(TOP)} is not a Spack lock: {e}") from None
     with tempfile.TemporaryDirectory(prefix="commstack-lock-") as tmp:
         done = concretize_all(spack, names, stage(Path(tmp)),
                               options=("-c", "concretizer:concretization_cache:enable:false"))
+        stale: list[str] = []
         for name, c in done.items():
             wrong = root_mismatches(spack, c.copy)
             if wrong:
@@ -217,13 +229,32 @@ def lock(spack: Spack, names: list[str] | None = None) -> int:
         for name, c in done.items():
             target = TOP / env_dir(name) / "spack.lock"
             if target.exists() and same_lock(target, c.lock):
-                print(f"lock {name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s; unchanged (file kept)")
+                print(f"lock{' --check' if check else ''} {name}: {len(c.nodes)} nodes, "
+                      f"solved in {c.solve_seconds:.1f} s; "
+                      + ("the committed lock is what its configuration gives" if check else "unchanged (file kept)"))
+                continue
+            if check:
+                stale.append(name)
+                moved = check_lines(target, c.lock) if target.exists() else ["no committed lock"]
+                print(f"lock --check {name}: {target.relative_to(TOP)} is not what its configuration gives "
+                      f"({len(moved)} changes, committed -> now):\n  " + "\n  ".join(moved))
                 continue
             diff = lock_diff(target, c.lock) if target.exists() else ["+ new lock"]
             write_atomic(target, c.lock.read_text())
             print(f"lock {name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s; "
                   + (f"{len(diff)} changes:\n  " + "\n  ".join(diff) if diff else "same specs, new hashes"))
-    return 0
+    if stale:
+        print(f"lock --check: {len(stale)} of {len(names)} locks stale: {', '.join(stale)} "
+              f"(bin/commstack lock {' '.join(stale)} rewrites them)")
+    return 1 if stale else 0
+
+
+def check_lines(committed: Path, now: Path) -> list[str]:
+    """`lock --check`: every node that moved, its hash included, and a lockfile format of another Spack."""
+    formats = [json.loads(p.read_text()).get("_meta", {}).get("lockfile-version") for p in (committed, now)]
+    moved = lock_diff(committed, now, hashes=True)
+    return ([f"lockfile-version {formats[0]} -> {formats[1]} (written by another Spack)"]
+            if formats[0] != formats[1] else []) + (moved or ["roots paired with other hashes"])
 
 
 def same_lock(a: Path, b: Path) -> bool:

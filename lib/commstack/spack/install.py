@@ -13,7 +13,8 @@ from typing import Callable
 
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import environment, find_spack
+from commstack.spack import Spack, SpackError, environment, find_spack
+from commstack.spack.preflight import preflight
 
 INSTALL_TIMEOUT = 3600  # OSU builds in minutes; a slow node or a big dependency tree takes longer
 
@@ -49,6 +50,7 @@ def install(package: str, log: Path, say: Callable[[str], None] = print) -> Path
     """`spack -e <repo> install <package>`, one line per package as it is found or built; returns
     the package's prefix."""
     exe = spack_exe(say)
+    missing_externals(Spack(exe, log.parent / "spack-logs"))
     argv = [str(exe), "-e", str(TOP), "install", "--fail-fast", package]
     say(f"spack: installing {package} in the local env (log: {log})")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -99,6 +101,21 @@ def install(package: str, log: Path, say: Callable[[str], None] = print) -> Path
         raise SpackInstallError(f"spack installed {package}, yet `spack location -i {package}` does not find it")
     say(f"spack: {package} ready in {prefix} ({time.monotonic() - t0:.0f} s)")
     return Path(prefix)
+
+
+def missing_externals(spack: Spack) -> None:
+    """Stop before `spack install` when an external of the local env has no prefix here: Spack would
+    take it as installed and the builds on top of it would fail far from the cause."""
+    try:
+        checks = preflight(spack, TOP)
+    except SpackError as e:
+        raise SpackInstallError(f"checking the local env's externals failed: {e}") from None
+    gone = [c for c in checks if c.prefix and not Path(c.prefix).is_dir()]
+    if gone:
+        raise SpackInstallError(
+            "external " + ", ".join(f"{c.name}@{c.claims.lstrip('=')} (prefix {c.prefix})" for c in gone)
+            + " of the local env is not on this machine; `bin/commstack preflight local` checks every external, "
+            "`bin/commstack setup --detect` detects them again")
 
 
 def location(exe: Path, package: str) -> str | None:

@@ -1,17 +1,195 @@
 """`bin/commstack preflight ENV`: before `spack install` on a real system, does every external the
-env names exist here (prefix or module), at the version it claims?"""
+env names exist here (prefix or module), at the version it claims?
+
+The versions Spack's detection cannot read, or reads wrong, come from the tool a user would ask
+(glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`);
+every other external's from Spack's own detection at its prefix. Finding no version is a failure."""
 
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import re
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from commstack.errors import CommstackError
 from commstack.paths import TOP
 from commstack.spack import Spack, script
 from commstack.spack.envs import PURPOSE, env_dir
 
+
+class VersionReadError(CommstackError):
+    """A version command's output is not the format its reader knows; quotes the line at fault."""
+
+
+@dataclass
+class Found:
+    version: str | None  # None: nothing found
+    source: str          # what was read ("/usr/bin/ldd --version"), or why nothing was found
+
+
+# ---- parsers of real outputs (tests/unit/test_preflight_readers.py feeds them recorded ones) -------
+
+def _first_line(text: str, pattern: str, what: str) -> re.Match:
+    line = text.splitlines()[0] if text.strip() else ""
+    m = re.fullmatch(pattern, line.strip())
+    if m is None:
+        raise VersionReadError(f"{what}: unknown first line {line!r}")
+    return m
+
+
+def _known_lines(text: str, known: tuple[str, ...], what: str) -> None:
+    for line in text.strip().splitlines()[1:]:
+        if not any(re.fullmatch(p, line.strip()) for p in known):
+            raise VersionReadError(f"{what}: unknown line {line!r}")
+
+
+#: GNU's licence text under ldd's version line (C locale)
+LDD_KNOWN = (r"Copyright \(C\) \d{4} Free Software Foundation, Inc\.",
+             r"This is free software; see the source for copying conditions\.\s+There is NO",
+             r"warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE\.",
+             r"Written by [\w ,]+\.")
+
+
+def parse_ldd(text: str) -> str:
+    """`ldd --version` of glibc: 'ldd (Debian GLIBC 2.36-9+deb12u14) 2.36', then GNU's licence text."""
+    version = _first_line(text, r"ldd \([^()]*\) (\d+\.\d+(?:\.\d+)?)", "ldd --version").group(1)
+    _known_lines(text, LDD_KNOWN, "ldd --version")
+    return version
+
+
+def parse_sinfo(text: str) -> str:
+    """`sinfo -V`: 'slurm 24.05.5' (SchedMD's build), 'slurm-wlm 22.05.8' (Debian's), one line."""
+    lines = text.strip().splitlines()
+    if len(lines) != 1:
+        raise VersionReadError(f"sinfo -V: one line expected, got {len(lines)}: {text.strip()[:200]!r}")
+    return _first_line(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", "sinfo -V").group(1)
+
+
+#: the banner's first line, the tool named as it was called: nvcc's, or ptxas's (the same toolkit's banner)
+NVCC_TOOLS = r"[\w.-]+: NVIDIA \(R\) (?:Cuda compiler driver|Ptx optimizing assembler)"
+RELEASE = re.compile(r"Cuda compilation tools, release (\d+\.\d+), V(\d+\.\d+\.\d+)")
+NVCC_KNOWN = (r"Copyright \(c\) \d{4}-\d{4} NVIDIA Corporation", r"Built on \S+", r"Build cuda_\S+")
+
+
+def parse_nvcc(text: str) -> tuple[str, str]:
+    """`nvcc --version`: the toolkit's release ('12.8', what Spack's cuda@12.8.1 is a release of) and
+    the compiler's own version ('12.8.93'). Every line must be one nvcc prints."""
+    _first_line(text, NVCC_TOOLS, "nvcc --version")
+    release = RELEASE.search(text)
+    _known_lines(text, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
+    if release is None:
+        raise VersionReadError(f"nvcc --version: no 'Cuda compilation tools, release' line in {text.strip()[:300]!r}")
+    return release.group(1), release.group(2)
+
+
+def parse_nccl_header(text: str) -> str:
+    """nccl.h's NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH (and NCCL_SUFFIX, '' in a release)."""
+    parts = {}
+    for key in ("MAJOR", "MINOR", "PATCH", "SUFFIX"):
+        hits = re.findall(rf"^#define NCCL_{key}[ \t]+(\S+)[ \t]*$", text, re.M)
+        if len(hits) != 1:
+            raise VersionReadError(f"nccl.h: {len(hits)} '#define NCCL_{key}' lines, one expected")
+        parts[key] = hits[0]
+    numbers = all(parts[k].isdigit() for k in ("MAJOR", "MINOR", "PATCH"))
+    if not numbers or not re.fullmatch(r'"[^"]*"', parts["SUFFIX"]):
+        raise VersionReadError(f"nccl.h: version defines that are not numbers and a string: {parts}")
+    return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}{parts['SUFFIX'].strip(chr(34))}"
+
+
+NCCL_BANNER = re.compile(rb"NCCL version (\d+\.\d+\.\d+)\+cuda")
+
+
+def nccl_library_version(lib: Path) -> str | None:
+    """The version libnccl prints at init ('NCCL version 2.25.1+cuda12.2'), read from the library."""
+    if lib.stat().st_size == 0:  # nothing to map
+        return None
+    with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        m = NCCL_BANNER.search(data)
+        return m.group(1).decode() if m else None
+
+
+# ---- readers: an external's prefix to the version found there ---------------------------------------
+
+def _run(argv: list[str], extra_env: dict | None = None) -> str:
+    """stdout of a version command, in the C locale; a failure names the command and its stderr."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=60,
+                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
+    except subprocess.TimeoutExpired:
+        raise VersionReadError(f"`{' '.join(argv)}` ran past 60 s") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no stderr"]
+        raise VersionReadError(f"`{' '.join(argv)}` exited {proc.returncode}: {tail[0]}")
+    return proc.stdout.decode(errors="replace")
+
+
+def _tool(prefix: Path, name: str) -> Path | None:
+    exe = prefix / "bin" / name
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def read_glibc(prefix: Path) -> Found:
+    ldd = _tool(prefix, "ldd")
+    if ldd is None:
+        return Found(None, f"no {prefix}/bin/ldd")
+    return Found(parse_ldd(_run([str(ldd), "--version"])), f"{ldd} --version")
+
+
+def read_slurm(prefix: Path) -> Found:
+    sinfo = _tool(prefix, "sinfo")
+    if sinfo is None:
+        return Found(None, f"no {prefix}/bin/sinfo")
+    # sinfo reads a configuration before it answers even -V, and where none is found it asks DNS for
+    # one (configless Slurm); a minimal one of our own makes -V answer on any host, cluster or not
+    with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
+        conf = Path(tmp) / "slurm.conf"
+        conf.write_text("ClusterName=preflight\nSlurmctldHost=localhost\n")
+        return Found(parse_sinfo(_run([str(sinfo), "-V"], {"SLURM_CONF": str(conf)})), f"{sinfo} -V")
+
+
+def read_cuda(prefix: Path) -> Found:
+    nvcc = _tool(prefix, "nvcc")
+    if nvcc is None:
+        return Found(None, f"no {prefix}/bin/nvcc")
+    release, compiler = parse_nvcc(_run([str(nvcc), "--version"]))
+    return Found(release, f"{nvcc} --version: release {release}, V{compiler}")
+
+
+#: where a distribution or a wheel puts libnccl under its prefix
+NCCL_LIB_DIRS = ("lib", "lib64", "lib/*-linux-gnu")
+
+
+def read_nccl(prefix: Path) -> Found:
+    header = prefix / "include" / "nccl.h"
+    if header.is_file():
+        return Found(parse_nccl_header(header.read_text(errors="replace")), str(header))
+    libs = sorted(p for d in NCCL_LIB_DIRS for p in prefix.glob(f"{d}/libnccl.so*") if p.is_file())
+    for lib in libs:
+        if version := nccl_library_version(lib):
+            return Found(version, f"{lib} (its 'NCCL version' banner)")
+    return Found(None, f"no {header}, and no libnccl.so* under {prefix}/{{{','.join(NCCL_LIB_DIRS)}}}"
+                       + (" with a version banner" if libs else ""))
+
+
+READERS: dict[str, Callable[[Path], Found]] = {
+    "glibc": read_glibc, "slurm": read_slurm, "cuda": read_cuda, "nccl": read_nccl}
+
+
+def agrees(claim: str, found: str) -> bool:
+    """Whether a found version is the claimed one, as far as the reader sees: nccl.h has no package
+    release (2.25.1 of 2.25.1-1), nvcc only the toolkit's release (12.8 of 12.8.1)."""
+    a, b = re.split(r"[.-]", claim.lstrip("=")), re.split(r"[.-]", found)
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+# ---- the check ------------------------------------------------------------------------------------
 
 @dataclass
 class ExternalCheck:
@@ -20,22 +198,48 @@ class ExternalCheck:
     prefix: str | None
     modules: list[str]
     problems: list[str]
-    found: list[str] | None  # versions Spack's detection found at the prefix; None: not checked
-    note: str | None = None
+    found: list[str] | None  # versions found at the prefix; None: not looked (the prefix is missing)
+    note: str | None = None  # where the version was read
 
     def line(self) -> str:
         where = self.prefix or ", ".join(self.modules) or "?"
-        seen = f" (found {', '.join(self.found)})" if self.found else ""
+        seen = f" (found {', '.join(self.found)}: {self.note})" if self.found else ""
         state = "FAIL: " + "; ".join(self.problems) if self.problems else "ok" + seen
         return f"{self.name}@{self.claims} at {where}: {state}"
+
+
+def check_version(c: ExternalCheck, detected: list[str] | None) -> None:
+    """The found version against the claim: by our reader where there is one, else Spack's detection."""
+    expected = c.claims.lstrip("=")
+    if c.name in READERS:
+        try:
+            f = READERS[c.name](Path(c.prefix))
+        except (VersionReadError, OSError) as e:
+            f = Found(None, str(e))
+        c.found, c.note = ([f.version] if f.version else []), f.source
+    else:
+        c.found, c.note = detected or [], c.note or f"Spack's detection of {c.name} at {c.prefix}"
+    if not c.found:
+        c.problems.append(f"expected {expected}, found none: {c.note}")
+    elif not any(agrees(c.claims, v) for v in c.found):
+        c.problems.append(f"expected {expected}, found {', '.join(c.found)} ({c.note})")
 
 
 def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
     """Check every external an env uses exists on this machine (prefix or module, and version)."""
     with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
         out = Path(tmp) / "preflight.json"
-        spack("python", str(script("preflight")), str(out), env_dir=env, timeout=600)
-        return [ExternalCheck(**r) for r in json.loads(out.read_text())]
+        spack("python", str(script("preflight")), str(out), ",".join(READERS), env_dir=env, timeout=600)
+        checks = []
+        for r in json.loads(out.read_text()):
+            detected = r.pop("detected")
+            c = ExternalCheck(**r)
+            if c.prefix and not c.problems:  # the prefix is here: is the version?
+                check_version(c, detected)
+            elif not c.prefix and not c.problems:
+                c.problems.append(f"expected {c.claims.lstrip('=')}, found none: no prefix to read a version at")
+            checks.append(c)
+        return checks
 
 
 def run(spack: Spack, name: str) -> int:
@@ -43,7 +247,8 @@ def run(spack: Spack, name: str) -> int:
     checks = preflight(spack, TOP / env_dir(name))
     for c in checks:
         print(f"  {c.line()}")
-    missing = [c for c in checks if c.problems]
+    failed = [c for c in checks if c.problems]
     print(f"preflight {name}: {len(checks)} externals, "
-          + (f"{len(missing)} missing: {', '.join(c.name for c in missing)}" if missing else "all present"))
-    return 1 if missing else 0
+          + (f"{len(failed)} missing or at another version: {', '.join(c.name for c in failed)}" if failed
+             else "all present at the versions claimed"))
+    return 1 if failed else 0

@@ -17,7 +17,7 @@ import yaml
 from commstack.errors import CommstackError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.spack import Spack
+from commstack.spack import Spack, environment
 from commstack.spack.mirror import signed as mirror_signed
 
 TOOLCHAIN = TOP / "toolchain.yaml"
@@ -75,7 +75,11 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     repos = {"commstack": str(TOP / "repo" / "spack_repo" / "commstack"), "builtin": str(builtin)}
     write_atomic(dest / "repos.yaml", yaml.safe_dump({"repos": repos}, sort_keys=False))
     spack = Spack(exe, TOP / "results" / "spack-logs")
-    print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={exe.parent.parent}\n"
+    root = exe.parent.parent
+    print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={root}\n"
+          # Spack on PATH as `spack`, on the venv's Python, whose clingo spares Spack its bootstrap
+          f"setup: to use it by hand: export SPACK_PYTHON={environment()['SPACK_PYTHON']}; "
+          f". {root}/share/spack/setup-env.sh\n"
           f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
     if mirror:
         use_mirror(spack, Path(mirror).resolve(), dest / "mirrors.yaml", signed)
