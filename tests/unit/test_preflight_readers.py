@@ -121,3 +121,26 @@ def test_an_empty_library_is_no_version(tmp_path):
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "libnccl.so.2").write_bytes(b"")
     assert read_nccl(tmp_path).version is None
+
+
+def test_cray_mpich_from_the_cray_pe_layout(tmp_path):
+    """cray-mpich's version is the Cray PE directory its library is in; elsewhere, or without the
+    library, nothing is found, which preflight reports as a failure."""
+    prefix = tmp_path / "opt/cray/pe/mpich/8.1.30/ofi/gnu/12.3"
+    (prefix / "lib").mkdir(parents=True)
+    c = ExternalCheck("cray-mpich", "=8.1.30", str(prefix), [], [], None)
+    check_version(c, None)
+    assert c.problems == [f"expected 8.1.30, found none: no libmpi*.so in {prefix}/lib"]
+    (prefix / "lib" / "libmpi_gnu_123.so.12").write_bytes(b"\x7fELF")
+    c = ExternalCheck("cray-mpich", "=8.1.30", str(prefix), [], [], None)
+    check_version(c, None)
+    assert (c.problems, c.found) == ([], ["8.1.30"])
+    assert c.line().endswith(f"ok (found 8.1.30: the Cray PE directory of {prefix}, holding lib/libmpi_gnu_123.so.12)")
+    older = ExternalCheck("cray-mpich", "=8.1.31", str(prefix), [], [], None)
+    check_version(older, None)
+    assert older.problems == [f"expected 8.1.31, found 8.1.30 (the Cray PE directory of {prefix}, "
+                              "holding lib/libmpi_gnu_123.so.12)"]
+    elsewhere = ExternalCheck("cray-mpich", "=8.1.30", str(tmp_path), [], [], None)
+    check_version(elsewhere, None)
+    assert elsewhere.problems == [f"expected 8.1.30, found none: {tmp_path} is not in the Cray PE's layout "
+                                  ".../mpich/VERSION/ofi/COMPILER/CVERSION"]

@@ -2,7 +2,8 @@
 env names exist here (prefix or module), at the version it claims?
 
 The versions Spack's detection cannot read, or reads wrong, come from the tool a user would ask
-(glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`);
+(glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`,
+cray-mpich: the Cray PE's version directory that holds its library);
 every other external's from Spack's own detection at its prefix. Finding no version is a failure."""
 
 from __future__ import annotations
@@ -177,8 +178,24 @@ def read_nccl(prefix: Path) -> Found:
                        + (" with a version banner" if libs else ""))
 
 
+#: the Cray PE's layout, the one its cray-mpich modulefiles point at: mpich/VERSION/ofi/COMPILER/CVERSION.
+#: The version is not in a header (cray-mpich 8's mpi.h says MPICH 3.4a2) nor printed by a tool.
+CRAY_PE_MPICH = re.compile(r"/mpich/(\d+\.\d+\.\d+)/(?:ofi|ucx)/[^/]+/[^/]+/?")
+
+
+def read_cray_mpich(prefix: Path) -> Found:
+    m = CRAY_PE_MPICH.search(str(prefix))
+    if m is None:
+        return Found(None, f"{prefix} is not in the Cray PE's layout .../mpich/VERSION/ofi/COMPILER/CVERSION")
+    libs = sorted(p.name for p in (prefix / "lib").glob("libmpi*.so*") if p.is_file())
+    if not libs:
+        return Found(None, f"no libmpi*.so in {prefix}/lib")
+    return Found(m.group(1), f"the Cray PE directory of {prefix}, holding lib/{libs[0]}")
+
+
 READERS: dict[str, Callable[[Path], Found]] = {
-    "glibc": read_glibc, "slurm": read_slurm, "cuda": read_cuda, "nccl": read_nccl}
+    "glibc": read_glibc, "slurm": read_slurm, "cuda": read_cuda, "nccl": read_nccl,
+    "cray-mpich": read_cray_mpich}
 
 
 def agrees(claim: str, found: str) -> bool:
