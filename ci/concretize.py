@@ -5,6 +5,8 @@ and compare the locked ones (gh200-ompi, gh200-cray) with their committed spack.
   ci/concretize.py ENV...            CI's concretization matrix (ci/spack-tier.sh ENV): exit 1 when
                                      an env does not concretize or its lock drifted
   ci/concretize.py --report-only     the drift canary (ci/drift-canary.sh): every env, report only
+  ci/concretize.py --nodes           no Spack: exit 1 when a committed lock has a node off its env's
+                                     OS and target (a lock plain Spack wrote on another host, or a hand edit)
 
 The same code as the spack tier and `bin/commstack lock` (commstack.spack.envs): one Spack process
 per core, each concretizing its share of the envs; a failure names the env and the lines of its
@@ -23,14 +25,28 @@ from pathlib import Path
 from commstack.errors import CommstackError
 from commstack.paths import TOP
 from commstack.spack import need_spack
-from commstack.spack.envs import ENVS, LOCKED, concretize_all, env_dir, lock_diff, stage
+from commstack.spack.envs import ENVS, LOCKED, check_nodes, concretize_all, env_dir, lock_diff, off_node, stage
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("envs", nargs="*", help=f"default: all ({' '.join(ENVS)})")
     ap.add_argument("--report-only", action="store_true", help="print failures and drift, exit 0")
+    ap.add_argument("--nodes", action="store_true", help="only check that every committed lock is on its node")
     args = ap.parse_args()
+    if args.nodes:
+        try:
+            names = [n for n in args.envs or LOCKED if env_dir(n) is not None]
+        except CommstackError as e:
+            print(f"ci/concretize.py: error: {e}", file=sys.stderr)
+            return 2
+        try:
+            check_nodes(names)
+        except CommstackError as e:
+            print(f"ci/concretize.py: {e}", file=sys.stderr)
+            return 1
+        print(f"committed locks on their nodes' OS and target: {', '.join(names)}")
+        return 0
     try:
         names = [n for n in args.envs or ENVS if env_dir(n) is not None]  # unknown names fail by name
         spack = need_spack()
@@ -48,6 +64,10 @@ def main() -> int:
             line = f"{name}: {len(c.nodes)} nodes, solved in {c.solve_seconds:.1f} s"
             if name in LOCKED:
                 committed = TOP / env_dir(name) / "spack.lock"
+                off = off_node(name) if committed.exists() else []
+                if off:
+                    bad.append(name)
+                    print("\n".join(off), flush=True)
                 diff = lock_diff(committed, c.lock) if committed.exists() else [f"+ no committed lock: bin/commstack lock {name}"]
                 if diff:
                     bad.append(name)

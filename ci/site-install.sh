@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On the site's runner (a node of the env's kind, e.g. a GH200 login node for gh200-ompi): the
-# pinned Spack, the binary cache, the externals checked, then the env installed.
-#   ci/site-install.sh ENV     ENV: gh200-ompi or gh200-cray (their committed spack.lock is installed)
+# On the site's runner (a node of the env's kind: an Alps login node for alps-login or gh200-cray):
+# the pinned Spack, the binary cache, the externals checked, then the env installed.
+#   ci/site-install.sh ENV     ENV: alps-login or gh200-cray (their committed spack.lock is installed);
+#                              gh200-ompi is the images' userland (Ubuntu 24.04), never a login node
 # COMMSTACK_BUILDCACHE_MODE (read|push, set by the pipeline's rules): see ci/buildcache.sh.
 set -euo pipefail
 env=${1:?usage: ci/site-install.sh ENV}
@@ -10,7 +11,9 @@ bin/commstack setup ${COMMSTACK_SETUP_ARGS:-}   # e.g. --packages /mirror/spack-
 spack=${SPACK_ROOT:-$PWD/.spack/spack}/bin/spack
 export SPACK_PYTHON=${SPACK_PYTHON:-${COMMSTACK_VENV:-$PWD/.venv}/bin/python}   # clingo from the venv
 ci/buildcache.sh "${COMMSTACK_BUILDCACHE_MODE:-read}"
-# before a long build: every external the env names exists here, at the version it claims
+# before a long build: this host runs the env's target (plain Spack does not check), and every
+# external the env names exists here, at the version it claims
+"${SPACK_PYTHON}" ci/check-host.py "$env"
 bin/commstack preflight "$env"
 "$spack" -e "envs/$env" install --fail-fast
 if [ "${COMMSTACK_BUILDCACHE_MODE:-read}" = push ] && [ -n "${COMMSTACK_BUILDCACHE:-}" ]; then

@@ -75,7 +75,10 @@ def test_gh200_ompi_is_the_seed_image_stack(concrete):
     assert (nccl["version"], nccl["external"], nccl["prefix"]) == ("2.25.1-1", True, "/usr")
     assert values(nccl, "cuda_arch") == {"90"}
     assert (cuda["version"], cuda["external"], cuda["prefix"]) == ("12.8.1", True, "/usr/local/cuda-12.8")
-    assert "aws-ofi-nccl" not in c.names()  # the Container Engine hook brings it (EDFs)
+    # nccl-tests run natively too: NCCL's libfabric plugin for this MPI (in the images the hook brings it)
+    assert {"libfabric", "nccl", "openmpi"} <= set(c.one("aws-ofi-nccl")["deps"])
+    fabric = c.one("libfabric")
+    assert values(fabric, "fabrics") == {"cxi", "shm", "tcp"} and fabric["variants"]["gdrcopy"] is True
     # Slingshot user space by commit (alps-cluster-config network.yaml): the same with or without network
     for pkg in ("libcxi", "cxi-driver", "cassini-headers"):
         assert c.one(pkg)["version"].startswith("git.") and c.one(pkg)["variants"]["commit"], pkg
@@ -95,6 +98,21 @@ def test_gh200_cray_uses_the_cray_pe(concrete):
     assert "libfabric" in c.one("aws-ofi-nccl")["deps"]
     for root in ("osu-micro-benchmarks", "nccl-tests", "mpi-pingpong", "aws-ofi-nccl"):
         assert "cray-mpich" in c.one(root)["deps"] or "libfabric" in c.one(root)["deps"], root
+
+
+def test_alps_envs_share_the_node_userland(concrete):
+    """gh200-cray and alps-login run on the same Alps nodes: one compiler, libc, CUDA and libfabric
+    (envs/common/alps.yaml); alps-login's Open MPI as network.yaml builds it, installable on a login
+    node (xpmem without its kernel module)."""
+    cray, login = concrete["gh200-cray"], concrete["alps-login"]
+    for pkg in ("gcc", "glibc", "cuda", "libfabric"):
+        a, b = cray.one(pkg), login.one(pkg)
+        assert (a["version"], a["prefix"]) == (b["version"], b["prefix"]), pkg
+    assert cray.one("gcc")["version"] == "13.2.1"
+    ompi = login.one("openmpi")
+    assert values(ompi, "fabrics") == {"cma", "ofi", "xpmem"}
+    assert ompi["variants"]["cray-xpmem"] is True and ompi["variants"]["internal-pmix"] is True
+    assert login.one("xpmem")["variants"]["kernel-module"] is False
 
 
 def test_local_builds_our_benchmarks_on_the_system_mpi(concrete):

@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from commstack.errors import ConfigError
 from commstack.paths import TOP
 from commstack.files import write_atomic
@@ -38,6 +40,15 @@ PURPOSE = {
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
 LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", *(n for n in ENVS if n.startswith("images/")))
+
+
+class OffNodeError(SpackError):
+    """A committed lock holds nodes that are not on its env's OS and target (a lock written by plain
+    Spack on another host, or edited by hand)."""
+
+
+class WrongHostError(SpackError):
+    """An env is installed on a host that cannot run its node's target (x86_64 for a neoverse_v2 env)."""
 
 
 class EnvError(SpackError):
@@ -172,6 +183,61 @@ def lock_nodes(lock: Path) -> dict[str, dict]:
             raise ConfigError(f"{lock}: two {spec['name']} nodes; one per package expected")
         nodes[spec["name"]] = node
     return nodes
+
+
+def node_arch(name: str) -> tuple[str, str]:
+    """The (os, target) of an env's node, from the `node:` definition of the files it includes
+    (`arch=linux-<os>-<target>`, envs/common/ompi.yaml or alps.yaml): the roots' arch, which every
+    node must share."""
+    env = TOP / env_dir(name)
+    found = set()
+    for inc in yaml.safe_load((env / "spack.yaml").read_text())["spack"].get("include", []):
+        path = env / (inc["path"] if isinstance(inc, dict) else inc)
+        if not path.is_file():
+            continue
+        for d in (yaml.safe_load(path.read_text()) or {}).get("definitions", []):
+            for spec in d.get("node", []):
+                m = re.fullmatch(r"arch=linux-([a-z]+[\d.]*)-(\w+)", spec)
+                if not m:
+                    raise ConfigError(f"{path}: node: {spec!r} is not arch=linux-<os>-<target>")
+                found.add(m.groups())
+    if len(found) != 1:
+        raise ConfigError(f"env {name}: {len(found)} node definitions in its includes, one expected")
+    return found.pop()
+
+
+def off_node(name: str, lock: Path | None = None) -> list[str]:
+    """Nodes of an env's lock (default: the committed one) whose OS or target is not the env's node:
+    one line each, naming the env, the node and its arch."""
+    lock = lock or TOP / env_dir(name) / "spack.lock"
+    want = "-".join(node_arch(name))
+    return [f"env {name}: {pkg} ({n['hash']}) is {n['arch']}, not the node's {want}"
+            for pkg, n in sorted(lock_nodes(lock).items()) if n["arch"] != want]
+
+
+def check_nodes(names: list[str] | None = None) -> None:
+    """Every committed lock on its node's OS and target, or OffNodeError naming each node that is not."""
+    bad = [line for name in names or LOCKED for line in off_node(name)]
+    if bad:
+        raise OffNodeError(f"{len(bad)} node(s) off their env's OS and target (plain Spack on another host writes "
+                           "these; `bin/commstack lock` writes the node's lock):\n  " + "\n  ".join(bad))
+
+
+def check_host(spack: Spack, name: str) -> str:
+    """Before `spack install`: this host runs code for the env's node target, or WrongHostError
+    naming both. Plain `spack install` has no such check (Spack 1.1 installs the first packages
+    and fails later, at a fetch or a compile). Returns the host's target."""
+    if env_dir(name) == Path("."):
+        return "this machine"  # local: built for whatever machine it is on
+    os_name, target = node_arch(name)
+    code = ("import spack.vendor.archspec.cpu as c; h = c.host(); "
+            f"print(h.name, h.family.name, c.TARGETS[{target!r}] <= h)")
+    host, family, runs = spack("python", "-c", code, timeout=300).stdout.split()[-3:]
+    if runs != "True":
+        raise WrongHostError(f"env {name} is built for {target} ({os_name}) nodes; this host is {host} "
+                             f"({family}), which cannot run it: install it on the node "
+                             f"({PURPOSE.get(name, name)})")
+    return host
 
 
 def lock_diff(old: Path, new: Path, hashes: bool = False) -> list[str]:

@@ -118,8 +118,16 @@ def missing_externals(spack: Spack) -> None:
             "`bin/commstack setup --detect` detects them again")
 
 
+#: the local env's view (spack.yaml `view:`): what `spack env activate .` puts on PATH
+VIEW = TOP / ".spack-env" / "view"
+
+
 def location(exe: Path, package: str) -> str | None:
-    """The local env's install of `package`; None when it has none (or Spack does not answer)."""
+    """The local env's install of `package`: its view where the view holds it (Spack keeps each
+    linked package's metadata in <view>/.spack/<name>), else `spack location -i`; None when it has
+    none (or Spack does not answer)."""
+    if (VIEW / ".spack" / package).is_dir():
+        return str(VIEW)
     try:
         proc = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
                               text=True, env=environment(), timeout=300)

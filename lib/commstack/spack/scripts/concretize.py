@@ -4,11 +4,18 @@ Several envs in one process share Spack's start-up, repositories and package cla
 processes may get the same list: each takes the next env no other has claimed (OUT.json.claim,
 created exclusively), so a process that finishes early takes more envs.
 
-A GH200 env declares its node's compiler and libc (gcc and glibc externals with the node's arch).
-Spack would otherwise take the OS label and the libc of the machine running it: the default OS of
-unconstrained nodes is the host's, and the libc is found by running the compiler here. For such
-an env the host is described as the target (its OS, its declared libc), so every machine writes
-the same lock. Envs without a declared libc (local) concretize for this machine, unchanged.
+A GH200 env declares its node in its configuration: `os=` and `target=` required of every package,
+and the node's compiler and glibc as externals with the node's arch. Two facts no configuration
+gives are the host's: Spack ranks a node on an OS other than the host's below an older version
+(the solver's "non-preferred OS's" criterion comes before version badness), so the host's OS
+changes which versions win; and Spack learns the libc by running the compiler here, dropping a
+compiler that does not run here. Plain Spack on another host therefore refuses (the env's libc
+requirement names the host and `bin/commstack lock`). Here, and only here, the host is described
+as the node: a Linux platform whose only OS is the node's (spack.platforms.use_platform), and the
+declared glibc as the compilers' libc (three functions of spack.solver and spack.compilers
+replaced for the solve). Those are the uses of Spack internals left: Spack has no public way to
+say "concretize for that OS" or "this compiler targets that libc". Envs without a declared glibc
+(local) concretize for this machine, unchanged.
 """
 import contextlib
 import json
@@ -44,7 +51,7 @@ def check_names(packages):
 
 
 @contextlib.contextmanager
-def as_target(packages):
+def as_node(packages):
     """The env's node as the host: its OS the only one, its declared glibc the compilers' libc."""
     externals = (packages.get("glibc") or {}).get("externals", [])
     if not externals:
@@ -53,15 +60,14 @@ def as_target(packages):
     specs = [spack.spec.Spec(e["spec"]) for e in externals]
     if len({str(s.architecture.os) for s in specs}) != 1:
         raise Refused("the glibc externals name more than one OS: one node OS per env")
-    target_os = str(specs[0].architecture.os)
+    node_os = str(specs[0].architecture.os)
     libc = spack.spec.Spec(f"glibc@={specs[0].versions}")
     libc.external_path = externals[0].get("prefix", "/usr")
-    name, version = re.fullmatch(r"([a-z]+)([\d.]*)", target_os).groups()
+    name, version = re.fullmatch(r"([a-z]+)([\d.]*)", node_os).groups()
     platform = spack.platforms.Linux()
-    platform.operating_sys = {target_os: OperatingSystem(name, version)}
-    platform.default_os = target_os
+    platform.operating_sys = {node_os: OperatingSystem(name, version)}
+    platform.default_os = node_os
     detector = spack.compilers.libraries.CompilerPropertyDetector
-    # the declared compiler targets the declared libc; it need not run here (it is the node's)
     with spack.platforms.use_platform(platform), \
             mock.patch.object(detector, "default_libc", lambda self: libc.copy()), \
             mock.patch.object(spack.solver.asp, "c_compiler_runs", lambda compiler: True), \
@@ -80,7 +86,7 @@ def concretize(path, out):
     with ev.Environment(path) as env:
         packages = spack.config.get("packages")
         check_names(packages)
-        with as_target(packages):
+        with as_node(packages):
             start = time.perf_counter()
             env.concretize(force=True)
             seconds = time.perf_counter() - start

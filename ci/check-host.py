@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""ci/check-host.py ENV: before `spack -e envs/ENV install`, this host runs code for the env's node
+target (neoverse_v2 for the GH200 envs), or exit 2 with the env, its target and this host's. Plain
+Spack does not check: it installs the first packages and fails later, at a fetch or a compile.
+ci/site-install.sh calls it. Run with the venv's Python."""
+
+from __future__ import annotations
+
+import sys
+
+from commstack.errors import CommstackError
+from commstack.spack import need_spack
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print("usage: ci/check-host.py ENV", file=sys.stderr)
+        return 2
+    from commstack.spack.envs import check_host
+    try:
+        host = check_host(need_spack(), sys.argv[1])
+    except CommstackError as e:
+        print(f"ci/check-host.py: error: {e}", file=sys.stderr)
+        return 2
+    print(f"ci/check-host.py: {sys.argv[1]}: this host ({host}) runs its node's target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
