@@ -36,6 +36,7 @@ class ParseError(CommstackError):
     exit_code = 3
 
     def __init__(self, message: str, line: str | None = None, lineno: int | None = None):
+        line = cut(line) if line is not None else None
         self.message, self.line, self.lineno = message, line, lineno
         where = f" (line {lineno}: {line!r})" if line is not None else ""
         super().__init__(message + where)
@@ -171,3 +172,23 @@ def printable(text: str, keep: str = "") -> str:
         return text
     return "".join(c if unicodedata.category(c) not in UNSHOWN or c in keep
                    else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in text)
+
+
+class OutputTooLargeError(LaunchError):
+    """A step printed more than the limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB): it was stopped, and
+    its output up to the limit is kept."""
+
+    kind = "output-too-large"
+
+
+class EmbeddedSlurmNeedsRootError(SlurmUnavailableError):
+    """The embedded Slurm runs its daemons as root (SlurmUser=root): a user without it gets this, once."""
+
+
+#: characters of a line kept where it is shown or stored (messages, records, reports); raw files keep all
+LINE_LIMIT = 200
+
+
+def cut(line: str, limit: int = LINE_LIMIT) -> str:
+    """`line` as shown and stored: at most `limit` characters, and how many more there were."""
+    return line if len(line) <= limit else f"{line[:limit]}... ({len(line) - limit} more characters)"

@@ -39,6 +39,8 @@ RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
 PROGRESS = pytest.StashKey[dict]()
 CTRL_C = pytest.StashKey["CtrlC"]()
+#: where the run's notes (a build's progress, Ctrl-C) go besides pytest's output: commstack run/suite's own view
+NOTES = pytest.StashKey[Callable[[str], None]]()
 INTERRUPTED = "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
 
 
@@ -137,15 +139,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if not isinstance(item, StepItem):
         return
     prog = item.config.stash[PROGRESS]
-    done = prog["done"]
-    left = prog["total"] - len(done)
-    eta = f", about {statistics.mean(done) * left:.0f} s left" if done else ""
-    say(item.config, f"[step {len(done) + 1}/{prog['total']}] {item.name}{eta}")
+    left = time_left(item.config)
+    eta = f", about {left:.0f} s left" if left is not None else ""
+    say(item.config, f"[step {len(prog['done']) + 1}/{prog['total']}] {item.name}{eta}", note=False)
     prog["start"] = time.monotonic()
 
 
-def say(config: pytest.Config, line: str) -> None:
-    """A progress line on the terminal, also from inside a step (pytest captures output there)."""
+def time_left(config: pytest.Config) -> float | None:
+    """Seconds the steps not done yet should take, at the mean of those done; None before the first."""
+    prog = config.stash[PROGRESS]
+    done = prog["done"]
+    return statistics.mean(done) * (prog["total"] - len(done)) if done else None
+
+
+def say(config: pytest.Config, line: str, note: bool = True) -> None:
+    """A progress line on the terminal, also from inside a step (pytest captures output there); a note
+    goes to commstack's own view too, where one shows the run (commstack run/suite: pytest's output is
+    then its log)."""
+    if note and NOTES in config.stash:
+        config.stash[NOTES](line)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if tr is None:
@@ -164,33 +176,49 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 # ---- the session's run
 
 class CtrlC:
-    """SIGINT while a run holds Slurm, an allocation or a step: the first one is the KeyboardInterrupt
-    it always is; the later ones, until restore(), are held off, so that a user pressing Ctrl-C again
-    cannot cut short the clean-up (the step stopped and its output saved, the allocation and the Slurm
-    released, the records and report written)."""
+    """Ctrl-C (SIGINT), and every other signal that ends a run (SIGTERM: `timeout` and batch time limits;
+    SIGHUP: a closed terminal; SIGQUIT), while a run holds Slurm, an allocation or a step: the first one
+    is the KeyboardInterrupt Ctrl-C always is (`signum` says which it was); the later ones, until
+    restore(), are held off, so that no signal can cut short the clean-up (the step stopped and its output
+    kept, the allocation and the Slurm released, the records and report written)."""
 
-    def __init__(self, tell: Callable[[str], None]):
-        self.tell, self.pressed, self.previous = tell, False, None
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+    def __init__(self, tell: Callable[[str], None], run: Run | None = None):
+        self.tell, self.run, self.signum, self.previous = tell, run, None, {}
+
+    @property
+    def pressed(self) -> bool:
+        return self.signum is not None
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
-            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.pressed:
             self.tell("interrupted: still cleaning up, please wait")
             return
-        self.pressed = True
-        self.tell(INTERRUPTED)
+        self.signum = signum
+        if self.run:
+            self.run.interrupted_by = interruption(signum)
+        self.tell(INTERRUPTED if signum == signal.SIGINT else
+                  f"interrupted by {signal.Signals(signum).name}: cleaning up, please wait "
+                  "(further signals are ignored until done)")
         raise KeyboardInterrupt
 
     def restore(self) -> None:
-        """The SIGINT handling of before; after a Ctrl-C the process is on its way out, and SIGINT is
+        """The signal handling of before; after a signal, the process is on its way out, and they are
         ignored to its end: Python's own finalization puts a handler of ours back to the default, which
         would kill it (exit -2 instead of 130)."""
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, signal.SIG_IGN if self.pressed else self.previous)
-            self.previous = None
+        for sig, previous in self.previous.items():
+            signal.signal(sig, signal.SIG_IGN if self.pressed else previous)
+        self.previous = {}
+
+
+def interruption(signum: int) -> str:
+    """How records name what interrupted a run: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 class SessionOf:
@@ -205,6 +233,12 @@ class SessionOf:
     @property
     def run(self) -> Run | None:
         return self.config.stash.get(RUN, None) if self.config else None
+
+    @property
+    def signum(self) -> int | None:
+        """The signal that interrupted the run, if one did."""
+        ctrl_c = self.config.stash.get(CTRL_C, None) if self.config else None
+        return ctrl_c.signum if ctrl_c else None
 
 
 def _system(config: pytest.Config):
@@ -225,7 +259,7 @@ def session_run(config: pytest.Config) -> Run:
                   slurm=config.getoption("--slurm"))
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run
-        config.stash[CTRL_C] = ctrl_c = CtrlC(lambda line: say(config, line))
+        config.stash[CTRL_C] = ctrl_c = CtrlC(lambda line: say(config, line), run)
         ctrl_c.install()
         config.add_cleanup(ctrl_c.restore)
         config.add_cleanup(run.close)  # idempotent; here in case the session ends before pytest_sessionfinish

@@ -4,10 +4,21 @@ Nothing outside that directory is touched: munge gets its own key and socket, sl
 slurmd their own state, spool, logs and ports. Clients reach it through SLURM_CONF.
 
 The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
-(COMMSTACK_SLURM_DIR overrides it, COMMSTACK_SLURM_PORT its ports): created 0700, refused when it
-is a symlink, someone else's or open to others. Every file in it is written atomically, the munge
-key 0400 from the start, and a process named by a pid file is trusted or signalled only when its
-executable is the daemon we expect, it runs as us and it refers to this directory.
+(COMMSTACK_SLURM_DIR overrides it): created 0700, refused when it is a symlink, someone else's or open
+to others. Its ports are chosen free when it starts and recorded in its slurm.conf there (no fixed
+port another local user could take first; COMMSTACK_SLURM_PORT fixes them, slurmd's the next one).
+The daemons run as root (SlurmUser=root): another user gets EmbeddedSlurmNeedsRootError at once.
+
+Every file in it is written atomically, the munge key 0400 from the start, and a process named by a pid
+file is trusted or signalled only when its executable is the daemon we expect, it runs as us and it
+refers to this directory.
+
+A step's processes end with it: the TaskEpilog (`python -m commstack.slurm task-epilog`, run by
+slurmstepd as each task ends, before the step's output is closed) kills what the task left behind,
+found by the task's SLURM_CONF, job, step and rank in their environment, so that a benchmark's daemon
+neither outlives it nor keeps its output open. proctrack/cgroup would do it by the kernel's count,
+but its cgroup v1 path (freezer/slurm/uid_U/job_J/step_S) has no per-cluster part: two clusters on
+one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's.
 
 Several runs may use one cluster at once. start() and stop() hold a lock (flock on <dir>/lock);
 each user holds a lease (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm start`);
@@ -30,6 +41,7 @@ import fcntl
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -40,7 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commstack.errors import ControllerLostError, SlurmUnavailableError
+from commstack.errors import ControllerLostError, EmbeddedSlurmNeedsRootError, SlurmUnavailableError
 from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -76,9 +88,26 @@ def default_dir() -> Path:
     return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
 
 
-def default_port() -> int:
-    """slurmctld's port (slurmd's is the next one); COMMSTACK_SLURM_PORT moves a second cluster aside."""
-    return int(os.environ.get("COMMSTACK_SLURM_PORT") or 16817)
+def given_port() -> int | None:
+    """slurmctld's port when COMMSTACK_SLURM_PORT fixes it (slurmd's is the next one); else None: chosen."""
+    raw = os.environ.get("COMMSTACK_SLURM_PORT")
+    if raw and not (raw.isdigit() and 1024 <= int(raw) < 65535):
+        raise SlurmUnavailableError(f"COMMSTACK_SLURM_PORT={raw!r}: a port number from 1024 to 65534")
+    return int(raw) if raw else None
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports nobody listens on now, as the kernel hands out for port 0."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def multinode_dir() -> Path:
@@ -101,12 +130,26 @@ def _private_tree(path: Path) -> Path:
 @dataclass
 class LocalSlurm:
     root: Path = field(default_factory=default_dir)
-    ctld_port: int = field(default_factory=lambda: default_port())
-    slurmd_port: int = field(default_factory=lambda: default_port() + 1)
+    #: slurmctld's and slurmd's ports; None: COMMSTACK_SLURM_PORT's, else chosen free when it starts
+    ctld_port: int | None = None
+    slurmd_port: int | None = None
     nodes: int = 1
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).absolute()
+        port = given_port()
+        if self.ctld_port is None and port:
+            self.ctld_port, self.slurmd_port = port, port + 1
+        self._choose_ports = self.ctld_port is None
+
+    def ports(self) -> tuple[int, int] | None:
+        """The ports its slurm.conf records (slurmctld, slurmd), when it has one."""
+        try:
+            text = self.conf.read_text()
+        except OSError:
+            return None
+        found = dict(re.findall(r"^(SlurmctldPort|SlurmdPort)=(\d+)$", text, re.M))
+        return (int(found["SlurmctldPort"]), int(found["SlurmdPort"])) if len(found) == 2 else None
 
     @classmethod
     def multinode(cls, nodes: int | None = None) -> "LocalSlurm":
@@ -118,7 +161,7 @@ class LocalSlurm:
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
-        return cls(root, 16827, 16828, nodes)
+        return cls(root, nodes=nodes)
 
     @classmethod
     def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
@@ -241,9 +284,17 @@ class LocalSlurm:
 
     # --- start and stop -----------------------------------------------------------------------------
 
+    @staticmethod
+    def check_root() -> None:
+        """EmbeddedSlurmNeedsRootError unless this process runs as root (its daemons run as root)."""
+        if os.geteuid() != 0:
+            raise EmbeddedSlurmNeedsRootError(
+                "the embedded Slurm needs root: run as root or with sudo, or use --slurm external")
+
     def start(self, timeout: float = 30.0, manual: bool = False) -> None:
         """Start the cluster unless it runs, and take a lease on it: this process's, or with
         manual=True the one `commstack slurm stop` gives back."""
+        self.check_root()
         missing = [d for d in PROGRAMS + ("srun", "sinfo") if not shutil.which(d, path=_sbin_path())]
         if missing:
             raise SlurmUnavailableError(
@@ -285,6 +336,8 @@ class LocalSlurm:
             return True
 
     def _launch(self) -> None:
+        if self._choose_ports:  # for this life of the cluster; its slurm.conf records them
+            self.ctld_port, self.slurmd_port = free_ports(2)
         self._write_config()
         if self.nodes > 1:
             self._net_up()
@@ -389,6 +442,9 @@ class LocalSlurm:
             node_lines = "\n".join(f"NodeName={n} NodeAddr={self.address(n)} CPUs={cpus} "
                                    f"RealMemory={mem_mb // self.nodes} State=UNKNOWN" for n in self.node_names)
             part_nodes = ",".join(self.node_names)
+        for own in (self.conf, r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
+            if own.is_symlink():
+                own.unlink()
         write_atomic(self.conf, f"""{CONF_MARK}; state lives in {r}
 ClusterName=commstack-local
 SlurmctldHost={host}({ctld_addr})
@@ -413,6 +469,8 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+# what a task leaves running ends with it (proctrack/linuxproc only follows parents)
+TaskEpilog={self._task_epilog()}
 ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait=5
@@ -430,6 +488,13 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
             if not (key.is_file() and not key.is_symlink()) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
                 raise UnsafePathError(f"{key} is not a private file of yours (mode {st.st_mode & 0o7777:04o}, "
                                       f"uid {st.st_uid}); remove it and start again")
+
+    def _task_epilog(self) -> Path:
+        """The TaskEpilog: this Python, its commstack, no loader or Python variables of the task's."""
+        path = self.root / "etc" / "task-epilog"
+        write_atomic(path, f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT "
+                           f"{shlex.quote(sys.executable)} -I -m commstack.slurm task-epilog\n", 0o700)
+        return path
 
     def _spawn(self, argv: list[str], daemon: str) -> None:
         exe = shutil.which(argv[0], path=_sbin_path())
@@ -528,6 +593,8 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
                       for n in self.node_names]
         if self.pid("slurmctld"):
             lines += [f"node {n}: {s}{' (' + why + ')' if why else ''}" for n, (s, why) in self.node_states().items()]
+        if self.ports():
+            lines.append("ports: slurmctld {}, slurmd {}".format(*self.ports()))
         lines.append(f"users: {', '.join(self.leases()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
@@ -648,11 +715,9 @@ def _refers_to(pid: int, root: Path) -> bool:
 def _descendants(parents: list[int]) -> list[int]:
     children: dict[int, list[int]] = {}
     for pid in _pids():
-        try:
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(pid)
+        ppid = _ppid(pid)
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
     out, todo = [], list(parents)
     while todo:
         kids = children.get(todo.pop(), [])
@@ -681,6 +746,70 @@ def _end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
         os.close(fd)
 
 
+#: what names a task's processes in their environment: its cluster, job, step and rank
+TASK_MARKS = ("SLURM_CONF", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID")
+
+
+def leftovers(marks: dict[str, str]) -> list[int]:
+    """Processes of ours (our uid), but this one and its parents, whose environment holds every one of
+    `marks` (name -> value), as they were started."""
+    want = {f"{k}={v}".encode() for k, v in marks.items()}
+    mine, pid = set(), os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        pid = _ppid(pid) or 1
+    found = []
+    for pid in _pids():
+        if pid in mine or _euid(pid) != os.geteuid():
+            continue
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if want <= environ:
+            found.append(pid)
+    return found
+
+
+def orphans(marks: dict[str, str], launcher: int) -> list[int]:
+    """The processes with `marks` that left the tree of `launcher` (a daemon), once none of its
+    descendants has them any more (its ranks ended); [] while they run."""
+    marked = set(leftovers(marks)) - {launcher}
+    inside = set(_descendants([launcher]))
+    return [] if marked & inside else sorted(marked)
+
+
+def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
+    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found), or (`only`) those
+    of them; how many there were."""
+    if not marks:
+        return 0
+    ended: set[int] = set()
+    for _ in range(50):
+        left = {pid: _start_time(pid) for pid in leftovers(marks) if only is None or pid in only}
+        if not left:
+            break
+        for pid, start in left.items():
+            _end(pid, start, signal.SIGKILL, 0)
+        ended |= set(left)
+        time.sleep(0.05)
+    return len(ended)
+
+
+def task_epilog() -> None:
+    """slurmstepd's TaskEpilog, in the ended task's environment: what the task left behind ends too."""
+    marks = {k: os.environ[k] for k in TASK_MARKS if os.environ.get(k)}
+    if len(marks) == len(TASK_MARKS):
+        sweep(marks)
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _program_path(program: str) -> str | None:
     exe = shutil.which(program, path=_sbin_path())
     return os.path.realpath(exe) if exe else None
@@ -688,3 +817,10 @@ def _program_path(program: str) -> str | None:
 
 def _sbin_path() -> str:
     return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["task-epilog"]:
+        task_epilog()
+    else:
+        sys.exit("usage: python -m commstack.slurm task-epilog (slurmstepd's TaskEpilog)")

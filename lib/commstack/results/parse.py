@@ -27,7 +27,7 @@ from commstack.benchmarks import BY_TITLE, COLUMNS, Benchmark
 from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.errors import (PARSE_ERRORS, BadNumberError, CommstackError, CrashedError, EmptyOutputError,
                               NodeFailedError, ParseError, TimedOutError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError, printable)
+                              ValidationFailedError, cut, printable)
 
 
 @dataclass
@@ -158,7 +158,7 @@ def _own_lines(text: str) -> _Text:
             exited = exited or (lineno, line)
         for pattern in GLUED:
             for m in list(pattern.finditer(line)):
-                out.warnings.append((lineno, m.group(0)))
+                out.warnings.append((lineno, cut(m.group(0))))
                 if m.groupdict().get("limit"):
                     out.mem_limit = int(m.group("limit"))
             line = pattern.sub("", line).rstrip()
@@ -168,7 +168,7 @@ def _own_lines(text: str) -> _Text:
             if ROW_TAIL.search(line):
                 raise UnknownFormatError("a warning line ends like a table row: a row may be glued to it", line,
                                          lineno)
-            out.warnings.append((lineno, line))
+            out.warnings.append((lineno, cut(line)))
             continue
         out.lines.append((lineno, line))
     if exited:

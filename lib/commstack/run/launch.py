@@ -1,7 +1,11 @@
 """Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked.
 
 Every step's stdout, stderr, command line, environment, node list and timings are written to
-its own directory before anything is judged, so a failure loses nothing.
+its own directory before anything is judged, so a failure loses nothing. The output goes to disk as
+it comes, byte for byte, up to a limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default): past
+it the step is stopped, OutputTooLargeError. Each step carries a token in its environment
+(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.sweep), and a
+descendant that holds its output open does not keep the step waiting once its launcher ended.
 """
 
 from __future__ import annotations
@@ -9,19 +13,29 @@ from __future__ import annotations
 import functools
 import os
 import re
+import secrets
+import select
 import shutil
 import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
-                              NodeFailureError, SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError)
+                              NodeFailureError, OutputTooLargeError, SlurmUnavailableError, SrunError,
+                              StepCrashedError, StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
-from commstack.slurm import client
+from commstack.slurm import client, orphans, sweep
+
+#: the token that marks every process of a step (its environment), for the sweep at its end
+STEP_TOKEN = "COMMSTACK_STEP"
+#: loader variables: given to the benchmark alone (`env VAR=... benchmark`), never to srun or the probe
+LOADER = re.compile(r"LD_[A-Z_]+")
+#: how long the output may stay open once the launcher ended (a descendant holds it), in s
+HELD_OPEN_S = 5.0
 
 
 @dataclass
@@ -35,6 +49,15 @@ class Step:
     environment: str | None = None  # Container Engine EDF
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
+    loader: bool = True  # the loader variables (LD_PRELOAD, ...) reach the program; not the probe's
+
+
+def output_limit() -> int:
+    """Bytes kept of each of a step's streams (stdout, stderr): COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default."""
+    raw = os.environ.get("COMMSTACK_OUTPUT_LIMIT_MIB") or "64"
+    if not raw.isdigit() or int(raw) < 1:
+        raise LaunchError(f"COMMSTACK_OUTPUT_LIMIT_MIB={raw!r}: a whole number of MiB, 1 or more")
+    return int(raw) * 2**20
 
 
 @dataclass
@@ -42,7 +65,8 @@ class StepResult:
     step: Step
     command: list[str]
     returncode: int | None
-    stdout: str  # decoded with errors="replace"; stdout.txt and stderr.txt keep the raw bytes
+    stdout: str  # decoded with errors="replace", at most output_limit() bytes; stdout.txt and stderr.txt
+    # keep the raw bytes
     stderr: str
     started: float
     elapsed_s: float
@@ -111,10 +135,17 @@ class Allocation:
             return []
         return client(["scontrol", "show", "hostnames", nodes], self.variables).stdout.split() or [nodes]
 
-    def state(self) -> str:
-        """The job's state as squeue says (RUNNING, CANCELLED, ...), or `unknown` when it does not know it."""
-        out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.variables)
-        return out.stdout.strip() or "unknown"
+    def state(self, settle_s: float = 10.0) -> str:
+        """The job's state as squeue says (RUNNING, CANCELLED, NODE_FAIL, ...), or `unknown` when it does not
+        know it. A job still COMPLETING (its nodes ending its tasks) is asked again for up to settle_s, for
+        the state it ends in."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            out = client(["squeue", "-h", "-t", "all", "-j", str(self.job_id), "-o", "%T"], self.variables)
+            state = out.stdout.strip() or "unknown"
+            if state != "COMPLETING" or time.monotonic() > deadline:
+                return state
+            time.sleep(0.5)
 
     def release(self) -> None:
         """Cancel the allocation we made. With the controller gone there is nobody to ask: the
@@ -138,6 +169,15 @@ class Launcher:
         #: once slurmctld or the allocation is gone, no further step is launched
         self.lost: SlurmUnavailableError | None = None
 
+    def loader_variables(self, step: Step) -> dict[str, str]:
+        """The system's and the step's loader variables (LD_PRELOAD, LD_LIBRARY_PATH, ...)."""
+        return {k: v for k, v in {**self.system.variables, **step.variables}.items() if LOADER.fullmatch(k)}
+
+    def program(self, step: Step) -> list[str]:
+        """The step's program as launched: its loader variables set by `env` for it alone."""
+        loader = self.loader_variables(step) if step.loader else {}
+        return ["env", *(f"{k}={v}" for k, v in loader.items()), *step.argv] if loader else list(step.argv)
+
     def command(self, step: Step) -> list[str]:
         """The exact command line for a step: what the dry run prints and what runs."""
         s = self.system
@@ -146,7 +186,7 @@ class Launcher:
             if step.ntasks_per_node:
                 argv += ["--map-by", f"ppr:{step.ntasks_per_node}:node"]
             argv += s.launcher.mpirun_flags
-            return argv + step.argv
+            return argv + self.program(step)
         argv = ["srun"]
         if self.allocation and self.allocation.job_id:
             argv.append(f"--jobid={self.allocation.job_id}")
@@ -161,7 +201,7 @@ class Launcher:
         if step.gpus and s.launcher.gpu_binding == "gpus-per-task":
             argv.append("--gpus-per-task=1")
         argv += s.launcher.srun_flags
-        prog = list(step.argv)
+        prog = self.program(step)
         if step.gpus and s.launcher.gpu_binding == "localid":
             # one GPU per local rank; the wrapper runs on the compute node
             prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
@@ -183,26 +223,54 @@ class Launcher:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
         write_json(outdir / "variables.json", {k: env[k] for k in sorted(env) if _interesting(k)})
+        for k in self.loader_variables(step):  # the program's alone, through `env` in cmd
+            if k in self.variables:
+                env[k] = self.variables[k]
+            else:
+                del env[k]
+        env[STEP_TOKEN] = token = secrets.token_hex(8)
         prog = step.argv[0]
         if not step.environment and not (Path(prog).is_file() or shutil.which(prog)):
             raise BinaryNotFoundError(f"{step.name}: benchmark binary {prog!r} not found", str(outdir))
+        limit = output_limit()
         started = time.time()
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        timed_out = False
+        sinks = {proc.stdout.fileno(): _Sink(outdir / "stdout.txt", limit),
+                 proc.stderr.fileno(): _Sink(outdir / "stderr.txt", limit)}
+        marks = {STEP_TOKEN: token}
+
+        def end_orphans() -> None:  # mpirun waits for every holder of its ranks' output: their daemons end with them
+            left = orphans(marks, proc.pid)
+            if left:
+                sweep(marks, only=left)
         try:
-            out, err = proc.communicate(timeout=step.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            out, err = _stopped(proc)
+            ended = _pump(proc, sinks, t0 + step.timeout_s, tidy=end_orphans if self.kind == "mpirun" else None)
+            if ended != "exited":
+                _stop(proc)
         except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
-            _save(outdir, *_stopped(proc))
+            _stop(proc)
             raise
+        finally:
+            try:
+                sweep(marks)  # what it left running here: a daemon, a rank of mpirun
+                _pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
+                sweep(marks)
+            finally:
+                for sink in sinks.values():
+                    sink.close()
+                proc.stdout.close()
+                proc.stderr.close()
+        timed_out, too_large = ended == "timeout", any(sink.over for sink in sinks.values())
         elapsed = time.monotonic() - t0
-        _save(outdir, out, err)
-        result = StepResult(step, cmd, proc.returncode, _text(out), _text(err), started, elapsed,
-                            self._nodelist(step), outdir)
+        out, err = (sink.text() for sink in sinks.values())
+        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
         try:
+            if too_large:
+                big = ", ".join(f"{s.path.name} {s.size / 2**20:.0f} MiB" for s in sinks.values() if s.over)
+                raise OutputTooLargeError(f"{step.name}: output past the limit of {limit // 2**20} MiB per stream "
+                                          f"({big} and more; COMMSTACK_OUTPUT_LIMIT_MIB): the step was stopped",
+                                          str(outdir))
             self._classify(result, timed_out)
         except LaunchError as e:
             result.error = e.kind
@@ -268,7 +336,7 @@ class Launcher:
             raise StepCrashedError(f"{name}: killed by a signal (exit {r.returncode}): "
                                    f"{_first(SIGNALLED, r.stderr) or ''}", raw)
         raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
-                               f"{(r.stderr.strip().splitlines() or [''])[-1]!r}", raw)
+                               f"{cut((r.stderr.strip().splitlines() or [''])[-1])!r}", raw)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -285,36 +353,82 @@ def _stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _stopped(proc: subprocess.Popen) -> tuple[bytes, bytes]:
-    """The output of a step ended by _stop; what came, if its pipes stay open past a minute (a process
-    outside its group holds them)."""
-    _stop(proc)
-    try:
-        return proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired as e:
-        return e.stdout or b"", e.stderr or b""
+class _Sink:
+    """One stream of a step, written to its file as it comes, byte for byte, up to `limit` bytes; what
+    comes after is read and dropped (the step is being stopped)."""
+
+    def __init__(self, path: Path, limit: int):
+        self.path, self.limit, self.size, self.over = path, limit, 0, False
+        try:  # never through a symlink
+            self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                          0o644), "wb")
+        except OSError as e:
+            raise FileWriteError.of(path, e) from e
+
+    def write(self, chunk: bytes) -> None:
+        keep = chunk[:max(0, self.limit - self.size)]
+        self.over = self.over or len(keep) < len(chunk)
+        self.size += len(keep)
+        try:
+            self.file.write(keep)
+        except OSError as e:
+            raise FileWriteError.of(self.path, e) from e
+
+    def close(self) -> None:
+        if not self.file.closed:
+            try:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+                self.file.close()
+            except OSError as e:
+                raise FileWriteError.of(self.path, e) from e
+
+    def text(self) -> str:
+        with open(self.path, "rb") as f:
+            return f.read(self.limit).decode(errors="replace")
 
 
-def _save(outdir: Path, out: bytes | None, err: bytes | None) -> None:
-    """The step's output as it came, bytes for bytes (a benchmark may print anything)."""
-    write_atomic(outdir / "stdout.txt", out or b"")
-    write_atomic(outdir / "stderr.txt", err or b"")
-
-
-def _text(raw: bytes | None) -> str:
-    return (raw or b"").decode(errors="replace")
+def _pump(proc: subprocess.Popen, sinks: dict[int, _Sink], deadline: float, watch: bool = True,
+          tidy: Callable[[], None] | None = None) -> str:
+    """Copy the step's streams to their files until both end: `exited`; or until `timeout` at the
+    deadline, or (watch=True) `too large`, a stream past its limit. A descendant that keeps them open
+    after the launcher ended is not waited for past HELD_OPEN_S: `exited` all the same (the sweep ends it).
+    `tidy` is called every second while the launcher runs."""
+    open_fds, exited_at, asked = {fd for fd, sink in sinks.items() if not sink.file.closed}, None, time.monotonic()
+    while open_fds:
+        for fd in select.select(list(open_fds), [], [], 0.2)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                sinks[fd].write(chunk)
+            else:
+                open_fds.discard(fd)
+        now = time.monotonic()
+        if proc.poll() is not None:
+            exited_at = exited_at or now
+            if now - exited_at > HELD_OPEN_S:
+                break
+        elif watch and any(s.over for s in sinks.values()):
+            return "too large"
+        elif tidy and now - asked > 1:
+            asked = now
+            tidy()
+        elif now > deadline:
+            return "timeout"
+    if watch:
+        proc.wait()
+    return "exited"
 
 
 def _first(pattern: re.Pattern, text: str) -> str:
     for line in text.splitlines():
         if pattern.search(line):
-            return line.strip()
+            return cut(line.strip())
     return ""
 
 
 def _interesting(key: str) -> bool:
     return key.startswith(("SLURM_", "OMPI_", "PMIX_", "UCX_", "FI_", "NCCL_", "CUDA_", "MPICH_", "CXI_")) \
-        or key in ("PATH", "LD_LIBRARY_PATH", "HOSTNAME")
+        or key in ("PATH", "HOSTNAME") or bool(LOADER.fullmatch(key))
 
 
 def _quote(arg: str) -> str:

@@ -3,7 +3,8 @@ recorded. No pytest in here: the pytest plugin drives a Run, one test item per s
 
 Every step ends with a record, whatever happens: a step the system cannot run, a missing binary or
 no Slurm is `not-run` with the reason and the fix; a crash, a timeout or output that does not parse
-is `fail` with the named error; Ctrl-C records the step as interrupted and re-raises. close()
+is `fail` with the named error; Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT: interrupted_by) records the step as
+interrupted and re-raises. close()
 releases the allocation, stops the Slurm the run started, and records every step it never reached.
 """
 
@@ -199,7 +200,8 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
 
 def probe_step(step: Step) -> Step:
     """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container)."""
-    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120)
+    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120,
+                               loader=False)
 
 
 def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
@@ -265,6 +267,7 @@ class Run:
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._inner = 0.0
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (the pytest plugin sets it)
         binaries.build_dir = binaries.build_dir or results / "build"
 
     @contextlib.contextmanager
@@ -344,7 +347,7 @@ class Run:
                     self.unsaved = self.unsaved or e
                     raise
         except KeyboardInterrupt:
-            record.verdict, record.reason = "not-run", "interrupted (Ctrl-C); its output so far is kept"
+            record.verdict, record.reason = "not-run", f"interrupted ({self.interrupted_by}); its output so far is kept"
             raise
         finally:
             record.elapsed_s = time.monotonic() - t0
@@ -397,7 +400,8 @@ class Run:
             with self.phase("release"):
                 self._cleanup.close()
         finally:
-            why = "interrupted (Ctrl-C) before this step" if interrupted else "the run ended before this step"
+            why = f"interrupted ({self.interrupted_by}) before this step" if interrupted else \
+                "the run ended before this step"
             for s in self.planned:
                 key = (s.tags["suite"], s.id)
                 if key not in self.records:
