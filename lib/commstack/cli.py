@@ -22,6 +22,7 @@ what they print (names, reasons, errors) is shown with its control characters es
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import subprocess
@@ -36,7 +37,7 @@ from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table
 from commstack.results.judge import references_of
-from commstack.results.records import read_run
+from commstack.results.records import RecordError, read_run
 from commstack.run.launch import Launcher
 from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
                                   Binaries, check_results_dir, exit_status, given_run_dir, new_run_dir)
@@ -51,12 +52,14 @@ from commstack.files import FileWriteError, own_dir, regular_or_missing, write_a
 from commstack.pytest_plugin import SessionOf
 from commstack.slurm import LocalSlurm, choose_slurm, embedded
 from commstack.paths import TOP
+from commstack.terminal import View
 from commstack.spack import find_spack, need_spack
 
 
 def install_deps() -> None:
     """The Debian packages that run and test need (ci/install-deps.sh says what it installs)."""
-    if subprocess.call([str(TOP / "ci" / "install-deps.sh")]) != 0:
+    # its output (apt's) on stderr: stdout is the run's, possibly JSON lines
+    if subprocess.call([str(TOP / "ci" / "install-deps.sh")], stdout=sys.stderr.fileno()) != 0:
         raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
 
 
@@ -106,7 +109,6 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     """The main job on the embedded default: the smoke suite on the local Slurm, judged, reported."""
     args.name = "smoke"
-    print(f"commstack run: suite smoke on system {args.system}, srun --mpi=pmix, judged and reported", flush=True)
     return cmd_suite(args, extra)
 
 
@@ -158,22 +160,36 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
             argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
     argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
     session = SessionOf()
-    rc = pytest.main(argv + extra, plugins=[session])
-    run = session.run
-    if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
-        _verdicts(run.records.values(), run.unsaved_records)
-        what = "results directory full" if run.unsaved.full else "results not saved"
-        raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
-    if rc == pytest.ExitCode.INTERRUPTED:
-        print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
-        return 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
-    if rc == pytest.ExitCode.USAGE_ERROR:
-        return EXIT_USAGE
-    status = _summary(results, args.allow_not_run)
-    if run and getattr(run, "history_error", None):  # named after the verdicts, which stand
-        print(f"commstack {args.cmd}: error: history not updated: {printable(str(run.history_error))}",
-              file=sys.stderr)
-        return EXIT_USAGE
+    launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
+    view = View(args.cmd, suite.name, system.name, launcher, results, quiet=args.quiet, json_lines=args.json,
+                pytest_output=args.pytest_output)
+    try:
+        with view.session():  # pytest's own output to results/<run>/pytest.log (and the terminal with -v)
+            rc = pytest.main(argv + extra, plugins=[session, view])
+        run = session.run
+        if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
+            if args.json:
+                view.end(list(run.records.values()), FileWriteError.exit_status)
+            else:
+                _verdicts(run.records.values(), run.unsaved_records, file=view.out)
+            what = "results directory full" if run.unsaved.full else "results not saved"
+            raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
+        if rc == pytest.ExitCode.INTERRUPTED:
+            status = 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
+            with contextlib.suppress(RecordError):  # interrupted before the first record
+                view.end(read_run(results), status)
+            print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
+            return status
+        if rc == pytest.ExitCode.USAGE_ERROR:
+            return EXIT_USAGE
+        records = read_run(results)
+        history_error = getattr(run, "history_error", None) if run else None
+        status = view.end(records, EXIT_USAGE if history_error else exit_status(records, args.allow_not_run),
+                          args.allow_not_run)
+    finally:
+        view.close()
+    if history_error:  # named after the verdicts, which stand
+        print(f"commstack {args.cmd}: error: history not updated: {printable(str(history_error))}", file=sys.stderr)
     return status
 
 
@@ -206,10 +222,10 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
     return 0
 
 
-def _verdicts(records, unsaved=frozenset()) -> None:
+def _verdicts(records, unsaved=frozenset(), file=None) -> None:
     for r in sorted(records, key=lambda r: r.index):
         print(printable(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
-              + (" (record not saved)" if r.key in unsaved else ""))
+              + (" (record not saved)" if r.key in unsaved else ""), file=file)
 
 
 def _summary(results: Path, allow_not_run: bool) -> int:
@@ -363,6 +379,12 @@ def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")
     s.add_argument("--submit", action="store_true", help="submit the suite as one batch job (sbatch) and return")
     s.add_argument("--wait", action="store_true", help="with --submit: wait for the job, exit with the run's status")
+    shown = s.add_mutually_exclusive_group()
+    shown.add_argument("-v", "--pytest-output", action="store_true",
+                       help="show pytest's own output too (always in results/<run>/pytest.log)")
+    shown.add_argument("-q", "--quiet", action="store_true", help="only the summary and the exit status")
+    shown.add_argument("--json", action="store_true",
+                       help="one JSON object per line: run-started, step-started, step-ended, note, error, run-ended")
 
 
 def parser() -> argparse.ArgumentParser:

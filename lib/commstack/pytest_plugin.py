@@ -39,6 +39,8 @@ RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
 PROGRESS = pytest.StashKey[dict]()
 CTRL_C = pytest.StashKey["CtrlC"]()
+#: where the run's notes (a build's progress, Ctrl-C) go besides pytest's output: commstack run/suite's own view
+NOTES = pytest.StashKey[Callable[[str], None]]()
 INTERRUPTED = "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
 
 
@@ -137,15 +139,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if not isinstance(item, StepItem):
         return
     prog = item.config.stash[PROGRESS]
-    done = prog["done"]
-    left = prog["total"] - len(done)
-    eta = f", about {statistics.mean(done) * left:.0f} s left" if done else ""
-    say(item.config, f"[step {len(done) + 1}/{prog['total']}] {item.name}{eta}")
+    left = time_left(item.config)
+    eta = f", about {left:.0f} s left" if left is not None else ""
+    say(item.config, f"[step {len(prog['done']) + 1}/{prog['total']}] {item.name}{eta}", note=False)
     prog["start"] = time.monotonic()
 
 
-def say(config: pytest.Config, line: str) -> None:
-    """A progress line on the terminal, also from inside a step (pytest captures output there)."""
+def time_left(config: pytest.Config) -> float | None:
+    """Seconds the steps not done yet should take, at the mean of those done; None before the first."""
+    prog = config.stash[PROGRESS]
+    done = prog["done"]
+    return statistics.mean(done) * (prog["total"] - len(done)) if done else None
+
+
+def say(config: pytest.Config, line: str, note: bool = True) -> None:
+    """A progress line on the terminal, also from inside a step (pytest captures output there); a note
+    goes to commstack's own view too, where one shows the run (commstack run/suite: pytest's output is
+    then its log)."""
+    if note and NOTES in config.stash:
+        config.stash[NOTES](line)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if tr is None:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
+from commstack.run.runner import OSU_HINT
 from commstack.slurm import DAEMONS, LocalSlurm, _exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
@@ -148,6 +150,7 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     assert "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)" in text + err
     assert f"commstack suite: interrupted; partial results and report in {results}" in err
     assert "Traceback" not in text + err
+    assert "KeyboardInterrupt" not in text + err and "KeyboardInterrupt" in (results / "pytest.log").read_text()
     records = records_of(results)
     assert records[LONG_STEP].verdict == "not-run"
     assert records[LONG_STEP].reason == "interrupted (Ctrl-C); its output so far is kept"
@@ -158,6 +161,64 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     if shared:
         no_job_left(cli.cluster)
         assert cli.cluster.stop() is True
+    stopped(cli.cluster)
+
+
+OSU_STEPS = ["osu_latency-N1-n2-host-native", "osu_bw-N1-n2-host-native", "osu_allreduce-N1-n2-host-native",
+             "osu_alltoall-N1-n3-host-native"]
+
+
+def test_run_without_osu_shows_its_own_view_and_each_reason_once(cli, tmp_path):
+    """`bin/commstack run` as on a fresh clone offline, its output a pipe: commstack's lines, not pytest's;
+    the not-run reason once, with the four steps it covers; pytest's output in pytest.log."""
+    cli.env.pop("COMMSTACK_OSU_PREFIX", None)
+    results = tmp_path / "r"
+    proc = cli.run("run", "--no-build", "--results", str(results))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["commstack run: suite smoke on system local, 5 steps, srun --mpi=pmix", f"results: {results}"]
+    assert re.fullmatch(r"pass {9}mpi-pingpong-cpu-N1-n2-host-native  mpi-pingpong 1 MiB: [0-9.]+ GiB/s  [0-9.]+ s",
+                        lines[3]), proc.stdout
+    reason = [i for i, line in enumerate(lines) if "no OSU micro-benchmarks here" in line]
+    assert len(reason) == 1, proc.stdout
+    assert lines[reason[0]:reason[0] + 2] == [f"not-run: no OSU micro-benchmarks here: {OSU_HINT}",
+                                              f"    4 steps: {', '.join(OSU_STEPS)}"]
+    assert lines[-1] == "exit 3: every step that ran passed, but some did not run (--allow-not-run accepts that)"
+    log = (results / "pytest.log").read_text()
+    for pytests in ("test session starts", "SKIPPED (not run: no OSU", "short test summary info"):
+        assert pytests not in proc.stdout and pytests in log
+    assert "Traceback" not in proc.stdout + proc.stderr and "\x1b" not in proc.stdout  # a pipe: no colour
+    stopped(cli.cluster)
+
+
+def test_run_json_is_one_object_per_line(cli, tmp_path):
+    results = tmp_path / "r"
+    proc = cli.run("run", *cli.no_build, "--json", "--results", str(results))
+    assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["event"] for e in events if e["event"] != "note"] == \
+        ["run-started"] + ["step-started", "step-ended"] * 5 + ["run-ended"]
+    ended = {e["step"]: e for e in events if e["event"] == "step-ended"}
+    pingpong = ended["mpi-pingpong-cpu-N1-n2-host-native"]
+    assert pingpong["verdict"] == "pass" and pingpong["figure"]["unit"] == "GiB/s" and pingpong["figure"]["value"] > 0
+    assert [ended[s]["verdict"] for s in OSU_STEPS] == ["pass" if OSU else "not-run"] * 4
+    assert events[-1]["exit"] == SMOKE_EXIT and events[-1]["counts"] == ({"pass": 5} if OSU else
+                                                                         {"pass": 1, "not-run": 4})
+    assert "test session starts" in (results / "pytest.log").read_text()
+    stopped(cli.cluster)
+
+
+def test_run_into_a_reader_that_goes_away_ends_cleanly(cli, tmp_path):
+    """`bin/commstack run | head -1`: no BrokenPipe traceback; the run goes on, records every step and
+    cleans up."""
+    results = tmp_path / "r"
+    proc = subprocess.run(["bash", "-c", 'set -o pipefail; "$@" | head -1', "bash", str(TOP / "bin" / "commstack"),
+                           "run", *cli.no_build, "--results", str(results)], env=cli.env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr  # pipefail: commstack's status
+    assert proc.stdout == "commstack run: suite smoke on system local, 5 steps, srun --mpi=pmix\n"
+    assert "BrokenPipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(read_run(results)) == 5 and (results / "report" / "index.html").is_file()
     stopped(cli.cluster)
 
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shlex
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def test_a_damaged_history_is_named_after_the_verdicts_of_a_run(cli, tmp_path, p
                    env={"COMMSTACK_HISTORY": str(history)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert "  pass         smoke/mpi-pingpong-cpu-N1-n2-host-native" in proc.stdout
+    assert re.search(r"^pass {9}mpi-pingpong-cpu-N1-n2-host-native  mpi-pingpong 1 MiB: ", proc.stdout, re.M)
+    assert proc.stdout.rstrip().splitlines()[-1] == "exit 2: bad input, named below", proc.stdout
     assert proc.stderr.rstrip().splitlines()[-1] == (
         f"commstack run: error: history not updated: {history}: not a commstack history, or damaged (file is not a "
         "database)")

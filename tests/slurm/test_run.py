@@ -31,7 +31,9 @@ def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: P
     assert records.pop("mpi-pingpong-cpu-N1-n2-host-native").verdict == "pass"
     assert {r.verdict for r in records.values()} == {"not-run"} and len(records) == 4
     assert all("--osu-prefix PREFIX" in r.reason for r in records.values())  # the way out
-    assert "not-run      smoke/osu_latency-N1-n2-host-native: no OSU micro-benchmarks here" in proc.stdout
+    assert proc.stdout.count("no OSU micro-benchmarks here") == 1  # the reason once, with the steps it covers
+    assert ("\nnot-run: no OSU micro-benchmarks here: give an OSU install with --osu-prefix PREFIX" in proc.stdout
+            and "\n    4 steps: osu_latency-N1-n2-host-native, osu_bw-N1-n2-host-native, " in proc.stdout)
     junit = (tmp_path / "r" / "junit.xml").read_text()
     assert junit.count("<testcase ") == 5 and junit.count("<skipped ") == 4
     page = (tmp_path / "r" / "report" / "index.html").read_text()

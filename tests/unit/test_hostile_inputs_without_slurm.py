@@ -436,7 +436,8 @@ def test_a_run_names_a_damaged_history_after_its_verdicts(tmp_path):
     proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(results),
                      env={"COMMSTACK_HISTORY": str(history)}, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "  pass         smoke/mpi-pingpong-cpu-N1-n2-host-native" in proc.stdout
+    assert re.search(r"^pass {9}mpi-pingpong-cpu-N1-n2-host-native  mpi-pingpong 1 MiB: ", proc.stdout, re.M)
+    assert proc.stdout.rstrip().splitlines()[-1] == "exit 2: bad input, named below", proc.stdout
     assert proc.stderr.rstrip().splitlines()[-1].startswith(
         f"commstack suite: error: history not updated: {history}: not a commstack history, or damaged (")
     assert {"junit.xml", "timings.json", "report", "plan.json", "steps"} <= set(os.listdir(results))

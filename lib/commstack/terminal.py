@@ -1,0 +1,432 @@
+"""What `commstack run` and `commstack suite` show on the terminal: commstack's own view of the run.
+
+A header, a line per step as it starts and as it ends (verdict, step, key figure, duration), each
+reason once with the steps it covers, the results, the report and the exit status with its meaning.
+On a terminal the running step is one live line that rich updates in place; elsewhere (CI logs,
+`| tee`) each event is one plain line, without colour; NO_COLOR is honoured. --quiet keeps the
+summary and the exit line, --json prints one JSON object per line instead.
+
+pytest's own output (session header, per-item lines, short summary, JUnit line) goes to
+results/<run>/pytest.log, and to the terminal too with -v / --pytest-output. The view is a pytest
+plugin given to pytest.main; plain `pytest suites/NAME.yaml` never loads it and keeps pytest's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from commstack.benchmarks import METRICS
+from commstack.errors import CommstackError, printable
+from commstack.files import FileWriteError
+from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
+from commstack.results.judge import VERDICTS, References
+from commstack.results.records import Record
+from commstack.run.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
+
+LOG = "pytest.log"
+#: what each exit status of run and suite means
+MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did not pass",
+           EXIT_NOT_RUN: "every step that ran passed, but some did not run (--allow-not-run accepts that)",
+           EXIT_USAGE: "bad input, named below", EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+           FileWriteError.exit_status: "the results could not all be written"}
+STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
+         "not-run": "magenta"}
+
+
+class Output(io.TextIOBase):
+    """The view's stream: a duplicate of stdout's descriptor, out of reach of pytest's capture (which
+    points descriptor 1 at a file while a step runs). A reader that went away (`| head -1`) ends the
+    output, not the run: from then on it writes to /dev/null."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd = os.dup(sys.stdout.fileno())
+            self.file = open(self.fd, "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
+        except (AttributeError, OSError, ValueError):  # a stdout without a descriptor (main() called in process)
+            self.fd, self.file = None, sys.stdout
+        self.gone = False
+
+    def _guarded(self, op, *args) -> None:
+        if self.gone:
+            return
+        try:
+            op(*args)
+        except BrokenPipeError:
+            self.gone = True
+            if self.fd is not None:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.fd)  # what is still buffered is flushed there, now and at exit
+                os.close(null)
+
+    def write(self, s: str) -> int:
+        self._guarded(self.file.write, s)
+        return len(s)
+
+    def flush(self) -> None:
+        self._guarded(self.file.flush)
+
+    def isatty(self) -> bool:
+        return self.file.isatty()
+
+    def fileno(self) -> int:
+        return super().fileno() if self.fd is None else self.fd  # None: io.UnsupportedOperation
+
+    def close(self) -> None:
+        self.flush()
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                self.file.close()
+        self.gone = True
+        super().close()
+
+
+class PytestLog(io.TextIOBase):
+    """pytest's own output: results/<run>/pytest.log, and `echo` (the terminal) with -v. The file is
+    made on pytest's first write, once pytest checked that the results directory is new; a file that
+    cannot be written (a full file system) costs the log, not the run."""
+
+    def __init__(self, path: Path, echo: io.TextIOBase | None):
+        self.path, self.echo = path, echo
+        self.file: io.TextIOBase | None = None
+        self.error: OSError | None = None
+
+    def write(self, s: str) -> int:
+        if self.file is None and self.error is None:
+            try:
+                self.file = open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
+            except OSError as e:
+                self.error = e
+        if self.file is not None:
+            try:
+                self.file.write(s)
+            except OSError as e:
+                self.error, self.file = e, None
+        if self.echo:
+            self.echo.write(s)
+        return len(s)
+
+    def flush(self) -> None:
+        if self.echo:
+            self.echo.flush()
+
+    def isatty(self) -> bool:
+        return False  # no colour codes in the log, nor in pytest's lines echoed beside the view's
+
+    def close(self) -> None:
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                self.file.close()
+        super().close()
+
+
+def size_text(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def number(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def duration(s: float) -> str:
+    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {s % 60:02.0f} s"
+
+
+def key_figure(record: Record, refs: References | None) -> dict | None:
+    """The figure a step's line shows: the median of the judged metric at the largest size for a rate,
+    the smallest for a time, among the sizes its reference holds where it has one; and its share of
+    that reference."""
+    medians = record.medians()
+    if record.verdict == "not-run" or not medians:
+        return None
+    try:
+        ref = refs.find(record.benchmark, record.tags) if refs else None
+    except CommstackError:  # the judge met the same error: the step's reason says it
+        ref = None
+    sizes = [s for s in medians if ref and s in ref.points] or list(medians)
+    size = max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
+    value = medians[size][0]
+    from commstack.results.report import shown  # matplotlib: the report imports it at the run's end anyway
+    _, unit, factor = shown(record.metric)
+    share = value / ref.points[size] if ref and ref.points.get(size) else None
+    return {"benchmark": record.benchmark, "size": size, "value": value * factor, "unit": unit or record.unit,
+            "of_reference": share}
+
+
+def figure_text(f: dict) -> str:
+    share = f", {f['of_reference']:.0%} of reference".replace("%", " %") if f["of_reference"] is not None else ""
+    return f"{f['benchmark']} {size_text(f['size'])}: {number(f['value'])} {f['unit']}{share}"
+
+
+class View:
+    """commstack's own view of one suite run; a pytest plugin (pytest.main(plugins=[...]))."""
+
+    def __init__(self, command: str, suite: str, system: str, launcher: str, results: Path, *,
+                 quiet: bool = False, json_lines: bool = False, pytest_output: bool = False):
+        self.command, self.suite, self.system, self.launcher, self.results = command, suite, system, launcher, results
+        self.out = Output()
+        self.console = Console(file=self.out, highlight=False, markup=False, emoji=False)
+        if json_lines:
+            self.mode = "json"
+        elif quiet or pytest_output:  # -v: pytest's own lines tell the steps (and the notes), ours sum up
+            self.mode = "quiet"
+        else:
+            self.mode = "live" if self.console.is_interactive else "lines"
+        if self.mode != "live":
+            self.console.soft_wrap = True  # a log keeps whole lines: never cut, never wrapped
+        self.log = PytestLog(results / LOG, self.out if pytest_output else None)
+        self.config: pytest.Config | None = None
+        self.items: dict[str, StepItem] = {}
+        self.failures: dict[str, str] = {}  # nodeid -> pytest's report of a step that raised
+        self.live: Live | None = None
+        self.status = ""  # the live line between steps
+        self.current: tuple[StepItem, float, float | None] | None = None  # item, start, time left then
+        self.t0 = time.monotonic()
+
+    @contextlib.contextmanager
+    def session(self):
+        """Around pytest.main: pytest writes to its log; the live line stops whatever happens."""
+        try:
+            with contextlib.redirect_stdout(self.log):
+                yield self
+        finally:
+            self._stop()
+            self.log.close()
+
+    # ---- printing
+
+    def _fit(self) -> None:
+        """The terminal's width now, read from our own descriptor (pytest's capture hides 0, 1 and 2)."""
+        if self.mode == "live":
+            with contextlib.suppress(OSError):
+                self.console.width = os.get_terminal_size(self.out.fd).columns
+
+    def _line(self, text: Text | str) -> None:
+        if isinstance(text, str):
+            text = Text(printable(text))
+        self._fit()
+        if self.live is not None:
+            self.live.refresh()  # the live line of now, not of its last refresh, goes below the printed one
+        if self.mode == "live":
+            self.console.print(text, no_wrap=True, overflow="ellipsis", crop=True)
+        else:
+            self.console.print(text)
+
+    def _json(self, event: str, **fields) -> None:
+        self.out.write(json.dumps({"event": event, **fields}) + "\n")
+        self.out.flush()
+
+    def note(self, line: str) -> None:
+        """A line of progress from the run (a Spack build's packages, Ctrl-C and the clean-up)."""
+        if self.mode == "json":
+            self._json("note", message=line)
+        elif self.mode != "quiet":
+            self._line(line)
+
+    def _error(self, line: str) -> None:
+        if self.mode == "json":
+            self._json("error", message=line)
+        else:
+            self._line(Text(printable(line), style="bold red"))
+
+    def _render(self) -> Text:
+        self._fit()
+        if self.current is None:
+            return Text(printable(self.status), style="dim", no_wrap=True, overflow="ellipsis")
+        item, start, left = self.current
+        number_, total = len(self.config.stash[PROGRESS]["done"]) + 1, len(self.items)
+        spent = time.monotonic() - start
+        text = Text(f"[step {number_}/{total}] ", style="bold")
+        text.append(printable(item.name))
+        rest = None if left is None else left - spent  # None: no estimate yet, or this step took longer
+        text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1 else ""),
+                    style="dim")
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+    def _stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    # ---- pytest hooks
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.config = config
+        config.stash[NOTES] = self.note
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._error(f"{report.nodeid or self.suite}: {report.longreprtext.strip()}")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = {i.nodeid: i for i in session.items if isinstance(i, StepItem)}
+        fields = {"suite": self.suite, "system": self.system, "launcher": self.launcher, "steps": len(self.items),
+                  "results": str(self.results)}
+        if self.mode == "json":
+            self._json("run-started", **fields)
+        elif self.mode != "quiet":
+            self._line(f"commstack {self.command}: suite {self.suite} on system {self.system}, {len(self.items)} "
+                       f"steps, {self.launcher}")
+            self._line(f"results: {self.results}")
+        if self.mode == "live":
+            self.status = "starting"
+            self.live = Live(console=self.console, get_renderable=self._render, transient=True,
+                             refresh_per_second=2, redirect_stdout=False, redirect_stderr=False)
+            self.live.start()
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        item = self.items.get(nodeid)
+        if item is None:
+            return
+        left = time_left(self.config)
+        number_ = len(self.config.stash[PROGRESS]["done"]) + 1
+        self.current = (item, time.monotonic(), left)
+        if self.live is not None:
+            self.live.refresh()
+        if self.mode == "json":
+            self._json("step-started", step=item.name, number=number_, total=len(self.items),
+                       time_left_s=None if left is None else round(left, 1))
+        elif self.mode == "lines":
+            self._line(f"[step {number_}/{len(self.items)}] {item.name}"
+                       + (f", about {left:.0f} s left" if left is not None else ""))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and report.nodeid in self.items:
+            self.failures.setdefault(report.nodeid, report.longreprtext)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location) -> None:
+        if nodeid in self.items and self.current is not None:
+            self._ended(self.items[nodeid])
+
+    def _ended(self, item: StepItem) -> None:
+        nodeid = item.nodeid
+        spent = time.monotonic() - self.current[1]
+        self.current, self.status = None, f"{len(self.config.stash[PROGRESS]['done'])}/{len(self.items)} steps done"
+        run = self.config.stash.get(RUN, None)
+        record = run.records.get((item.suite_step.tags["suite"], item.suite_step.id)) if run else None
+        failure = self.failures.get(nodeid)
+        if record is None and failure is None:  # interrupted before its record: the summary has it
+            return
+        if record is None or (failure and record.verdict in ("pass", "not-run")):
+            # the harness itself failed in this step: pytest's report says where (pytest.log)
+            last = (failure or "no record").strip().splitlines()[-1]
+            self._step_line("error", item.name, None, None, last, spent)
+            return
+        self._step_line(record.verdict, item.name, key_figure(record, run.references), record.error_kind,
+                        record.reason, spent)
+
+    def _step_line(self, verdict: str, step: str, figure: dict | None, kind: str | None, reason: str,
+                   spent: float) -> None:
+        """One line for a step that ended; its reason is kept for the summary (JSON: here)."""
+        if self.mode == "json":
+            self._json("step-ended", step=step, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
+                       elapsed_s=round(spent, 3))
+            return
+        if self.mode == "quiet":
+            return
+        text = Text(f"{verdict:<12s} ", style=STYLE.get(verdict, "bold red"))
+        text.append(printable(step))
+        if figure:
+            text.append(f"  {figure_text(figure)}")
+        elif kind:
+            text.append(f"  [{printable(kind)}]")
+        elif verdict == "error":  # no record says why: pytest's report, whole in pytest.log
+            text.append(f"  {printable(reason)} ({LOG})")
+        text.append(f"  {duration(spent)}", style="dim")
+        self._line(text)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        """Around the run's end (the step stopped, the allocation and Slurm released, the records and the
+        report written): after Ctrl-C, a line before it and one after."""
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED and self.config.stash.get(RUN, None) is not None
+        if self.current is not None:  # the step Ctrl-C stopped: pytest ends it without logfinish
+            self._ended(self.current[0])
+        self.status = "finishing: releasing the allocation, writing the records and the report"
+        t0 = time.monotonic()
+        result = yield
+        if interrupted:
+            self.note(f"interrupted: step stopped, allocation and Slurm released, records and report written "
+                      f"({duration(time.monotonic() - t0)})")
+        return result
+
+    def pytest_internalerror(self, excrepr, excinfo: pytest.ExceptionInfo) -> None:
+        self._error(f"commstack {self.command}: internal error: {excinfo.exconly()} (traceback in {self.log.path})")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._stop()
+
+    # ---- the end
+
+    def end(self, records: list[Record], status: int, allow_not_run: bool = False) -> int:
+        """The summary: counts by verdict, each reason once with the steps it covers, where the results
+        and the report are, and the exit status with its meaning."""
+        self._stop()
+        counts = Counter(r.verdict for r in records)
+        report = self.results / "report" / "index.html"
+        meaning = MEANING.get(status, "")
+        if not meaning and status > 128:  # 128+N: ended by signal N (SIGTERM, SIGHUP), cleaned up as for Ctrl-C
+            with contextlib.suppress(ValueError):
+                meaning = f"interrupted by {signal.Signals(status - 128).name}"
+        if status == EXIT_PASS and counts["not-run"] and allow_not_run:
+            meaning = "every step that ran passed; those that did not run are accepted (--allow-not-run)"
+        if self.mode == "json":
+            self._json("run-ended", counts={v: counts[v] for v in VERDICTS if counts[v]}, exit=status,
+                       meaning=meaning, results=str(self.results), report=str(report) if report.exists() else None,
+                       pytest_log=str(self.log.path), elapsed_s=round(time.monotonic() - self.t0, 3))
+            return status
+        if records:
+            line = Text(f"{len(records)} steps in {duration(time.monotonic() - self.t0)}: ")
+            for i, verdict in enumerate(v for v in VERDICTS if counts[v]):
+                line.append(", " if i else "")
+                line.append(f"{counts[verdict]} {verdict}", style=STYLE[verdict])
+            self._line(line)
+        groups: dict[tuple[str, str], list[str]] = {}
+        for r in records:
+            if r.reason:
+                groups.setdefault((r.verdict, r.reason), []).append(r.step)
+        # each reason once, with the steps it covers; on a terminal wrapped beside its verdict, never cut:
+        # a reason often ends with the command that fixes it
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        for (verdict, reason), steps in sorted(groups.items(), key=lambda g: VERDICTS.index(g[0][0])):
+            covers = (f"{len(steps)} steps: " if len(steps) > 1 else "") + ", ".join(printable(s) for s in steps)
+            if self.mode == "live":
+                grid.add_row(Text(f"{verdict}:", style=STYLE[verdict]),
+                             Text(printable(reason)).append(f"\n{covers}", style="dim"))
+            else:
+                self._line(Text(f"{verdict}: ", style=STYLE[verdict]).append(printable(reason)))
+                self._line(f"    {covers}")
+        if grid.row_count:
+            self._fit()
+            self.console.print(grid)
+        self._line(f"results: {self.results}")
+        if report.exists():
+            self._line(f"report: {report}")
+        self._line(f"pytest's output: {self.log.path}" if self.log.error is None else
+                   f"pytest's output: not saved ({self.log.error.strerror}: {self.log.path})")
+        self._line(Text(f"exit {status}" + (f": {meaning}" if meaning else ""),
+                        style="bold" + (" green" if status == EXIT_PASS else "")))
+        return status
+
+    def close(self) -> None:
+        self._stop()
+        self.out.close()
