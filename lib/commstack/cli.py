@@ -198,7 +198,7 @@ def _results(args: argparse.Namespace) -> Path:
     results/<run-id> in a results/ that only its owner (and group) can read."""
     if args.results:
         return given_run_dir(own_dir(Path(args.results)))
-    return new_run_dir(own_dir(TOP / "results", private=True))
+    return new_run_dir(TOP / "results")
 
 
 def _dry_run(args: argparse.Namespace, system, suite) -> int:

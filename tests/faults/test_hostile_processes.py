@@ -21,8 +21,8 @@ import pytest
 
 from commstack.results.records import read_run
 from commstack.slurm import LocalSlurm
-from test_cli import AFTER_STEP, LONG, LONG_STEP, SMOKE_EXIT, THREE, Cli, records_of, stopped, suite_file, \
-    wait_for_step
+from test_cli import AFTER_STEP, LONG, LONG_STEP, SMOKE_EXIT, THREE, Cli, no_job_left, records_of, stopped, \
+    suite_file, wait_for_step
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
@@ -146,6 +146,25 @@ def test_output_past_the_limit_stops_the_step(cli, tmp_path):
     assert len(proc.stdout + proc.stderr) < 20_000
     assert processes_naming(str(binary)) == []
     stopped(cli.cluster)
+
+
+def test_output_past_the_limit_in_a_batch_job_is_cut_and_judged_too_large(cli, tmp_path):
+    """issue 22 item 8, batch path: `suite --submit` wrote a step's output to stdout.txt without a limit and
+    collecting the job read it whole. The job now cuts each stream a byte past the limit (1 MiB here), and
+    `--wait` judges the step output-too-large, with the first MiB kept byte for byte."""
+    binary = fake_pingpong(tmp_path, '[ "$RANK" = 0 ] && yes "$(printf "%0100d" 0)" | head -c 50000000', table=False)
+    results = tmp_path / "r"
+    proc = cli.run("suite", str(suite_file(tmp_path, ONE_STEP)), "--submit", "--wait", "--pingpong", str(binary),
+                   "--results", str(results), env={"COMMSTACK_OUTPUT_LIMIT_MIB": "1"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "COMPLETED" in proc.stdout
+    record = records_of(results)[ONE]
+    assert record.verdict == "fail" and record.error_kind == "output-too-large", record
+    assert "output past the limit of 1 MiB per stream (stdout.txt 1 MiB and more" in record.reason
+    kept = (results / record.outputs[0] / "stdout.txt").read_bytes()
+    assert len(kept) == 2**20 + 1 and kept == (b"0" * 100 + b"\n") * (2**20 // 101) + b"0" * (2**20 % 101 + 1)
+    assert processes_naming(str(binary)) == []
+    no_job_left(cli.cluster)
 
 
 def test_a_long_line_is_cut_everywhere_but_in_the_raw_output(cli, tmp_path):

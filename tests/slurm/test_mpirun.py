@@ -12,8 +12,10 @@ from commstack.results.parse import parse_pingpong
 from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not shutil.which("mpirun") or not shutil.which("mpicc"),
-                                reason="no mpirun/mpicc (ci/install-deps.sh installs Open MPI)")
+# the slurm tier's: real MPI launches (here by mpirun, which needs no Slurm), kept out of the unit tier
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(not shutil.which("mpirun") or not shutil.which("mpicc"),
+                                 reason="no mpirun/mpicc (ci/install-deps.sh installs Open MPI)")]
 
 
 def test_pingpong_under_mpirun(tmp_path):

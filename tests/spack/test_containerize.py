@@ -1,18 +1,28 @@
 """Spack tier: the committed Containerfiles are what `spack containerize` makes of the image envs,
-and the image envs are the same stack as envs/gh200-ompi."""
+typed in each env's directory; each image env concretizes to its committed lock, builds only the
+communication stack, and the chain comm-fwk < ompi < osu-mb, nccl-tests shares its packages."""
 
 import dataclasses
+import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from commstack.spack import containers
+from commstack.paths import TOP
+from commstack.spack import containers, environment
+from commstack.spack.envs import stage
 
 pytestmark = pytest.mark.spack
 
 IMAGES = containers.images()
 STACK = ("cuda", "gdrcopy", "libfabric", "ucx", "openmpi", "osu-micro-benchmarks", "nccl-tests", "nccl",
          "aws-ofi-nccl")
+#: the chain as the seeds build it (000, 002)
+CHAIN = {"ompi": "comm-fwk", "osu-mb": "ompi", "nccl-tests": "ompi"}
+#: what the seeds take from the OS image (issue 24)
+NOT_BUILT = {"python", "perl", "cmake", "openssl", "krb5", "openssh"}
 
 
 @pytest.mark.parametrize("name", IMAGES)
@@ -22,24 +32,126 @@ def test_containerfile_has_not_drifted(spack, name):
 
 
 @pytest.mark.parametrize("name", IMAGES)
-def test_image_env_is_the_gh200_stack(concrete, name):
+@pytest.mark.parametrize("how", ["spack -e . containerize", "spack env activate . && spack containerize"])
+def test_spack_containerize_typed_in_the_env_dir_gives_the_committed_file(spack, name, how):
+    """No -C, no commstack: the env's own config (envs/images/common.yaml) names the templates."""
+    img = IMAGES[name]
+    env = environment()  # SPACK_PYTHON: clingo from the venv
+    if how.startswith("spack env activate"):  # what `spack env activate .` exports
+        argv, env["SPACK_ENV"] = [str(spack.exe), "containerize"], str(img.env)
+    else:
+        argv = [str(spack.exe), "-e", ".", "containerize"]
+    proc = subprocess.run(argv, cwd=img.env, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip("\n") + "\n" == img.containerfile.read_text()
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_env_is_the_gh200_stack_and_the_chain_shares_its_packages(concrete, name):
     image, full = concrete[f"images/{name}"], concrete["gh200-ompi"]
     assert {n["target"] for n in image.nodes if not n["external"]} == {"neoverse_v2"}
-    assert {n["os"] for n in image.nodes if n["name"] in image.roots} == {"ubuntu24.04"}
+    assert {n["os"] for n in image.nodes} == {"ubuntu24.04"}
     shared = [p for p in STACK if p in image.names()]
     assert {"cuda", "gdrcopy", "libfabric", "ucx"} <= set(shared)
-    for pkg in shared:  # same version, variants and hash as on the login node: the chain can't diverge
-        assert image.one(pkg)["hash"] == full.one(pkg)["hash"], f"{name}: {pkg} differs from gh200-ompi"
+    for pkg in shared:  # the same stack as the GH200 env: version and variants
+        mine, theirs = image.one(pkg), full.one(pkg)
+        assert (mine["version"], mine["variants"]) == (theirs["version"], theirs["variants"]), pkg
+    if name in CHAIN:  # the image below's packages at the same hashes: installed once, reused
+        below = concrete[f"images/{CHAIN[name]}"]
+        ours = {n["name"]: n["hash"] for n in image.nodes}
+        moved = [n["name"] for n in below.nodes if ours.get(n["name"]) != n["hash"]]
+        assert not moved, f"{name} differs from {CHAIN[name]} in {moved}"
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_builds_only_the_communication_stack(concrete, name):
+    """Concretized now (not only the committed lock): the nodes `spack install` builds, printed."""
+    c = concrete[f"images/{name}"]
+    built = sorted(n["name"] for n in c.nodes if not n["external"])
+    print(f"\n{name}: {len(c.nodes)} nodes, {len(built)} built from source: {', '.join(built)}")
+    assert not set(built) & NOT_BUILT
+    assert set(built) <= containers.buildable()
+    assert built == containers.built_from_source(IMAGES[name].lock)
+    if name == "ompi":
+        assert set(built) == {"gdrcopy", "libfabric", "ucx", "libcxi", "cxi-driver", "cassini-headers", "openmpi",
+                              "pmix", "prrte", "hwloc", "libevent", "compiler-wrapper", "gcc-runtime"}
+        for pkg in NOT_BUILT & set(c.names()):  # there, as the image's Ubuntu packages
+            assert c.one(pkg)["external"] and c.one(pkg)["prefix"] == "/usr", pkg
+
+
+def test_the_chain_installs_its_locks_each_image_only_what_the_one_below_lacks(spack, tmp_path):
+    """What each Containerfile's install step runs (`spack -e . install --only-concrete`), in chain
+    order into one install tree, with --fake (this host is not the image): nothing is concretized,
+    and each image installs exactly its lock's built nodes that the image below has not."""
+    top = repo_copy(tmp_path / "repo")
+    tree = tmp_path / "software"
+    installed: dict[str, list[str]] = {}
+    for name in IMAGES:  # images.yaml lists them in build order
+        proc = spack("-c", f"config:install_tree:root:{tree}", "-e", ".", "install", "--only-concrete",
+                     "--fail-fast", "--fake", cwd=top / "envs" / "images" / name,
+                     extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+        assert "oncretiz" not in proc.stdout + proc.stderr
+        installed[name] = sorted(line.split("Successfully installed ")[1].rsplit("-", 2)[0]
+                                 for line in proc.stdout.splitlines() if "Successfully installed" in line)
+        below = set(containers.built_from_source(IMAGES[CHAIN[name]].lock)) if name in CHAIN else set()
+        assert installed[name] == sorted(set(containers.built_from_source(IMAGES[name].lock)) - below), name
+    print("\n" + "\n".join(f"{name} installs {len(p)}: {', '.join(p)}" for name, p in installed.items()))
+    assert installed["osu-mb"] == ["osu-micro-benchmarks"] and installed["nccl-tests"] == ["nccl-tests"]
+
+
+def repo_copy(where: Path) -> Path:
+    """What `bin/commstack containerize` reads, copied: the envs, recipes, containers/ and the set-up."""
+    top = stage(where)
+    shutil.copytree(TOP / "containers", top / "containers")
+    for f in ("toolchain.yaml", "pyproject.toml"):
+        shutil.copy(TOP / f, top / f)
+    for img in IMAGES.values():  # stage() leaves the locks out
+        shutil.copy(img.lock, top / img.lock.relative_to(TOP))
+    return top
+
+
+def test_a_pin_changed_without_relocking_fails_containerize_check(spack, tmp_path):
+    """A pin moved, the locks not refreshed: `bin/commstack containerize --check` names each image
+    and the node, writes nothing, and exits 1 before anything is built."""
+    top = repo_copy(tmp_path)
+    pins = top / "envs" / "common" / "pins.yaml"
+    pins.write_text(pins.read_text().replace('- "@2.5.1"               # seed 000 comm-fwk image',
+                                             '- "@2.4.4"               # a pin changed, no relock'))
+    before = {p: p.read_bytes() for p in (top / "containers").rglob("*") if p.is_file()}
+    env = {**os.environ, "COMMSTACK_HOME": str(top), "SPACK_ROOT": str(spack.exe.parents[1])}
+    proc = subprocess.run([str(TOP / "bin" / "commstack"), "containerize", "--check"], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for name in IMAGES:
+        assert f"image {name}: envs/images/{name}/spack.lock no longer matches its env " \
+               f"(bin/commstack lock images/{name}):\n  ~ gdrcopy: version 2.5.1 -> 2.4.4" in proc.stderr, proc.stderr
+    assert {p: p.read_bytes() for p in (top / "containers").rglob("*") if p.is_file()} == before
+
+
+def test_a_short_base_name_written_by_containerize_is_named(spack, tmp_path):
+    """The env names its base as podman's short name: `bin/commstack containerize` writes the
+    Containerfile, then its static check names the image and the base, and exits 1."""
+    top = repo_copy(tmp_path)
+    manifest = top / "envs" / "images" / "comm-fwk" / "spack.yaml"
+    manifest.write_text(manifest.read_text().replace("docker.io/nvidia/cuda:", "nvidia/cuda:"))
+    env = {**os.environ, "COMMSTACK_HOME": str(top), "SPACK_ROOT": str(spack.exe.parents[1])}
+    proc = subprocess.run([str(TOP / "bin" / "commstack"), "containerize", "comm-fwk"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        "image comm-fwk: containers/comm-fwk/Containerfile: base image 'nvidia/cuda:12.8.1-devel-ubuntu24.04' "
+        "is not fully qualified (registry/name:tag, as docker.io/nvidia/cuda:12.8.1-devel-ubuntu24.04); "
+        "podman refuses short names in enforcing mode"), proc.stderr
+    assert "FROM --platform=linux/arm64 nvidia/cuda:" in (top / "containers" / "comm-fwk" / "Containerfile").read_text()
 
 
 def test_a_bad_container_section_names_the_env_and_keeps_the_file(spack, tmp_path):
     img = IMAGES["osu-mb"]
     before = img.containerfile.read_bytes()
-    broken = tmp_path / "osu-mb"
-    shutil.copytree(img.env, broken)
-    manifest = broken / "spack.yaml"
+    top = repo_copy(tmp_path)
+    manifest = top / "envs" / "images" / "osu-mb" / "spack.yaml"
     manifest.write_text(manifest.read_text().replace("format: docker", "format: podman"))
-    bad = dataclasses.replace(img, env=broken, out=tmp_path / "out")
+    bad = dataclasses.replace(img, env=manifest.parent, out=tmp_path / "out")
     with pytest.raises(containers.ContainerizeError, match=r"image osu-mb: spack containerize of .* failed") as e:
         containers.write(containers.rendered(spack, bad))
     assert "podman" in str(e.value)
@@ -48,9 +160,8 @@ def test_a_bad_container_section_names_the_env_and_keeps_the_file(spack, tmp_pat
 
 def test_a_template_that_does_not_render_is_an_error(spack, tmp_path):
     img = IMAGES["ompi"]
-    broken = tmp_path / "ompi"
-    shutil.copytree(img.env, broken)
-    manifest = broken / "spack.yaml"
+    top = repo_copy(tmp_path)
+    manifest = top / "envs" / "images" / "ompi" / "spack.yaml"
     manifest.write_text(manifest.read_text().replace("commstack/Containerfile", "commstack/missing.Containerfile"))
     with pytest.raises(containers.ContainerizeError, match="missing.Containerfile"):
-        containers.rendered(spack, dataclasses.replace(img, env=broken, out=tmp_path / "out"))
+        containers.rendered(spack, dataclasses.replace(img, env=manifest.parent, out=tmp_path / "out"))

@@ -1,7 +1,9 @@
 """The results history (SQLite) from runs built of seed 002's recorded all_reduce_perf outputs: with
 the aws-ofi-nccl plugin (~122 GB/s at 128 MiB) and without it (~5 GB/s)."""
 
+import re
 import sqlite3
+import time
 from pathlib import Path
 
 import matplotlib.image
@@ -10,7 +12,7 @@ import pytest
 from commstack.cli import main
 from commstack.paths import TOP
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_run, compare_to_history, connect,
-                                       import_results, trend)
+                                       import_results, plot, trend, trend_table)
 from commstack.results.parse import parse_nccl
 from commstack.results.records import Record
 
@@ -29,16 +31,28 @@ def run(root: Path, name: str, seed: str, started: float, repeats: int = 1) -> P
     return d
 
 
-def test_two_runs_show_in_the_trend_and_plot(tmp_path):
+def test_two_runs_show_in_the_trend_and_plot(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
     add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0), db)
     points = trend(db, system="alps-gh200", step=STEP, size=134217728)
-    assert [(p.run_id, p.median) for p in points] == [("r1", 122.57), ("r2", points[1].median)]
-    assert points[1].median < 10  # the run without the plugin
-    png = tmp_path / "trend.png"
-    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(png)]) == 0
-    assert matplotlib.image.imread(png).shape[0] > 100
+    assert [(p.run_id, p.median, p.size) for p in points] == [("r1", 122.57, 134217728), ("r2", 5.43, 134217728)]
+    one, both = tmp_path / "one.png", tmp_path / "trend.png"
+    capsys.readouterr()
+    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(both)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:6] for line in out[1:3]] == [
+        ["r1", "alps-gh200", f"cscs-images/{STEP}"[:48], "134217728", "122.570", "GB/s"],
+        ["r2", "alps-gh200", f"cscs-images/{STEP}"[:48], "134217728", "5.430", "GB/s"]]
+    assert out[3:] == ["2 figures, 2 runs, 1 series", f"plot: {both}"]
+    assert main(["history", "--history", str(db), "--size", "134217728", "--step", STEP, "--plot", str(one)]) == 0
+    image = matplotlib.image.imread(both)
+    assert image.shape[:2] == (500, 1000) and image.std() > 0.05  # 10 x 5 inches at 100 dpi, not blank
+    # the same plot from the same points; with r1 alone (a newer history) another
+    assert (matplotlib.image.imread(one) == image).all()
+    add_run(run(tmp_path, "r3", "cscs-nccl-01.txt", 3000.0), db)
+    main(["history", "--history", str(db), "--size", "134217728", "--plot", str(one)])
+    assert not (matplotlib.image.imread(one) == image).all()
     stored = sqlite3.connect(db).execute("SELECT stack, verdict FROM records WHERE run_id = 'r1'").fetchone()
     assert '"ofi_provider": "cxi"' in stored[0] and stored[1] == "pass"
 
@@ -94,3 +108,162 @@ def test_other_files_and_versions_are_refused_by_name(tmp_path):
     with pytest.raises(HistoryError, match="no history at"):
         trend(tmp_path / "missing.sqlite")
     assert main(["history", "--history", str(tmp_path / "missing.sqlite")]) == 2
+
+
+def add_record(d: Path, step: str, rows_per_repeat: list[list[dict]], started: float | None = 1000.0) -> None:
+    Record(run_id=d.name, index=len(list(d.glob("steps/*"))), suite="cscs-images", system="alps-gh200", step=step,
+           benchmark="all_reduce_perf", tool="nccl-tests", tags={"nodes": 2}, metric="oop_busbw_GBps", unit="GB/s",
+           verdict="pass" if rows_per_repeat else "not-run", repeats=rows_per_repeat, started=started).write(d)
+
+
+def test_against_the_history_steps_and_sizes_it_lacks_values_it_cannot_use_and_its_noise(tmp_path):
+    db = tmp_path / "h.sqlite"
+    good = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    bad = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows
+    for i in range(3):
+        add_run(run(tmp_path, f"r{i}", "cscs-nccl-02.txt", 1000.0 + i), db)  # without the plugin: ~5 GB/s
+    zero = tmp_path / "zero"
+    add_record(zero, STEP, [[{**r, "oop_busbw_GBps": 0.0} for r in good]])
+    add_run(zero, db)  # a run of zeros is no baseline
+    new = tmp_path / "new"
+    add_record(new, "a-not-run", [])
+    add_record(new, "b-new-step", [good])
+    nan = [dict(r) for r in good]
+    nan[-1]["oop_busbw_GBps"] = float("nan")
+    add_record(new, STEP, [nan])
+    changes = compare_to_history(new, db, last=10)
+    assert [(c.step, c.size, c.change) for c in changes[:2]] == [
+        ("cscs-images/a-not-run", None, "missing in B"), ("cscs-images/b-new-step", 8, "missing in A")]
+    assert {c.change for c in changes if c.step.endswith("b-new-step")} == {"missing in A"}
+    mine = {c.size: c for c in changes if c.step.endswith(STEP)}
+    assert (mine[134217728].change, mine[134217728].a) == ("invalid", 5.43)
+    assert (mine[67108864].change, mine[67108864].a, mine[67108864].b) == ("better", 5.53, 107.69)  # the plugin back
+    # the same drop inside the run's own repeat spread (twice its standard deviation) is no regression
+    worse = tmp_path / "worse"
+    add_record(worse, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * 0.8} for r in bad]] * 3)
+    assert {c.size: c.change for c in compare_to_history(worse, db)}[134217728] == "regression"
+    spread = tmp_path / "spread"
+    add_record(spread, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * f * 0.8} for r in bad]
+                              for f in (0.7, 1.0, 1.3)])
+    assert {c.size: c.change for c in compare_to_history(spread, db)}[134217728] == "same"
+
+
+def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path, capsys):
+    real = tmp_path / "real.sqlite"
+    connect(real).close()
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    with pytest.raises(HistoryError, match="link.sqlite exists and is a symlink"):
+        connect(link)
+    deep = tmp_path / "new" / "dir" / "h.sqlite"
+    connect(deep).close()
+    assert deep.is_file()
+    with pytest.raises(HistoryError, match="no runs"):
+        import_results(tmp_path / "new")
+    one = run(tmp_path / "runs", "r1", "cscs-nccl-01.txt", 1000.0)
+    assert import_results(one) == {"r1": 1} and (tmp_path / "runs" / "history.sqlite").is_file()
+    nan = tmp_path / "runs" / "r2"
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    add_record(nan, STEP, [[{**r, "oop_busbw_GBps": float("nan")} for r in rows]], started=None)
+    import_results(nan)
+    points = trend(tmp_path / "runs" / "history.sqlite", size=8)
+    assert [(p.run_id, p.median, p.stdev) for p in points] == [("r2", None, 0.0), ("r1", 0.0, 0.0)]  # no start first
+    table = trend_table(points).splitlines()
+    assert table[1].split()[4:] == ["-", "GB/s", "pass", "(-)"]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(1000.0))
+    assert table[2].split()[4:] == ["0.000", "GB/s", "pass", *f"({when})".split()]
+    with pytest.raises(HistoryError, match="nothing to plot"):
+        plot([])
+
+
+def scaled_run(root: Path, name: str, factors: list[float], started: float, seed: str = "cscs-nccl-02.txt") -> Path:
+    """A run of one all_reduce_perf record: the seed's table once per repeat, each figure times its factor."""
+    rows = parse_nccl((SEEDS / seed).read_text()).rows
+    d = root / name
+    add_record(d, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * f} for r in rows] for f in factors], started)
+    return d
+
+
+def test_the_history_spread_and_the_runs_noise_set_the_threshold(tmp_path):
+    db = tmp_path / "h.sqlite"
+    for i, f in enumerate((1.0, 1.0, 1.4)):  # the history has seen +40 % once
+        add_run(scaled_run(tmp_path, f"r{i}", [f], 1000.0 + i), db)
+    big = 134217728
+
+    def change(factors):
+        return {c.size: c.change for c in compare_to_history(scaled_run(tmp_path, "new", factors, 5000.0), db)}[big]
+    assert change([1.3]) == "same"        # inside what the history has seen
+    assert change([1.5]) == "better"      # beyond it, though by less than 100 %
+    assert change([0.85]) == "regression"
+    assert change([0.765, 0.85, 0.935]) == "same"        # -15 %, repeats spread 10 % (twice that: 20 %)
+    assert change([0.675, 0.75, 0.825]) == "regression"  # -25 %: beyond twice the spread
+    # sizes where the history printed 0.00 have no baseline; small but real figures do
+    small = {c.size: c for c in compare_to_history(scaled_run(tmp_path, "new", [1.0], 5000.0), db)}
+    zero = [r["size"] for r in parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows if r["oop_busbw_GBps"] == 0]
+    assert sorted(s for s, c in small.items() if c.change == "missing in A") == zero
+    assert {c.change for s, c in small.items() if s not in zero} == {"same"}
+
+
+def test_what_the_history_stores_of_a_run(tmp_path):
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    d = tmp_path / "runs" / "r1"
+    nan = [dict(r) for r in rows]
+    nan[0]["oop_busbw_GBps"] = float("nan")
+    add_record(d, STEP, [rows, nan], started=2000.0)
+    add_record(d, "other", [rows], started=1000.0)
+    (tmp_path / "runs" / "notes").mkdir()  # not a run: left out
+    (tmp_path / "runs" / "link").symlink_to(d)  # a second name for r1: left out
+    db = tmp_path / "elsewhere.sqlite"
+    assert import_results(tmp_path / "runs", db) == {"r1": 2} and not (tmp_path / "runs" / "history.sqlite").exists()
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT started FROM runs").fetchall() == [(1000.0,)]  # the run's first start
+    assert con.execute("SELECT median, stdev, repeats FROM figures WHERE step = ? AND size = 8", (STEP,)).fetchone() \
+        == (None, 0.0, 2)  # a NaN repeat: no median, no spread
+
+
+def test_the_trend_plot_as_svg_names_its_runs_axes_system_and_series(tmp_path, capsys):
+    """An SVG plot keeps its text: tick labels, axis labels, title and legend, each in a comment."""
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0), db)
+    svg = tmp_path / "trend.svg"
+    assert main(["history", "--history", str(db), "--size", "134217728", "--plot", str(svg)]) == 0
+    text = svg.read_text()
+    assert text.startswith("<?xml") and 'width="720pt" height="360pt"' in text  # 10 x 5 inches
+    texts = re.findall(r"<!-- (.*?) -->", text)
+    runs = [time.strftime("%m-%d %H:%M", time.localtime(t)) for t in (1000.0, 2000.0)]
+    assert texts[:3] == [*runs, "run"] and texts[-3:] == [
+        "bus bandwidth (GB/s)", "alps-gh200", f"{STEP} 134217728 B"]
+    assert texts[3:-3] == ["0", "20", "40", "60", "80", "100", "120"]  # GB/s as stored
+    assert text.count("rotate(-30)") == 2  # the dates slanted
+    assert "M 3 0 \nL -3 -0" in text  # error bar caps 3 points wide each side
+    one = plot([p for p in trend(db, size=134217728) if p.run_id == "r1"], "svg").decode()  # one run
+    assert re.findall(r"<!-- (.*?) -->", one)[0] == time.strftime("%m-%d %H:%M", time.localtime(1000.0))
+
+
+def test_a_change_of_exactly_what_the_history_has_seen_is_the_same(tmp_path):
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+
+    def at(name: str, value: float, started: float) -> Path:
+        d = tmp_path / name
+        add_record(d, STEP, [[{**r, "oop_busbw_GBps": value} for r in rows]], started)
+        return d
+    for side, (lo, hi) in {"up": (4.0, 5.0), "down": (4.0, 3.0)}.items():
+        db = tmp_path / f"{side}.sqlite"
+        for i, v in enumerate((lo, lo, hi)):  # the history has seen 25 % up (or down) once: binary fractions
+            add_run(at(f"{side}{i}", v, 1000.0 + i), db)
+        assert {c.change for c in compare_to_history(at(f"{side}-new", hi, 5000.0), db)} == {"same"}
+
+
+def test_a_missing_results_directory_and_a_figure_row_that_does_not_fit(tmp_path):
+    with pytest.raises(HistoryError, match="nope: no such results directory"):
+        import_results(tmp_path / "nope")
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE figures SET size = 'big' WHERE size = 8")
+    con.close()
+    with pytest.raises(HistoryError, match=r"a figure row does not fit the schema: 5: Input should be a valid "
+                                           r"integer.*\(got .big.\)"):
+        trend(db)

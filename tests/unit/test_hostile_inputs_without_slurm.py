@@ -534,3 +534,92 @@ def test_an_unwritable_results_directory_is_one_named_error(tmp_path):
             assert "[step" not in proc.stdout
     finally:
         subprocess.run(["umount", str(ro)], check=True)
+
+
+ONE_STEP = "name: one\nsteps:\n- {id: one, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8]}\n"
+ONE = "one--one-cpu-N1-n2-host-native"
+
+
+@pytest.mark.parametrize("planted", ["probe", "repeat-0"])
+def test_a_symlink_planted_for_a_steps_raw_output_is_not_written_through(tmp_path, planted):
+    """issue 22 item 3: the raw-output directories (steps/<step>/probe, repeat-N) were made with
+    mkdir(parents=True), through a symlink planted there once the run began. They are made with O_NOFOLLOW
+    from the run directory: the link is named in the step's record, not-run, and its target stays empty."""
+    if not shutil.which("mpirun"):
+        pytest.skip("no mpirun here (Debian: openmpi-bin)")
+    from commstack.config import load_suite, load_system
+    from commstack.run.runner import Binaries, Run
+    from commstack.run.steps import expand
+    system = load_system("local")
+    suite = tmp_path / "one.yaml"
+    suite.write_text(ONE_STEP)
+    (step,) = expand(load_suite(str(suite)), system)
+    results = tmp_path / "r"
+    target = tmp_path / "target"
+    target.mkdir()
+    (results / "steps" / ONE).mkdir(parents=True)
+    (results / "steps" / ONE / planted).symlink_to(target)
+    run = Run(system, results, Binaries(pingpong=shutil.which("true"), build=False), launcher="mpirun")
+    run.planned = [step]
+    try:
+        record = run.execute(step)
+    finally:
+        run.close()
+    assert record.verdict == "not-run" and record.error_kind == "unsafe-path", record
+    assert record.reason == (f"{results / 'steps' / ONE / planted} is a symlink or not a directory; commstack writes "
+                             "results only into directories it made")
+    assert Record.read(results / "steps" / ONE / "record.json").reason == record.reason
+    assert os.listdir(target) == []
+
+
+def test_the_facts_probe_gets_ld_library_path_but_no_code_to_load(tmp_path):
+    """issue 22 item 12: with the loader variables kept from the probe, its `ldd` of the benchmark lost the
+    system's LD_LIBRARY_PATH and found no MPI. The probe gets LD_LIBRARY_PATH (and finds the MPI there), never
+    LD_PRELOAD; variables.json records both."""
+    if not (shutil.which("cc") and shutil.which("mpirun")):
+        pytest.skip("needs cc and mpirun (Debian: gcc, openmpi-bin)")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "mpi.c").write_text('#include <stdio.h>\n__attribute__((constructor)) static void hello(void) '
+                                    '{ fprintf(stderr, "PRELOADED\\n"); }\nint fake_mpi(void) { return 0; }\n')
+    (tmp_path / "main.c").write_text("int fake_mpi(void);\nint main(void) { return fake_mpi(); }\n")
+    mpi = lib / "libmpi.so.77"
+    for argv in (["cc", "-shared", "-fPIC", "-Wl,-soname,libmpi.so.77", "-o", str(mpi), str(tmp_path / "mpi.c")],
+                 ["cc", "-o", str(tmp_path / "bench"), str(tmp_path / "main.c"), str(mpi)]):
+        built = subprocess.run(argv, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+    system = tmp_path / "ld.yaml"
+    system.write_text((TOP / "systems" / "local.yaml").read_text().replace("name: local", "name: local-ld")
+                      + f"variables:\n  LD_LIBRARY_PATH: {lib}\n  LD_PRELOAD: {mpi}\n")
+    suite = tmp_path / "one.yaml"
+    suite.write_text(ONE_STEP)
+    results = tmp_path / "r"
+    proc = commstack("suite", str(suite), "--system", str(system), "--launcher", "mpirun", "--no-build",
+                     "--pingpong", str(tmp_path / "bench"), "--results", str(results), timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the stand-in prints no table: the step fails
+    probe = results / "steps" / ONE / "probe"
+    assert f" env LD_LIBRARY_PATH={lib} bash -c " in (probe / "command.txt").read_text()
+    assert "LD_PRELOAD" not in (probe / "command.txt").read_text()
+    assert f" libmpi {mpi}\n" in (probe / "stdout.txt").read_text()
+    assert "PRELOADED" not in (probe / "stderr.txt").read_text()
+    for outdir in (probe, results / "steps" / ONE / "repeat-0"):
+        recorded = json.loads((outdir / "variables.json").read_text())
+        assert (recorded["LD_LIBRARY_PATH"], recorded["LD_PRELOAD"]) == (str(lib), str(mpi))
+    assert (results / "steps" / ONE / "repeat-0" / "stderr.txt").read_text().count("PRELOADED") >= 2
+
+
+def test_a_new_run_directory_is_not_world_readable(tmp_path):
+    """issue 22 items 3 and 12: plain `pytest suites/X.yaml` (no --results) made results/ and results/<run>
+    with the umask's 0755. new_run_dir, the one place that makes them, gives results/ and the run 0750
+    (less the umask), as bin/commstack does."""
+    from commstack.run.runner import new_run_dir
+    umask = os.umask(0o022)
+    try:
+        root = tmp_path / "results"
+        run = new_run_dir(root)
+        root.chmod(0o755)
+        second = new_run_dir(root, latest=False)
+    finally:
+        os.umask(umask)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (root, run, second)] == [0o750] * 3
+    assert (root / "latest").resolve() == run

@@ -1,6 +1,7 @@
 """Parsers against every recorded real output (OSU 7.2 and 5.7 runs, the seeds), through
 `commstack parse`, and corrupted copies of them."""
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -396,19 +397,34 @@ def test_seed_index_names_every_recorded_output():
     assert sorted(SEED_INDEX) == sorted(p.name for p in SEEDS.glob("*.txt"))
 
 
+def data_lines(text: str) -> list[str]:
+    """The lines of a recorded output that are table rows, told by their first character."""
+    return [line for line in text.splitlines() if line.strip()[:1].isdigit() or line.startswith("Transfer size")]
+
+
 @pytest.mark.parametrize("name", sorted(SEED_INDEX))
 def test_every_seed_output_parses_and_is_correct(name):
     sweeps = parse_seed(name)
-    assert sweeps and all(s.rows for s in sweeps)
+    assert sum(len(s.rows) for s in sweeps) == len(data_lines((SEEDS / name).read_text()))
     for s in sweeps:
         assert check_correctness(s) == []
+        # the same table where the benchmark did not finish: the check must see it
+        assert check_correctness(dataclasses.replace(s, complete=False)) == [
+            f"{s.benchmark}: output ends before the benchmark's end line (sweep stopped early)"]
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SEED_INDEX if "nersc10" not in n))
 def test_every_single_run_seed_is_complete_against_its_command(name):
+    """Complete against the command it was recorded with; less its last row, that command's sweep is cut."""
     command = SEED_INDEX[name]["command"].split()
     exe = next((i for i, a in enumerate(command) if "osu_" in a or "_perf" in a), len(command))
-    assert parse_output(None, (SEEDS / name).read_text(), command[exe + 1:]).rows
+    text = (SEEDS / name).read_text()
+    rows = data_lines(text)
+    assert [r["size"] for r in parse_output(None, text, command[exe + 1:]).rows] == [
+        int(line.split()[0] if line[0] != "T" else line.split()[3].rstrip(",")) for line in rows]
+    if len(rows) > 1:
+        e = raises(swap(text, rows[-1] + "\n", ""), command[exe + 1:])
+        assert e.kind == "truncated" and e.line.strip() == rows[-2].strip(), e
 
 
 # (file, benchmark, device, rows, first (size, value), last (size, value), column)
@@ -547,3 +563,340 @@ def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed
     assert (verdict, kind) == ("fail", "validation-failed") and "the step then exited non-zero" in reason
     assert reason.endswith("exited with status 1 on message size 64.')")
     assert outcomes["7.2/osu_bw-np3.stdout"][:2] == ("fail", "crashed")
+
+
+# -------------------------------------------------- what a wrong parser would let through (issue 28)
+
+
+@pytest.mark.parametrize("name,args", [("7.2/osu_bw.stdout", []), ("5.7/osu_latency.stdout", [])])
+def test_an_output_cut_inside_its_last_number_is_truncated(name, args):
+    """osu_bw's last row is `4194304  6374.92`: cut 1 to 4 characters short (no newline), its number
+    reads as one (6374.9, 6374, 637) or as none (6374.), but the row is cut."""
+    text = osu_text(name)
+    assert expect_kind(text, args) == "ok"
+    for k in range(1, 5):
+        e = raises(text[:-k], args)
+        assert e.kind == "truncated" and e.message.startswith("the output ends "), (k, e)
+        assert e.line == text[:-k].splitlines()[-1] and e.lineno == text.count("\n")
+
+
+def test_a_pingpong_output_cut_inside_its_last_number_is_truncated():
+    text = (SEEDS / "olcf-pingpong-cpu.txt").read_text()  # the OLCF program: rows only, no end line
+    assert text.endswith("12.666389375\n") and expect_kind(text, []) == "ok"
+    for k in range(1, 12):  # 12.66638937 .. 12. .. 1
+        assert raises(text[:-k], []).kind == "truncated", k
+
+
+def test_nccl_rows_that_repeat_or_go_backwards():
+    text = seed("cscs-nccl-01.txt")
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["1024"])
+    after = next(line for line in text.splitlines() if line.split()[:1] == ["2048"])
+    for bad in (swap(text, row, row + "\n" + row), swap(swap(text, row, "@"), after, after + "\n" + row).replace(
+            "@\n", "")):
+        e = raises(bad, [])
+        assert (e.kind, e.message, e.line) == ("unknown-format", "message sizes do not increase", row)
+
+
+def test_nccl_a_second_run_text_after_the_end_and_another_benchmarks_end_line():
+    text = seed("cscs-nccl-01.txt")
+    e = raises(text + text, [])
+    assert (e.kind, e.message, e.line) == ("unknown-format", "a second nccl-tests run in one output",
+                                           "# Collective test starting: all_reduce_perf")
+    e = raises(text + "# Avg bus bandwidth    : 19.7866\n", [])
+    assert (e.kind, e.message) == ("unknown-format", "output after '# Collective test concluded'")
+    e = raises(swap(text, "concluded: all_reduce_perf", "concluded: all_gather_perf"), [])
+    assert (e.kind, e.message) == ("unknown-format", "the end line names another benchmark than all_reduce_perf")
+    e = raises(text[:-6], [])  # `concluded: all_reduce` without its newline: cut, not complete
+    assert e.kind == "unknown-format" and e.line == "# Collective test concluded: all_reduce"
+
+
+PP = ("# mpi-pingpong v1.0 mode=cpu ranks=2 loops=10 warmup=5 min=8 max=32\n"
+      "Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, "
+      "Check: Pass\n"
+      "Transfer size (B):         16, Transfer Time (s):     0.000000113, Bandwidth (GB/s):     0.131956265, "
+      "Check: Pass\n"
+      "Transfer size (B):         32, Transfer Time (s):     0.000000119, Bandwidth (GB/s):     0.250436621, "
+      "Check: Pass\n"
+      "# mpi-pingpong done: all sizes passed\n")
+
+
+def test_pingpong_stray_lines_and_check_words():
+    assert parse_output("mpi-pingpong", PP, []).sizes == [8, 16, 32]
+    e = raises(swap(PP, "Pass\nTransfer size (B):         16", "Pass\nhello\nTransfer size (B):         16"), [])
+    assert (e.kind, e.message, e.line, e.lineno) == ("unknown-format", "not an mpi-pingpong line", "hello", 3)
+    e = raises(swap(PP, "0.131956265, Check: Pass", "0.131956265, Check: Maybe"), [])
+    assert (e.kind, e.message) == ("unknown-format", "check is 'Maybe', not Pass or Fail")
+    cut = PP[:PP.index("0.250436621, Check: Pass") + len("0.250436621, Check: Pa")]
+    assert raises(cut, []).kind == "truncated"
+    e = raises(swap(PP, "Transfer size (B):         32, Transfer Time", "Transfer size (B):         32, Transfer"), [])
+    assert (e.kind, e.message) == ("unknown-format", "not a complete mpi-pingpong row")
+    e = raises(PP + "# mpi-pingpong done: all sizes passed\n", [])
+    assert (e.kind, e.message) == ("unknown-format", "output after the end line")
+    e = raises(swap(PP, "Check: Pass\n#", "Check: Pass\n" + PP.splitlines()[0] + "\n#"), [])
+    assert (e.kind, e.message) == ("unknown-format", "header after the first row")
+    e = raises(swap(PP, "Check: Pass\nTransfer size (B):         16", "Check: Pass\nTransfer size (B):         24"), [])
+    assert e.kind == "unknown-format" and e.message.startswith("size 24 after 8: the sweep doubles the size")
+    e = raises(swap(PP, ", Check: Pass\nTransfer size (B):         16", "\nTransfer size (B):         16"), [])
+    assert (e.kind, e.message) == ("unknown-format", "check column does not match the header")
+
+
+def test_two_tables_in_one_output_are_not_one_step():
+    """A job script that ran osu_bw, then osu_latency: both tables parse; as one step's output, it is refused."""
+    text = osu_text("7.2/osu_bw.stdout") + osu_text("7.2/osu_latency.stdout")
+    sweeps = parse_tables(text)
+    assert [(s.benchmark, len(s.rows)) for s in sweeps] == [("osu_bw", 23), ("osu_latency", 23)]
+    e = raises(text, [])
+    assert (e.kind, e.message) == ("unknown-format", "2 tables in one output; a step runs one")
+    assert e.line.startswith("# OSU MPI Latency Test") and e.lineno == osu_text("7.2/osu_bw.stdout").count("\n") + 1
+
+
+def linear_nccl(last: int = 134217728, hi: int = 134217728) -> str:
+    """cscs-nccl-01 as `-b 32M -e HI -i 32M` prints it: linear steps of 32 MiB (96 MiB from the 64 MiB row)."""
+    text = seed("cscs-nccl-01.txt", "minBytes 8 maxBytes 134217728 step: 2(factor)",
+                f"minBytes 33554432 maxBytes {hi} step: 33554432(bytes)")
+    lines = text.splitlines(keepends=True)
+    rows = [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()]
+    by_size = {int(lines[i].split()[0]): lines[i] for i in rows}
+    r96 = by_size[67108864].replace("    67108864      16777216", "   100663296      25165824")
+    keep = [by_size[s] if s != 100663296 else r96 for s in (33554432, 67108864, 100663296, 134217728) if s <= last]
+    return "".join(lines[:rows[0]] + keep + lines[rows[-1] + 1:])
+
+
+def test_the_next_size_rule_with_nccl_linear_steps_and_an_upper_size_between_two_steps():
+    s = parse_output(None, linear_nccl(), [])
+    assert s.sizes == [33554432, 67108864, 100663296, 134217728] and s.meta["step_kind"] == "bytes"
+    e = raises(linear_nccl(last=100663296), [])  # the next step, 128 MiB, is the upper size itself
+    assert e.kind == "truncated" and "the next size, 134217728 B, is within the 33554432..134217728 B" in e.message
+    assert expect_kind(linear_nccl(last=100663296, hi=134217727), []) == "ok"  # 128 MiB would be past it
+    # factor 2 with an upper size that is no power of two: 96 MiB after 64 MiB is past 127 MiB
+    text = seed("cscs-nccl-01.txt")
+    cut = text[:text.index("\n134217728") + 1] + text[text.index("# Out of bounds"):]
+    assert expect_kind(cut, ["-b", "8", "-e", "127M"]) == "ok"
+    e = raises(cut, ["-b", "8", "-e", "128M"])
+    assert e.kind == "truncated" and "the next size, 134217728 B" in e.message
+    pp = PP.replace("max=32", "max=48")  # 64 B would be past 48
+    assert expect_kind(pp, []) == "ok" and expect_kind(pp, ["-e", "64"]) == "truncated"
+
+
+def test_a_sweep_past_the_sizes_asked_for_is_the_output_of_other_arguments():
+    """The upper end is held like the lower one: 8..1 MiB printed, 8..512 KiB asked (or a wrong default)."""
+    text = osu_text("7.2/osu_bw-m8_1M.stdout")
+    e = raises(text, ["-m", "8:524288"])
+    assert (e.kind, e.line.split()[0]) == ("unknown-format", "1048576")
+    assert e.message == "osu_bw: the sweep goes on to 1048576 B, past the 8..524288 B its arguments ask for: " \
+                        "the output of other arguments"
+    assert expect_kind(text, ["-m", "8:1048575"]) == "unknown-format"
+    assert expect_kind(text, ["-m", "8:2097151"]) == "ok"  # 2 MiB would be past it
+
+
+# -------------------------------------------- every named error, with the line and its number
+
+
+def named(text: str, args: tuple[str, ...] = (), ranks: int | None = None) -> tuple:
+    e = raises(text, list(args), ranks)
+    return e.kind, e.message, e.line, e.lineno
+
+
+BWC = "7.2/osu_bw-c.stdout"  # title, header, datatype, then 1 B at line 4 .. 4 MiB at line 26
+ROW_64K = "65536                 725.93              Pass"  # line 20
+NCCL_ROW = ("134217728      33554432     float     sum      -1   1916.4   70.04  122.57      0   1907.8   70.35  "
+            "123.11      0")
+NCCL_DEVICE = "#  Rank  0 Group  0 Pid 204199 on  nid005471 device  0 [0009:01:00] NVIDIA GH200 120GB"
+NCCL_UNITS = ("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
+              "(GB/s)")
+
+
+def test_osu_errors_name_their_kind_line_and_number():
+    bw = osu_text(BWC)
+    title = "# OSU MPI Bandwidth Test v7.2"
+    assert named(swap(bw, "Bandwidth Test", "Bandwidth Tset")) == (
+        "unknown-format", "no benchmark title: not OSU, nccl-tests or mpi-pingpong output",
+        "# OSU MPI Bandwidth Tset v7.2", 1)
+    assert named(swap(bw, "Bandwidth Test", "Foo Test")) == (
+        "unknown-format", "unknown OSU benchmark title", "# OSU MPI Foo Test v7.2", 1)
+    assert named(bw + "# OSU MPI Foo Test v7.2\n") == (
+        "unknown-format", "unknown OSU benchmark title", "# OSU MPI Foo Test v7.2", 27)
+    with pytest.raises(UnknownFormatError) as info:
+        parse_osu("hello\n" + bw)
+    assert (info.value.message, info.value.line, info.value.lineno) == ("text before any OSU title", "hello", 1)
+    header = bw.splitlines()[1]
+    assert named(swap(bw, "Pass\n2 ", f"Pass\n{header}\n2 ")) == (
+        "unknown-format", "second column header in one OSU table", header, 5)
+    assert named(swap(bw, header + "\n", "")) == (
+        "unknown-format", "data row before the OSU column header", bw.splitlines()[3], 3)
+    assert named(swap(bw, header, "# Size      Bandwidth (GB/s)        Validation")) == (
+        "unknown-format", "unknown OSU header line or column", "# Size      Bandwidth (GB/s)        Validation", 2)
+    assert named(swap(bw, header, "# Bandwidth (MB/s)        Validation")) == (
+        "unknown-format", "osu_bw has a size column", "# Bandwidth (MB/s)        Validation", 2)
+    barrier = osu_text("5.7/osu_barrier-f.stdout")
+    assert named(swap(barrier, "# Avg", "# Size  Avg"), ["-f"])[:2] == ("unknown-format",
+                                                                       "osu_barrier has no size column")
+    assert named(swap(bw, ROW_64K, ROW_64K.replace("Pass", "Maybe"))) == (
+        "unknown-format", "validation is 'Maybe', not Pass or Fail or passed or failed",
+        ROW_64K.replace("Pass", "Maybe"), 20)
+    assert named(bw[:-3]) == ("truncated", "the output ends mid-row (validation is 'Pa', not Pass or Fail or passed or "
+                                           "failed)", "4194304              2319.16              Pa", 26)
+    assert named(title + "\n") == ("truncated", "osu_bw: the output ends before the column header", title, 1)
+    assert named("\n".join(bw.splitlines()[:3]) + "\n") == (
+        "truncated", "osu_bw: the output ends before the first row", title, 1)
+    lat = osu_text("5.7/osu_latency.stdout")  # two columns: a row's last field is a number too
+    assert named(swap(lat, "\n1                       0.50", "\nx                       0.50")) == (
+        "unknown-format", "not a row of the table: it does not start with a number", "x                       0.50", 4)
+    assert named(swap(bw, "MPI_CHAR", "MPI_LONG_DOUBLE")) == (
+        "unknown-format", "osu_bw: datatype MPI_LONG_DOUBLE of unknown size", title, 1)
+    v6 = swap(bw, "v7.2", "v6.0")
+    assert named(v6) == ("unknown-format", "osu_bw v6.0: its default sizes are not known here; give its size "
+                                           "arguments (-m LO:HI)", "# OSU MPI Bandwidth Test v6.0", 1)
+    assert expect_kind(v6, ["-m", "1:4194304"]) == "ok"
+
+
+def test_osu_72_all_datatypes_a_table_without_rows_and_warnings_per_table():
+    text = osu_text("7.2/osu_allreduce-T_all.stdout")  # MPI_CHAR rows at 5-11, MPI_INT 14-18, MPI_FLOAT 21-25
+    lines = text.split("\n")
+    no_int_rows = "\n".join(lines[:13] + lines[18:])
+    assert named(no_int_rows, ("-m", "1:64", "-f")) == (
+        "truncated", "osu_allreduce: a table ends before its first row", lines[19], 15)
+    ucx = "[1700000000.123456] [nid001:1234:0]  ucp_context.c:1234 UCX  WARN  transport 'cxi' is not available"
+    loader = ("/usr/local/libexec/osu-micro-benchmarks/mpi/./collective/osu_allreduce: /usr/lib/aarch64-linux-gnu/"
+              "libnl-3.so.200: no version information available (required by /usr/lib64/libcxi.so.1)")
+    warned = "\n".join([ucx] + lines[:11] + [lines[11] + loader] + lines[12:14] + [ucx] + lines[14:])
+    tables = parse_tables(warned)
+    assert [t.warnings for t in tables] == [[ucx, loader], [ucx], []]  # a datatype's table starts at its first row
+    # a second job-script table: its title line starts it, a warning glued to that line included
+    two = osu_text("7.2/osu_bw.stdout") + loader + osu_text("7.2/osu_latency.stdout")
+    assert [t.warnings for t in parse_tables(two)] == [[], [loader]]
+
+
+def test_osu_data_check_lines_keep_the_rows_after_them():
+    bw = osu_text(BWC)
+    error = "DATA VALIDATION ERROR: /osu/osu_bw exited with status 1 on message size 65536."
+    s = parse_tables(swap(bw, ROW_64K + "\n", ROW_64K + "\n" + error + "\n"))[0]
+    assert len(s.rows) == 23 and s.errors == [error]
+    assert named(swap(bw, ROW_64K + "\n", ROW_64K + "\n" + error + "\n")) == (
+        "validation-failed", "osu_bw: the benchmark's data check failed", error, 21)
+
+
+def test_the_launchers_lines_name_the_line_and_its_number():
+    bw = osu_text(BWC)
+    exited = "mpirun detected that one or more processes exited with non-zero status, thus causing"
+    assert named(bw + "the job to be terminated.\n" + exited + "\n") == (
+        "crashed", "the launcher says a rank exited with a non-zero status", exited, 28)
+    failed = swap(bw, ROW_64K, ROW_64K.replace("Pass", "Fail"))
+    assert named(failed + exited + "\n") == (
+        "validation-failed", "the benchmark's data check failed, then: the launcher says a rank exited with a "
+                             "non-zero status", ROW_64K.replace("Pass", "Fail"), 20)
+    ucx = "[1700000000.123456] [nid001:1234:0]  ucp_context.c:1234 UCX  WARN  transport 'cxi' is not available"
+    assert named("\n" + ucx + "\nsrun: warning: can't honor --ntasks-per-node\n") == (
+        "empty", "no benchmark output, only 2 warning line(s)", ucx, 2)
+
+
+def test_sizes_the_arguments_ask_for_at_both_ends():
+    bw72 = osu_text("7.2/osu_bw.stdout")  # 1 B .. 4 MiB
+    assert expect_kind(bw72, ["-m", "1:6000000"]) == "ok"  # 8 MiB would be past 6 MB
+    assert expect_kind(bw72, ["-m", "0:4194304"]) == "ok"  # OSU refuses 0 and starts at its default, 1 B
+    lat = osu_text("5.7/osu_latency.stdout")  # from 0 B
+    e = raises(lat, ["-m", "1:4194304"])
+    assert (e.kind, e.line.split()[0], e.lineno) == ("unknown-format", "0", 3) and "below the 1 B" in e.message
+    only_zero = "\n".join(lat.split("\n")[:3]) + "\n"
+    assert named(only_zero) == ("truncated", "osu_latency: the sweep stops at 0 B; the next size, 1 B, is within the "
+                                             "0..4194304 B asked for", lat.split("\n")[2], 3)
+    e = raises(without_first_row(osu_text(BWC)), [])
+    assert (e.kind, e.line.split()[0], e.lineno) == ("truncated", "2", 4)
+    assert "the sweep starts at 2 B; 1 B comes first" in e.message
+    # nccl-tests rounds -b to whole elements: -b 9 runs from 8 B (two floats)
+    assert expect_kind(seed("cscs-nccl-01.txt"), ["-b", "9", "-e", "128M", "-f", "2"]) == "ok"
+
+
+def test_nccl_errors_name_their_kind_line_and_number():
+    text = seed("cscs-nccl-01.txt")  # the run starts at line 9, its rows at 25 (8 B) .. 49 (128 MiB)
+    assert named(swap(text, "starting: all_reduce_perf", "starting: foo_perf")) == (
+        "unknown-format", "unknown nccl-tests benchmark", "# Collective test starting: foo_perf", 9)
+    for bad, message in (("# Collective test starting: foo_perf\n", "unknown nccl-tests benchmark"),
+                         ("hello\n", "text before '# Collective test starting'")):
+        with pytest.raises(UnknownFormatError) as info:
+            parse_nccl(bad + text)
+        assert (info.value.message, info.value.lineno) == (message, 1)
+    assert named(swap(text, NCCL_UNITS, NCCL_UNITS + "\n" + NCCL_DEVICE)) == (
+        "unknown-format", "device line outside '# Using devices'", NCCL_DEVICE, 25)
+    assert named(swap(text, NCCL_UNITS, NCCL_UNITS + "\n# foo bar")) == (
+        "unknown-format", "unknown nccl-tests header line", "# foo bar", 25)
+    header = text.split("\n")[22]
+    assert named(swap(text, header + "\n", ""))[:2] == ("unknown-format",
+                                                        "data row before the nccl-tests column header")
+    assert named(text[:text.index(NCCL_UNITS) + len(NCCL_UNITS) + 1]) == (
+        "truncated", "the output ends before the first row", NCCL_UNITS, 24)
+    assert named(text[:text.index(NCCL_ROW) + len(NCCL_ROW)]) == (
+        "truncated", "the output ends inside its last row (no newline after it)", NCCL_ROW, 49)
+    assert named(swap(text, "1916.4", "1e+999")) == (
+        "bad-number", "non-finite value '1e+999'", NCCL_ROW.replace("1916.4", "1e+999"), 49)
+    two = swap(swap(text, "17.93    0.00    0.00      0", "17.93    0.00    0.00      1"),
+               "17.65    0.00    0.00      0", "17.65    0.00    0.00      2")
+    kind, message, line, lineno = named(two)
+    assert (kind, message, line.split()[:1], lineno) == ("validation-failed", "all_reduce_perf: the benchmark's data "
+                                                                              "check failed", ["8"], 25)
+    s = parse_nccl(text)
+    assert (s.title, s.meta["nThread"], s.meta["step"], s.meta["step_kind"]) == (
+        "Collective test starting: all_reduce_perf", 1, 2, "factor")
+
+
+def test_pingpong_header_device_and_summary():
+    olcf = (SEEDS / "olcf-pingpong-cpu.txt").read_text()  # rows only
+    header = PP.splitlines()[0]
+    first = olcf.splitlines()[0]
+    e = raises(swap(olcf, first + "\n", first + "\n" + header + "\n"), [])
+    assert (e.kind, e.message, e.line, e.lineno) == ("unknown-format", "header after the first row", header, 2)
+    assert raises(header + "\n" + PP, []).message == "header after the first row"
+    s = parse_output("mpi-pingpong", PP, [])
+    assert (s.device, s.meta["summary"], s.meta["mode"], s.version) == (None, "all sizes passed", "cpu", "1.0")
+    assert parse_output("mpi-pingpong", PP.replace("mode=cpu", "mode=cuda-aware"), []).device == "CUDA"
+
+
+def test_the_wrong_benchmarks_title_and_a_missing_row_are_quoted():
+    e = raises_for("osu_bw", "\n" + osu_text("7.2/osu_latency.stdout"))
+    assert (e.message, e.line, e.lineno) == ("expected osu_bw output, the title is another benchmark's",
+                                             "# OSU MPI Latency Test v7.2", 2)
+    s = parse_output(None, osu_text("7.2/osu_bw.stdout"), [])
+    with pytest.raises(KeyError, match="osu_bw: no row for size 3"):
+        s.row(3)
+    assert (s.title, s.row(8)["size"]) == ("OSU MPI Bandwidth Test v7.2", 8)
+
+
+def raises_for(benchmark: str, text: str) -> ParseError:
+    with pytest.raises(ParseError) as info:
+        parse_output(benchmark, text, [])
+    return info.value
+
+
+def test_commstack_parse_prints_rows_one_table_or_several_and_names_an_unreadable_file(capsys, tmp_path):
+    rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw.stdout")
+    assert (rc, out) == (0, "osu_bw (OSU MPI Bandwidth Test v7.2): 23 rows, 1..4194304 B, complete and valid\n")
+    warned = tmp_path / "warned"
+    warned.write_text("srun: warning: can't honor --ntasks-per-node\n" + osu_text("7.2/osu_bw.stdout"))
+    assert commstack_parse(capsys, warned)[1].endswith("complete and valid; 1 warning line(s)\n")
+    rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw.stdout", "", "--json")
+    assert rc == 0 and isinstance(json.loads(out), dict) and out.startswith('{\n "benchmark": "osu_bw",\n "tool"')
+    two = tmp_path / "two"
+    two.write_text(osu_text("7.2/osu_bw.stdout") + osu_text("7.2/osu_latency.stdout"))
+    rc, out, _ = commstack_parse(capsys, two, "", "--json")
+    assert rc == 0 and [t["benchmark"] for t in json.loads(out)] == ["osu_bw", "osu_latency"]
+    rc, out, err = commstack_parse(capsys, two)
+    assert out.splitlines()[1] == "osu_latency (OSU MPI Latency Test v7.2): 23 rows, 1..4194304 B, complete and valid"
+    rc, _, err = commstack_parse(capsys, tmp_path / "missing")
+    assert rc == 2 and "cannot read" in err and "No such file or directory" in err
+
+
+def test_what_a_cut_last_line_changes_and_what_it_does_not():
+    """Only a row can be cut inside: a whole end line without its newline is complete, and a garbled number
+    in a last row that has its newline is garbled, not cut."""
+    assert parse_output("mpi-pingpong", PP[:-1], []).sizes == [8, 16, 32]
+    bw = osu_text(BWC)
+    e = raises(swap(bw, "2319.16", "23x9.16"), [])
+    assert (e.kind, e.lineno) == ("bad-number", 26)
+    no_rows = PP.splitlines()[0] + "\n# mpi-pingpong done: all sizes passed\n"
+    assert named(no_rows) == ("truncated", "the output ends before the first row",
+                              "# mpi-pingpong done: all sizes passed", 2)
+    lat = osu_text("5.7/osu_latency.stdout")
+    assert named(swap(lat, "\n1                       0.50", "\nx1                      0.50")) == (
+        "unknown-format", "not a row of the table: it does not start with a number", "x1                      0.50", 4)
+    # OSU refuses -m 0:... and keeps its default start: 5.x osu_bw (no datatype line) from 1 B
+    assert expect_kind(osu_text("5.7/osu_bw.stdout"), ["-m", "0:4194304"]) == "ok"

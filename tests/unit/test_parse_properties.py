@@ -5,6 +5,8 @@ silent pass. The sizes a sweep prints follow OSU's loops (util/osu_util.c, the b
 
 from dataclasses import dataclass
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,10 +47,28 @@ class Output:
     failed: bool = False       # the output holds the benchmark's own failed data check
 
 
+# 5.x reductions count MPI_FLOATs (4 B) in their loop
+REDUCTIONS = {"osu_allreduce", "osu_reduce", "osu_reduce_scatter"}
+
+
+def default_sizes(bench: benchmarks.Benchmark, version: str) -> tuple[int, int]:
+    """(lo, hi) of a run without -m, as OSU 5.7 and 7.2 ran in tests/data/osu: point-to-point and one-sided
+    to 4 MiB, collectives to 1 MiB; 5.x latency from 0 B, 5.x reductions from one float; cas and fop one
+    row (5.x: 8 B, 7.x: 1 B); barrier no size."""
+    v5 = version.startswith("5")
+    if bench.name == "osu_barrier":
+        return 0, 0
+    if bench.name in ("osu_cas_latency", "osu_fop_latency"):
+        return (8, 8) if v5 else (1, 1)
+    if bench.directory == "collective":
+        return (4 if v5 and bench.name in REDUCTIONS else 1), 1048576
+    return (0 if v5 and bench.name in ("osu_latency", "osu_multi_lat") else 1), 4194304
+
+
 def osu_sizes(bench: benchmarks.Benchmark, version: str, lo: int, hi: int, element: int) -> list[int]:
     """The sizes OSU's loop prints from lo to hi: 5.x reductions count whole floats; 7.x doubles from lo
     (0, then 1) and skips a size that holds no whole element of the datatype."""
-    if version.startswith("5") and bench.elements_v5 > 1:
+    if version.startswith("5") and bench.name in REDUCTIONS:
         count, out = max(1, lo // 4), []
         while count * 4 <= hi:
             out.append(count * 4)
@@ -75,11 +95,13 @@ def value(draw, col: str, fail_at: bool, one_sided: bool):
 
 
 @st.composite
-def osu_outputs(draw, fail: bool = False):
+def osu_outputs(draw, fail: bool = False, bench: str | None = None, version: str | None = None,
+                sizes: str | None = None):
     """One OSU run's output: title (with device), one-sided window lines, mbw_mr pairs, 7.x datatype
-    (and -T all: a table per datatype), the 7.x Send Buffer line, the header in its version's place."""
-    bench = draw(st.sampled_from([b for b in OSU if not fail or b.sized]))
-    version = draw(st.sampled_from(["5.7", "7.2", "7.5"]))
+    (and -T all: a table per datatype), the 7.x Send Buffer line, the header in its version's place.
+    `bench`, `version` and `sizes` (-m LO:HI, -m 1:HI, -m HI, none) fix what is drawn otherwise."""
+    bench = benchmarks.get(bench) if bench else draw(st.sampled_from([b for b in OSU if not fail or b.sized]))
+    version = version or draw(st.sampled_from(["5.7", "7.2", "7.5"]))
     v7 = not version.startswith("5")
     full = bench.directory == "collective" and bench.metric == "latency_us" and draw(st.booleans())
     validation = v7 and (fail or draw(st.booleans()))
@@ -101,11 +123,12 @@ def osu_outputs(draw, fail: bool = False):
         t = draw(st.sampled_from(["mpi_char", "mpi_int", "mpi_float", "all"]))
         args += ["-T", t]
         datatypes = list(ELEMENT) if t == "all" else [t.upper()]
-    default_lo, default_hi = bench.defaults(version)
-    if not bench.sized or bench.name in ("osu_cas_latency", "osu_fop_latency"):
-        lo, hi = default_lo, default_hi  # one row, whatever -m says
-    elif draw(st.booleans()):  # -m LO:HI
-        lo = 1 << draw(st.integers(0, 12))
+    default_lo, default_hi = default_sizes(bench, version)
+    sizes = sizes or draw(st.sampled_from(["-m LO:HI", "-m HI", "none"]))
+    if not bench.sized or bench.name in ("osu_cas_latency", "osu_fop_latency") or sizes == "none":
+        lo, hi = default_lo, default_hi  # one row, whatever -m says; or no -m
+    elif sizes in ("-m LO:HI", "-m 1:HI"):
+        lo = 1 if sizes == "-m 1:HI" else 1 << draw(st.integers(0, 12))
         hi = max(lo << draw(st.integers(0, 8)), 4)  # a sweep below its datatype's 4 B prints no row
         args += ["-m", f"{lo}:{hi}"]
     else:  # -m HI: the default start (5.x latency: 0 B)
@@ -247,6 +270,18 @@ def kind(text: str, args: list[str]) -> str:
 
 @given(OUTPUTS)
 def test_well_formed_outputs_round_trip(out):
+    assert [s.rows for s in parse_outputs(out.text, out.args)] == out.tables
+
+
+@pytest.mark.parametrize("sizes", ["none", "-m 1:HI"])
+@pytest.mark.parametrize("version", ["5.7", "7.2"])
+@pytest.mark.parametrize("bench", [b.name for b in OSU])
+@settings(max_examples=2)
+@given(data=st.data())
+def test_every_osu_benchmark_with_its_default_sizes_and_from_one_byte(bench, version, sizes, data):
+    """Every OSU benchmark and major version, with no -m and from 1 B: a wrong default or start in the
+    parser's table cannot hide behind the random draw."""
+    out = data.draw(osu_outputs(bench=bench, version=version, sizes=sizes))
     assert [s.rows for s in parse_outputs(out.text, out.args)] == out.tables
 
 

@@ -210,6 +210,13 @@ def _check_last_line(t: _Text, sweeps: list[Sweep]) -> None:
         raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
 
 
+def _cut_number(t: _Text, e: BadNumberError) -> ParseError:
+    """A number that is none on the last line, without its newline (`6374.`): the output was cut there."""
+    if t.cut and e.lineno == t.lines[-1][0]:
+        return TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno)
+    return e
+
+
 def _cut_row(t: _Text, lineno: int, line: str, message: str, want: int | None = None) -> ParseError:
     """A row that does not fit: cut short when it is the last line, has no newline and starts like a
     row; text glued to a whole row (`want` fields) when the row is there; else a format error."""
@@ -370,7 +377,10 @@ def _osu_tables(t: _Text) -> list[Sweep]:
 def parse_osu(text: str) -> list[Sweep]:
     """Every OSU table in `text` (a job script may run several), in order."""
     t = _own_lines(text)
-    sweeps = _osu_tables(t)
+    try:
+        sweeps = _osu_tables(t)
+    except BadNumberError as e:
+        raise _cut_number(t, e) from None
     _check_last_line(t, sweeps)
     _assign_warnings(sweeps, t)
     if t.mem_limit:
@@ -417,6 +427,13 @@ def _nccl_params(line: str) -> dict[str, Any]:
 
 def parse_nccl(text: str) -> Sweep:
     t = _own_lines(text)
+    try:
+        return _nccl_table(t)
+    except BadNumberError as e:
+        raise _cut_number(t, e) from None
+
+
+def _nccl_table(t: _Text) -> Sweep:
     sweep: Sweep | None = None
     in_devices = False
     for lineno, line in t.lines:
@@ -493,9 +510,7 @@ def parse_nccl(text: str) -> Sweep:
             sweep.error_lines.append((lineno, line))
         sweep.rows.append(row)
         sweep.row_lines.append((lineno, line))
-    if sweep is None:
-        raise UnknownFormatError("no '# Collective test starting' line: not nccl-tests output", *t.lines[0][::-1])
-    if not sweep.rows:
+    if not sweep.rows:  # (sweep is set: a first line that does not start the run is an error above)
         raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
     _check_last_line(t, [sweep])
     _assign_warnings([sweep], t)
@@ -514,6 +529,13 @@ PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)
 def parse_pingpong(text: str) -> Sweep:
     """Our mpi-pingpong, and the OLCF tutorial program it follows (no header, no check column)."""
     t = _own_lines(text)
+    try:
+        return _pingpong_table(t)
+    except BadNumberError as e:
+        raise _cut_number(t, e) from None
+
+
+def _pingpong_table(t: _Text) -> Sweep:
     sweep = Sweep("mpi-pingpong", "mpi-pingpong", "mpi-pingpong", None, None,
                   ["size", "time_s", "bandwidth_GiBps"], title_line=t.lines[0])
     for lineno, line in t.lines:
@@ -660,11 +682,12 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     if bench.sized and first < want:
         raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
                                  f"for: the output of other arguments", *sweep.row_lines[0][::-1])
+    if bench.sized and last > hi:
+        raise UnknownFormatError(f"{bench.name}: the sweep goes on to {last} B, past the {lo}..{hi} B its arguments "
+                                 f"ask for: the output of other arguments", last_line, last_lineno)
     if bench.sized and last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
-    if not bench.sized and len(sweep.rows) != 1:
-        raise UnknownFormatError(f"{bench.name} prints one row", *sweep.row_lines[1][::-1])
 
 
 def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:

@@ -7,6 +7,7 @@ it starts as, and for a batch run the job. A planned step that left no record is
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -110,12 +111,18 @@ class Record(BaseModel):
 
     def medians(self) -> dict[int, tuple[float, float, int]]:
         """size -> (median, standard deviation, number of repeats) of the judged metric."""
-        return {s: (statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-                for s, v in self.values().items()}
+        return {s: (statistics.median(v), _stdev(v), len(v)) for s, v in self.values().items()}
 
     def means(self) -> dict[int, tuple[float, float]]:
         """size -> (mean, standard deviation) of the judged metric: seed 001's statistics."""
-        return {s: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for s, v in self.values().items()}
+        return {s: (statistics.mean(v), _stdev(v)) for s, v in self.values().items()}
+
+
+def _stdev(values: list[float]) -> float:
+    """0 for one repeat; NaN where a repeat is (statistics.stdev fails on NaN: AttributeError on 3.11)."""
+    if len(values) < 2:
+        return 0.0
+    return statistics.stdev(values) if all(map(math.isfinite, values)) else math.nan
 
 
 class Plan(BaseModel):

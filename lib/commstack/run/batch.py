@@ -26,7 +26,7 @@ from commstack.files import write_atomic
 from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import Launcher, StepResult
+from commstack.run.launch import LOADER, Launcher, StepResult, output_limit, output_too_large
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
@@ -37,12 +37,14 @@ EXIT = "exit"          # "<status> <started> <ended>", written by the job after 
 #: squeue states of a job that has not ended yet
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
           "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "STOPPED"}
-#: the job's own shell function: one command, its output and exit status into a directory
+#: the job's own shell function: one command, its output (each stream cut one byte past the limit, so that a
+#: larger one is known) and exit status into a directory
 RUN_STEP = """run_step() {  # DIR TIMEOUT_S COMMAND...: stdout, stderr, then "status started ended" last
   local d=$1 t=$2 s; shift 2
   mkdir -p "$d"; s=$(date +%s.%N)
-  timeout -s TERM -k 20 "$t" "$@" > "$d/stdout.txt" 2> "$d/stderr.txt"
-  echo "$? $s $(date +%s.%N)" > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
+  { timeout -s TERM -k 20 "$t" "$@" 2>&1 >&3 3>&- | head -c "$COMMSTACK_OUTPUT_CUT" > "$d/stderr.txt" 3>&-
+    exit "${PIPESTATUS[0]}"; } 3>&1 | head -c "$COMMSTACK_OUTPUT_CUT" > "$d/stdout.txt"
+  echo "${PIPESTATUS[0]} $s $(date +%s.%N)" > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 }"""
 
 
@@ -74,8 +76,10 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     sbatch += system.launcher.salloc_flags + b.sbatch_flags
     lines = ["#!/bin/bash", *(f"#SBATCH {printable(f)}" for f in sbatch)]
     lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),
+              f"COMMSTACK_OUTPUT_CUT={output_limit() + 1}  # COMMSTACK_OUTPUT_LIMIT_MIB, and a byte to tell more",
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
-    lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()]
+    lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()
+              if not LOADER.fullmatch(k)]  # on the command lines, for the program alone
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
     launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
@@ -179,13 +183,18 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
         return
     stack = _probe_facts(where / "probe")
     hosts = sorted(stack.get("nodes", {}))
+    limit = output_limit()
     with judged(record):
         sweeps, out = [], ""
         for outdir in done:
             rc, started, ended = (outdir / EXIT).read_text().split()
+            streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
+            over = {name: len(data) for name, data in streams.items() if len(data) > limit}
+            if over:
+                record.outputs.append(str(outdir.relative_to(run_dir)))
+                raise output_too_large(s.step.name, over, limit, outdir)
             result = StepResult(launched_step(s, commands[1]), commands[1], int(rc),
-                                (outdir / "stdout.txt").read_text(errors="replace"),
-                                (outdir / "stderr.txt").read_text(errors="replace"),
+                                *(data.decode(errors="replace") for data in streams.values()),
                                 float(started), float(ended) - float(started), hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
@@ -194,6 +203,12 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
             sweeps.append(add_repeat(s, record, result, run_dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, system, refs)
+
+
+def _head(path: Path, limit: int) -> bytes:
+    """At most limit + 1 bytes of a saved stream: enough to tell that it is past the limit."""
+    with open(path, "rb") as f:
+        return f.read(limit + 1)
 
 
 def _probe_facts(outdir: Path) -> dict:

@@ -32,8 +32,11 @@ from commstack.slurm import client, orphans, sweep
 
 #: the token that marks every process of a step (its environment), for the sweep at its end
 STEP_TOKEN = "COMMSTACK_STEP"
-#: loader variables: given to the benchmark alone (`env VAR=... benchmark`), never to srun or the probe
+#: loader variables: given to the benchmark alone (`env VAR=... benchmark`), never to srun
 LOADER = re.compile(r"LD_[A-Z_]+")
+#: the loader variables the facts probe gets too: only where libraries are found (its `ldd` of the benchmark
+#: needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT)
+SEARCH_PATH = ("LD_LIBRARY_PATH",)
 #: how long the output may stay open once the launcher ended (a descendant holds it), in s
 HELD_OPEN_S = 5.0
 
@@ -49,7 +52,7 @@ class Step:
     environment: str | None = None  # Container Engine EDF
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
-    loader: bool = True  # the loader variables (LD_PRELOAD, ...) reach the program; not the probe's
+    loader: bool = True  # all loader variables reach the program; False (the probe): SEARCH_PATH alone
 
 
 def output_limit() -> int:
@@ -58,6 +61,13 @@ def output_limit() -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise LaunchError(f"COMMSTACK_OUTPUT_LIMIT_MIB={raw!r}: a whole number of MiB, 1 or more")
     return int(raw) * 2**20
+
+
+def output_too_large(name: str, sizes: dict[str, int], limit: int, outdir: Path) -> OutputTooLargeError:
+    """The error of a step whose streams (file name -> bytes seen) went past `limit`."""
+    big = ", ".join(f"{file} {size / 2**20:.0f} MiB" for file, size in sizes.items())
+    return OutputTooLargeError(f"{name}: output past the limit of {limit // 2**20} MiB per stream ({big} and more; "
+                               "COMMSTACK_OUTPUT_LIMIT_MIB): the step was stopped", str(outdir))
 
 
 @dataclass
@@ -174,8 +184,8 @@ class Launcher:
         return {k: v for k, v in {**self.system.variables, **step.variables}.items() if LOADER.fullmatch(k)}
 
     def program(self, step: Step) -> list[str]:
-        """The step's program as launched: its loader variables set by `env` for it alone."""
-        loader = self.loader_variables(step) if step.loader else {}
+        """The step's program as launched: its loader variables set by `env` for it alone (the probe's: SEARCH_PATH)."""
+        loader = {k: v for k, v in self.loader_variables(step).items() if step.loader or k in SEARCH_PATH}
         return ["env", *(f"{k}={v}" for k, v in loader.items()), *step.argv] if loader else list(step.argv)
 
     def command(self, step: Step) -> list[str]:
@@ -267,10 +277,8 @@ class Launcher:
         result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
         try:
             if too_large:
-                big = ", ".join(f"{s.path.name} {s.size / 2**20:.0f} MiB" for s in sinks.values() if s.over)
-                raise OutputTooLargeError(f"{step.name}: output past the limit of {limit // 2**20} MiB per stream "
-                                          f"({big} and more; COMMSTACK_OUTPUT_LIMIT_MIB): the step was stopped",
-                                          str(outdir))
+                raise output_too_large(step.name, {s.path.name: s.size for s in sinks.values() if s.over}, limit,
+                                       outdir)
             self._classify(result, timed_out)
         except LaunchError as e:
             result.error = e.kind

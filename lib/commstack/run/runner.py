@@ -24,7 +24,7 @@ from typing import Callable
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError,
                               SlurmUnavailableError, StepCrashedError)
-from commstack.files import FileWriteError, UnsafePathError, write_atomic
+from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
 from commstack.results.judge import References, judge, references_of
@@ -54,12 +54,15 @@ class ResultsDirError(CommstackError):
 
 
 def new_run_dir(root: Path, latest: bool = True) -> Path:
-    """results/<date-time-microseconds>-<random>, created exclusively, and (latest=True) results/latest
-    pointing at it."""
-    root.mkdir(parents=True, exist_ok=True)
+    """results/<date-time-microseconds>-<random>, created exclusively, 0750 less the umask, in a results/
+    that is ours and private (files.own_dir), and (latest=True) results/latest pointing at it."""
+    root = own_dir(root, private=True)
     run_id = datetime.now().strftime("%Y%m%d-%H%M%S-%f-") + secrets.token_hex(3)
     path = root / run_id
-    path.mkdir()  # exclusive: of two runs in the same microsecond, the random part tells them apart
+    try:  # exclusive: of two runs in the same microsecond, the random part tells them apart
+        path.mkdir(mode=0o750)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
     if not latest:
         return path
     link = root / f".latest.{run_id}"
@@ -368,10 +371,10 @@ class Run:
             argv = substitute(s.step.argv, self.binaries.resolve(s))
         step = launched_step(s, argv)
         launcher = self.launcher()
-        stack = self.facts(launcher, step, self.dir / "steps" / record.dirname / "probe")
+        stack = self.facts(launcher, step, record.dirname)
         sweeps, out = [], ""
         for r in range(s.repeats):
-            outdir = self.dir / "steps" / record.dirname / f"repeat-{r}"
+            outdir = self.raw_dir(record.dirname, f"repeat-{r}")
             try:
                 with validation_first(s, step, outdir):
                     result = launcher.run(step, outdir)
@@ -383,11 +386,19 @@ class Run:
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, self.system, self.references)
 
-    def facts(self, launcher: Launcher, step: Step, outdir: Path) -> dict:
-        """The stack facts of the step's placement: probed (output in `outdir`) by the first step placed
-        so; later ones name that probe's directory."""
+    def raw_dir(self, dirname: str, name: str) -> Path:
+        """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
+        try:
+            return make_dirs(self.dir, "steps", dirname, name)
+        except OSError as e:
+            raise FileWriteError.of(self.dir / "steps" / dirname / name, e) from e
+
+    def facts(self, launcher: Launcher, step: Step, dirname: str) -> dict:
+        """The stack facts of the step's placement: probed (output in steps/<dirname>/probe) by the first step
+        placed so; later ones name that probe's directory."""
         key = placement(launcher, step)
         if key not in self._facts:
+            outdir = self.raw_dir(dirname, "probe")
             self._facts[key] = {**probe(launcher, step, outdir), "probe": str(outdir.relative_to(self.dir))}
         return self._facts[key]
 

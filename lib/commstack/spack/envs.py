@@ -34,12 +34,12 @@ PURPOSE = {
     "gh200-ompi": "the GH200 image userland (Ubuntu 24.04, CSCS images): for images, not for Alps login nodes",
     "gh200-cray": "Alps GH200 nodes with the Cray PE (cray-mpich, /opt/cray): install on an Alps login node",
     "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
-    **{n: f"image {n[7:]} only: podman builds it from containers/{n[7:]}/Containerfile"
+    **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
        for n in ENVS if n.startswith("images/")},
 }
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
-#: would only describe the machine that made it
-LOCKED = ("gh200-ompi", "gh200-cray", "alps-login")
+#: would only describe the machine that made it. The images install theirs (containers/).
+LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", *(n for n in ENVS if n.startswith("images/")))
 
 
 class OffNodeError(SpackError):

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The mutation score of the verdict code (perf/mutation.py: parse, judge, compare, history) against the figure
+# recorded in perf/mutation-score.yaml: exit 1 when a module's score fell below it, with the survivors
+# listed. Weekly or by hand, not on every push: each mutant runs the unit tests that reach its line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin/commstack venv
+exec .venv/bin/python perf/mutation.py --check perf/mutation-score.yaml "$@"

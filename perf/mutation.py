@@ -1,0 +1,528 @@
+"""Mutation score of the verdict code: does a test fail when parse, judge, compare (or history) is wrong?
+
+Each mutant is one small change to one function of a module, made by rewriting its syntax tree:
+  comparison flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
+  comprehension filters), `and` <-> `or`, a deleted `raise` or call statement, a number +1 and -1,
+  min <-> max, an early `return` at the start of a function that returns nothing, continue <-> break.
+Strings (messages, patterns) and class bodies are left alone.
+
+First the unit tests run once under coverage.py, each in a dynamic context of its own (and each test
+file's import in one of its own), which gives the tests that reach each line. Then for each mutant a
+forked child of this process puts the mutated function's code into the loaded module (every reference
+to the function sees it), runs those tests with pytest (-x, fastest first, Hypothesis seeded) and is
+killed past its time limit. Tests that run commstack in a subprocess cannot see a mutant; coverage does
+not see them either, so they are never chosen. A mutant is killed when a test fails (or cannot be
+collected) or times out, survives when all pass, and is skipped when perf/mutation-equivalent.yaml lists
+it with the reason no test can tell it from the code. The score is killed / (mutants - equivalent) per
+module.
+
+  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules parse judge compare history]
+      [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
+      [--recheck OUTPUT-OF-AN-EARLIER-RUN]
+
+Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
+module's score is below its recorded figure; --record writes the figures. One process, one mutant
+at a time: on a shared machine it costs one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FunctionType
+
+import coverage
+import hypothesis.configuration
+import pytest
+import yaml
+
+TOP = Path(__file__).resolve().parents[1]
+MODULES = {"parse": "commstack.results.parse", "judge": "commstack.results.judge",
+           "compare": "commstack.results.compare", "history": "commstack.results.history"}
+EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"
+SCORES = TOP / "perf" / "mutation-score.yaml"
+UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode"]
+PYTEST = ["-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-o", "addopts=--strict-markers"]
+
+FLIPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
+          ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+
+
+@dataclass
+class Mutant:
+    module: str           # parse, judge, ...
+    function: str         # qualified name of the top-level function or method it changes; "" for a constant
+    lineno: int
+    end_lineno: int
+    line: str             # the source line, stripped: with `function` and `mutation` it names the mutant
+    mutation: str
+    index: int            # its place in the walk (make_tree rebuilds it from that)
+    tests: list[str] = field(default_factory=list)
+    outcome: str = ""     # killed | timeout | survived | equivalent | no test
+
+
+# ------------------------------------------------------------------------------------ the mutants
+
+
+class _Walk(ast.NodeTransformer):
+    """Visits every mutation point in one fixed order; `apply` >= 0 makes that point's change."""
+
+    def __init__(self, apply: int = -1):
+        self.apply, self.count = apply, 0
+        self.points: list[tuple[str, ast.AST, str]] = []  # (function, node, mutation)
+        self.scope: list[tuple[str, str]] = []  # (class | def | constants, name) of the top-level function
+
+    def _point(self, node: ast.AST, mutation: str, make):
+        """Register a mutation point; return the mutated node when it is the one to apply."""
+        self.points.append((".".join(name for _, name in self.scope), node, mutation))
+        self.count += 1
+        return make() if self.count - 1 == self.apply else None
+
+    # scopes: functions (with the classes around them) are mutated; class bodies and module code are not,
+    # but for module-level number constants
+    def visit_Module(self, node):
+        for i, stmt in enumerate(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                node.body[i] = self.visit(stmt)
+            elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                  and isinstance(stmt.value, ast.Constant) and _number(stmt.value.value)):
+                self.scope = [("constants", "<constants>")]
+                stmt.value = self.visit(stmt.value)
+                self.scope = []
+        return node
+
+    def visit_ClassDef(self, node):
+        self.scope.append(("class", node.name))
+        node.body = [self.visit(s) if isinstance(s, (ast.FunctionDef, ast.ClassDef)) else s for s in node.body]
+        self.scope.pop()
+        return node
+
+    def visit_FunctionDef(self, node):
+        top = all(kind == "class" for kind, _ in self.scope)  # a method is a function of its own
+        if top:
+            self.scope.append(("def", node.name))
+        if _docstring(node):
+            node.body = [node.body[0]] + [self.visit(s) for s in node.body[1:]]
+        else:
+            node.body = [self.visit(s) for s in node.body]
+        node.body = [s for s in node.body if s is not None]
+        start = 1 if _docstring(node) else 0
+        if top and len(node.body) > start and not any(isinstance(n, ast.Return) and n.value is not None
+                                                      for n in ast.walk(node)):
+            new = self._point(node.body[start], "early `return` at the start", lambda: ast.Return(None))
+            if new is not None:
+                node.body.insert(start, ast.copy_location(new, node.body[start]))
+        if top:
+            self.scope.pop()
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        for i, op in enumerate(node.ops):
+            flip = FLIPS[type(op)]
+
+            def make(i=i, flip=flip):
+                node.ops[i] = flip()
+                return node
+            new = self._point(node, f"`{SYMBOL[type(op)]}` -> `{SYMBOL[flip]}`", make)
+            if new is not None:
+                return new
+        return node
+
+    def _negate(self, node: ast.AST, test: ast.AST) -> ast.AST:
+        def make():
+            return test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else \
+                ast.UnaryOp(ast.Not(), test)
+        new = self._point(test, "negated condition", make)
+        return ast.copy_location(new, test) if new is not None else test
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        node.test = self._negate(node, node.test)
+        return node
+
+    visit_While = visit_If
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        node.test = self._negate(node, node.test)
+        return node
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.ifs = [self._negate(node, t) for t in node.ifs]
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        other = ast.Or if isinstance(node.op, ast.And) else ast.And
+
+        def make():
+            node.op = other()
+            return node
+        return self._point(node, f"`{_word(node.op)}` -> `{_word(other())}`", make) or node
+
+    def visit_Raise(self, node):
+        self.generic_visit(node)
+        return self._point(node, "deleted `raise`", lambda: ast.copy_location(ast.Pass(), node)) or node
+
+    def visit_Expr(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.value, ast.Call):
+            return node
+        name = ast.unparse(node.value.func)
+        return self._point(node, f"deleted call `{name}(...)`", lambda: ast.copy_location(ast.Pass(), node)) or node
+
+    def visit_Constant(self, node):
+        if not _number(node.value):
+            return node
+        for delta in (1, -1):
+            value = node.value + delta
+            new = self._point(node, f"`{node.value!r}` -> `{value!r}`",
+                              lambda value=value: ast.copy_location(ast.Constant(value), node))
+            if new is not None:
+                return new
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            other = "max" if node.func.id == "min" else "min"
+
+            def make():
+                node.func = ast.copy_location(ast.Name(other, ast.Load()), node.func)
+                return node
+            return self._point(node, f"`{node.func.id}` -> `{other}`", make) or node
+        return node
+
+    def visit_Continue(self, node):
+        return self._point(node, "`continue` -> `break`", lambda: ast.copy_location(ast.Break(), node)) or node
+
+    def visit_Break(self, node):
+        return self._point(node, "`break` -> `continue`", lambda: ast.copy_location(ast.Continue(), node)) or node
+
+    def visit_JoinedStr(self, node):
+        return node  # an f-string's parts are a message's text
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _word(op) -> str:
+    return "and" if isinstance(op, ast.And) else "or"
+
+
+def _docstring(node) -> bool:
+    return bool(node.body) and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+        and isinstance(node.body[0].value.value, str)
+
+
+def mutants(name: str) -> tuple[Path, list[Mutant]]:
+    path = Path(importlib.import_module(MODULES[name]).__file__)
+    source = path.read_text()
+    lines = source.splitlines()
+    walk = _Walk()
+    walk.visit(ast.parse(source))
+    out = []
+    for i, (function, node, mutation) in enumerate(walk.points):
+        out.append(Mutant(name, "" if function == "<constants>" else function, node.lineno, node.end_lineno or
+                          node.lineno, lines[node.lineno - 1].strip(), mutation, i))
+    return path, out
+
+
+def make_tree(path: Path, index: int) -> ast.Module:
+    source = path.read_text()
+    tree = ast.parse(source)
+    walk = _Walk(apply=index)
+    tree = ast.fix_missing_locations(walk.visit(tree))
+    return tree
+
+
+# ------------------------------------------------------------------- one mutant in a forked child
+
+
+def _codes(code: CodeType):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, CodeType):
+            yield from _codes(c)
+
+
+def apply(path: Path, m: Mutant) -> None:
+    """Put mutant `m` into the loaded module: its function's new code, or its constant's new value."""
+    module = importlib.import_module(MODULES[m.module])
+    tree = make_tree(path, m.index)
+    if not m.function:
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and stmt.lineno == m.lineno:
+                setattr(module, stmt.targets[0].id, stmt.value.value)
+                return
+        raise RuntimeError(f"no constant at line {m.lineno}")
+    code = {c.co_qualname: c for c in _codes(compile(tree, str(path), "exec"))}[m.function]
+    obj = module
+    for part in m.function.split("."):
+        obj = inspect_attr(obj, part)
+    while not isinstance(obj, FunctionType):
+        obj = obj.fget if isinstance(obj, property) else obj.__wrapped__
+    obj.__code__ = code
+
+
+def inspect_attr(obj, name: str):
+    return obj.__dict__[name] if isinstance(obj, type) else getattr(obj, name)
+
+
+def run_child(target, timeout: float | None, log: str = os.devnull) -> tuple[int | None, float]:
+    """target() in a forked child in a process group of its own: (its exit status or None past
+    `timeout`, seconds). The child's output goes to `log`."""
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        rc = 98
+        try:
+            os.setpgid(0, 0)
+            null = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            rc = target()
+        except BaseException:  # noqa: B036 - whatever it is, the child must not return into the parent's loop
+            rc = 99
+        finally:
+            os._exit(rc)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), time.perf_counter() - start
+        if timeout is not None and time.perf_counter() - start > timeout:
+            os.killpg(pid, signal.SIGKILL)  # our own child, not yet reaped: its pid and group are still ours
+            os.waitpid(pid, 0)
+            return None, time.perf_counter() - start
+        time.sleep(0.01)
+
+
+# ------------------------------------------------------------------ which tests reach which line
+
+
+class _Contexts:
+    """pytest plugin: each test (and each test file's import) in a coverage context of its own."""
+
+    def __init__(self, cov: coverage.Coverage):
+        self.cov, self.seconds, self.failed = cov, {}, set()
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed.add(report.nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector):
+        if isinstance(collector, pytest.Module):
+            self.cov.switch_context(collector.nodeid)
+        try:
+            return (yield)
+        finally:
+            self.cov.switch_context("")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.cov.switch_context(item.nodeid)
+        start = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            self.seconds[item.nodeid] = time.perf_counter() - start
+            self.cov.switch_context("")
+
+
+def test_map(paths: dict[str, Path], out: Path) -> int:
+    """In a child: the unit tier under coverage; writes {file: {line: [node ids]}, seconds: {node id: s},
+    failed: [node ids]} (a test that fails unmutated can kill nothing: it is left out)."""
+    cov = coverage.Coverage(data_file=None, include=[str(p) for p in paths.values()])
+    cov.start()
+    plugin = _Contexts(cov)
+    rc = pytest.main([*UNIT_TIER, *PYTEST], plugins=[plugin])
+    cov.stop()
+    data = cov.get_data()
+    lines = {name: {str(n): sorted(c for c in ctx if c) for n, ctx in data.contexts_by_lineno(str(p)).items()}
+             for name, p in paths.items()}
+    seconds = {t: s for t, s in plugin.seconds.items() if t not in plugin.failed}
+    out.write_text(json.dumps({"lines": lines, "seconds": seconds, "failed": sorted(plugin.failed)}))
+    return int(rc) if rc not in (0, 1) else 0
+
+
+def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float]) -> list[str]:
+    """The tests that reach the mutant's lines (a test file's whole list where its import reaches them),
+    fastest first; for a module constant, every test that reaches the module."""
+    if not m.function:
+        contexts = {c for cs in lines.values() for c in cs}
+    else:
+        contexts = {c for n in range(m.lineno, m.end_lineno + 1) for c in lines.get(str(n), [])}
+    tests = {t for t in seconds if t in contexts or t.split("::")[0] in contexts}
+    return sorted(tests, key=lambda t: (seconds[t], t))
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def load_equivalent() -> list[dict]:
+    entries = yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else []
+    for e in entries or []:
+        missing = {"module", "function", "line", "mutation", "reason"} - set(e)
+        if missing:
+            sys.exit(f"{EQUIVALENT}: an entry lacks {sorted(missing)}: {e}")
+    return entries or []
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modules", nargs="+", choices=MODULES, default=list(MODULES))
+    ap.add_argument("--timeout-factor", type=float, default=4.0,
+                    help="a mutant's time limit: this many times its tests' time unmutated, plus --timeout-min")
+    ap.add_argument("--timeout-min", type=float, default=10.0)
+    ap.add_argument("--check", type=Path, help="exit 1 when a module scores below its figure in this file")
+    ap.add_argument("--record", type=Path, help="write the scores to this file")
+    ap.add_argument("--only", nargs="+", help="only the mutants whose 'file:line mutation' contains one of these")
+    ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
+                    help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
+                         "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
+    args = ap.parse_args()
+
+    os.chdir(TOP)
+    start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="mutation-"))  # the test map, the children's log, Hypothesis' examples
+    try:
+        return _main(args, tmp, start)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
+    hypothesis.configuration.set_hypothesis_home_dir(str(tmp / "hypothesis"))
+    for name in MODULES.values():
+        importlib.import_module(name)
+    importlib.import_module("commstack.cli")
+    found = {name: mutants(name) for name in args.modules}
+    paths = {name: p for name, (p, _) in found.items()}
+
+    mapped, log = tmp / "map.json", tmp / "child.log"
+    rc, took = run_child(lambda: test_map(paths, mapped), None, str(log))
+    if rc != 0:
+        print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
+        return 2
+    data = json.loads(mapped.read_text())
+    print(f"test map: {len(data['seconds'])} unit tests under coverage in {took:.0f} s", flush=True)
+    for t in data["failed"]:
+        print(f"  fails unmutated, left out: {t}", flush=True)
+
+    equivalent = load_equivalent()
+    earlier = survivors(args.recheck) if args.recheck else None
+    used = set()
+    results: dict[str, list[Mutant]] = {}
+    for name, (path, ms) in found.items():
+        rel = path.relative_to(TOP)
+        for n, m in enumerate(ms, 1):
+            if n % 100 == 0:
+                print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
+            hit = next((i for i, e in enumerate(equivalent) if (e["module"], e["function"], e["line"], e["mutation"])
+                        == (m.module, m.function, m.line, m.mutation)), None)
+            if args.only and not any(o in f"{rel}:{m.lineno} {m.mutation}" for o in args.only):
+                continue
+            if hit is not None:
+                used.add(hit)
+                m.outcome = "equivalent"
+                continue
+            if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
+                m.outcome = "killed"  # in the run that printed args.recheck
+                continue
+            m.tests = choose_tests(m, data["lines"][name], data["seconds"])
+            if not m.tests:
+                m.outcome = "no test"
+                continue
+            limit = args.timeout_factor * sum(data["seconds"][t] for t in m.tests) + args.timeout_min
+            rc, _ = run_child(lambda: _run_mutant(path, m), limit, str(log))
+            # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
+            if rc in (98, 99):
+                print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
+                      file=sys.stderr)
+                return 2
+            m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
+        results[name] = [m for m in ms if m.outcome]
+        report(name, rel, results[name])
+    stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
+    for e in stale if not args.only else []:
+        print(f"stale entry in {EQUIVALENT.name} (no such mutant): {e['module']} {e['function']}: {e['mutation']} "
+              f"in {e['line']!r}")
+    print(f"wall time {time.perf_counter() - start:.0f} s")
+    scores = {name: score(ms) for name, ms in results.items()}
+    if args.record:
+        args.record.write_text(render_scores(results, scores))
+    if args.check:
+        recorded = yaml.safe_load(args.check.read_text())["score"]
+        low = [f"{n} {scores[n]:.1%} < {recorded[n]:.1%}" for n in scores if n in recorded and scores[n] < recorded[n]]
+        if low:
+            print("below the recorded score: " + "; ".join(low))
+            return 1
+    return 0
+
+
+SURVIVOR = re.compile(r"^  lib/commstack/results/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
+                      r"\((?:no test reaches it|\d+ tests)\)$")
+
+
+def survivors(output: Path) -> set[tuple[str, str, str, str]]:
+    """(module, function, line, mutation) of each survivor `report` printed to `output`."""
+    out = set()
+    for line in output.read_text().splitlines():
+        if (m := SURVIVOR.match(line)):
+            module, mutation, function, source = m.groups()
+            out.add((module, "" if function == "module constant" else function, source, mutation))
+    return out
+
+
+def _run_mutant(path: Path, m: Mutant) -> int:
+    apply(path, m)
+    return int(pytest.main([*m.tests, "-x", *PYTEST]))
+
+
+def score(ms: list[Mutant]) -> float:
+    judged = [m for m in ms if m.outcome != "equivalent"]
+    return sum(m.outcome in ("killed", "timeout") for m in judged) / len(judged) if judged else 1.0
+
+
+def report(name: str, rel: Path, ms: list[Mutant]) -> None:
+    count = {k: sum(m.outcome == k for m in ms) for k in ("killed", "timeout", "survived", "no test", "equivalent")}
+    print(f"{name}: {len(ms)} mutants, {count['equivalent']} equivalent, {count['killed']} killed, "
+          f"{count['timeout']} timed out, {count['survived']} survived, {count['no test']} reached by no test: "
+          f"score {score(ms):.1%}", flush=True)
+    for m in ms:
+        if m.outcome in ("survived", "no test"):
+            print(f"  {rel}:{m.lineno}: {m.mutation} in {m.function or 'module constant'}: {m.line}"
+                  + ("  (no test reaches it)" if m.outcome == "no test" else f"  ({len(m.tests)} tests)"), flush=True)
+
+
+def render_scores(results: dict[str, list[Mutant]], scores: dict[str, float]) -> str:
+    lines = ["# perf/mutation.py --record: killed / non-equivalent mutants per module; --check (CI's weekly",
+             "# mutation job) fails below these", "score:"]
+    lines += [f"  {n}: {s:.4f}" for n, s in scores.items()]
+    lines += ["mutants:"]
+    for n, ms in results.items():
+        eq = sum(m.outcome == "equivalent" for m in ms)
+        killed = sum(m.outcome in ("killed", "timeout") for m in ms)
+        lines.append(f"  {n}: {{total: {len(ms)}, equivalent: {eq}, killed: {killed}}}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
