@@ -8,6 +8,7 @@ lean on; `spack env activate` gives the stack and the NCCL plugin's settings; al
 
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,25 @@ def test_plain_concretize_on_another_host_stops_with_the_fix(spack, tmp_path, en
     assert f"this host is not {node}" in " ".join(out.split()), out[-3000:]
     assert "`bin/commstack lock`" in out
     assert (top / env_dir(env) / "spack.lock").read_bytes() == before
+
+
+def test_plain_spec_without_an_arch(spack, tmp_path):
+    """`spack -e envs/gh200-ompi spec openmpi`, the root naming no arch: on the node it solves (libfabric
+    cxi +cuda); on x86_64 the solver is offered no GH200 target, and the user gets the target
+    requirement's message, not Spack's bare `Error: <number>` (static analysis once pruned every target)."""
+    top = stage(tmp_path)
+    proc = spack("spec", "openmpi", env_dir=top / env_dir("gh200-ompi"), check=False, timeout=900)
+    out = proc.stdout + proc.stderr
+    if host_is_node("gh200-ompi"):
+        assert proc.returncode == 0, out[-3000:]
+        fabric = next(line for line in proc.stdout.splitlines() if "libfabric@" in line)
+        assert re.search(r"fabrics:?=cxi,shm,tcp\b", fabric) and "+cuda" in fabric, fabric
+        return
+    if platform.machine() == "aarch64":
+        pytest.skip("aarch64 host that is not the node: the libc message, as for concretize above")
+    assert proc.returncode != 0 and "KeyError" not in out, out[-3000:]
+    assert "this host is not a GH200 node (aarch64 neoverse_v2)" in " ".join(out.split()), out[-3000:]
+    assert "`target=neoverse_v2`" in out and "`bin/commstack lock`" in out
 
 
 # ---- pins as requirements ---------------------------------------------------------------------
