@@ -217,12 +217,16 @@ class Launcher:
             prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
         return argv + prog
 
+    def check_alive(self, step: Step) -> None:
+        """Raise, for a step not yet launched, the loss (controller, allocation) an earlier step met."""
+        if self.lost:
+            raise type(self.lost)(f"{step.name}: not run: {self.lost}")
+
     def run(self, step: Step, outdir: Path) -> StepResult:
         """Run one step and keep its output in `outdir`; raise the LaunchError that says why it did
         not run to the end. ControllerLostError, AllocationLostError: for this step and, unlaunched,
         every later one."""
-        if self.lost:
-            raise type(self.lost)(f"{step.name}: not run: {self.lost}")
+        self.check_alive(step)
         try:
             outdir.mkdir(parents=True, exist_ok=True)
         except OSError as e:

@@ -371,6 +371,7 @@ class Run:
             argv = substitute(s.step.argv, self.binaries.resolve(s))
         step = launched_step(s, argv)
         launcher = self.launcher()
+        launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
         stack = self.facts(launcher, step, record.dirname)
         sweeps, out = [], ""
         for r in range(s.repeats):
