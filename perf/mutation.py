@@ -52,7 +52,7 @@ MODULES = {"parse": "commstack.results.parse", "judge": "commstack.results.judge
            "compare": "commstack.results.compare", "history": "commstack.results.history"}
 EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"
 SCORES = TOP / "perf" / "mutation-score.yaml"
-UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode"]
+UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode and not hostile"]
 PYTEST = ["-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-o", "addopts=--strict-markers"]
 
 FLIPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,

@@ -1,6 +1,6 @@
 """Issue 22, the input half, through a real Slurm: a job script holding shell metacharacters submitted with
 sbatch, a damaged history under `bin/commstack run`, and a results directory of another user given to
-`run`. The inputs that need no Slurm are in tests/unit/test_hostile_inputs_without_slurm.py. Each test names
+`run`. The inputs that need no Slurm are in tests/hostile/test_hostile_inputs_without_slurm.py. Each test names
 the defect it guards."""
 
 import contextlib

@@ -22,6 +22,8 @@ from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.results.parse import parse_osu
 
+pytestmark = pytest.mark.hostile
+
 SEED = TOP / "systems" / "references" / "seeds" / "cscs-osu-01.txt"
 #: what a terminal must never get raw: an OSC title sequence, a colour and line-clear, a bidi override
 ESCAPES = ("\x1b]0;PWNED\x07", "\x1b[31m\x1b[2K", "\u202e")
