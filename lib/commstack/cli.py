@@ -36,7 +36,7 @@ import commstack
 from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table
-from commstack.results.judge import references_of
+from commstack.results.references import references_of
 from commstack.results.records import RecordError, read_run
 from commstack.run.launch import Launcher
 from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
@@ -140,6 +140,7 @@ def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
+    references_of(system)  # a bad references file is an error now, before anything is launched
     if args.submit:
         return cmd_submit(args, system, suite)
     if args.dry_run:

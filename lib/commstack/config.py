@@ -24,7 +24,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from commstack.benchmarks import BENCHMARKS, METRICS, byte_count
 from commstack.errors import CommstackError, ConfigError, UnknownSystemError, has_control
 from commstack.files import read_bounded
-from commstack.paths import SUITES, SYSTEMS
+from commstack.paths import IMAGES, SUITES, SYSTEMS
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -236,6 +236,11 @@ class System(Strict):
         return self.node.nic_line_rate_MBps
 
 
+def edf_names() -> list[str]:
+    """What a suite step's `environments:` may name besides native: the EDFs of containers/images.yaml."""
+    return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
+
+
 def known_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS.glob("*.yaml"))
 
@@ -247,10 +252,7 @@ def load_system(name_or_path: str) -> System:
         path = SYSTEMS / f"{name_or_path}.yaml"
     if not path.is_file():
         raise UnknownSystemError(f"unknown system {name_or_path!r}; known: {', '.join(known_systems())}")
-    system = load(System, path).model_copy(update={"path": path})
-    from commstack.results.judge import references_of  # judge reads this module's schemas
-    references_of(system)  # a bad references file is an error now, before anything is launched
-    return system
+    return load(System, path).model_copy(update={"path": path})
 
 
 # ----------------------------------------------------------------------------------------- suites
@@ -292,7 +294,6 @@ class StepSpec(Strict):
     @field_validator("environments")
     @classmethod
     def _environments(cls, v: list[str]) -> list[str]:
-        from commstack.spack.containers import edf_names  # images.yaml names the EDFs
         unknown = [e for e in v if e != "native" and e not in edf_names()]
         if unknown:
             raise ValueError(f"unknown environment {unknown[0]!r}: native, or an EDF of containers/images.yaml "

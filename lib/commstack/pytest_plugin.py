@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from commstack.config import load_suite, load_system
+from commstack.results.references import references_of
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, own_dir, write_json
 from commstack.paths import TOP
@@ -242,7 +243,9 @@ class SessionOf:
 
 
 def _system(config: pytest.Config):
-    return load_system(config.getoption("--system"))
+    system = load_system(config.getoption("--system"))
+    references_of(system)  # a bad references file is an error now, before anything is launched
+    return system
 
 
 def session_run(config: pytest.Config) -> Run:

@@ -28,7 +28,8 @@ from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
-from commstack.results.judge import VERDICTS, References
+from commstack.results.judge import VERDICTS
+from commstack.results.references import References
 from commstack.results.records import Record, read_run
 
 

@@ -27,7 +27,8 @@ from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, 
 from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir, write_atomic
 from commstack.paths import TOP
 from commstack.benchmarks import METRICS
-from commstack.results.judge import References, judge, references_of
+from commstack.results.judge import judge
+from commstack.results.references import References, references_of
 from commstack.results.parse import Sweep, parse_output, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
