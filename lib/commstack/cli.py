@@ -42,6 +42,7 @@ from commstack.run.launch import Launcher
 from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
                                   Binaries, check_results_dir, exit_status, given_run_dir, new_run_dir)
 from commstack.run.steps import expand
+from commstack.tools import TOOLS
 from commstack.spack import containers
 from commstack.spack import envs, mirror
 from commstack.spack import preflight as spack_preflight
@@ -203,14 +204,13 @@ def _results(args: argparse.Namespace) -> Path:
 
 
 def _dry_run(args: argparse.Namespace, system, suite) -> int:
-    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path("<run>/build"),
-                               build=False), {}
-    for tool, look in (("osu", binaries.osu_dir), ("mpi-pingpong", binaries.pingpong_binary)):
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong,
+                               build_dir=TOP / "results" / "<run>" / "build", build=False), {}
+    for tool in (t for t in TOOLS.values() if t.planned):
         try:
-            given[tool] = str(look()) if tool == "osu" or args.pingpong else str(TOP / "results" / "<run>" /
-                                                                                 "build" / "mpi-pingpong")
+            given[tool.name] = tool.planned(binaries)
         except CommstackError as e:
-            print(f"# {tool}: {e}")
+            print(f"# {tool.name}: {e}")
     steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
     launcher = Launcher(system, args.launcher, {})
     for s in steps:

@@ -26,8 +26,9 @@ def import_graph() -> dict[str, set[str]]:
                 edges |= {a.name for a in node.names if a.name in files}
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
-                if node.level:
-                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                if node.level:  # relative: from the package, one level up per dot after the first
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
                 for a in node.names:
                     target = f"{base}.{a.name}"
                     if target in files:

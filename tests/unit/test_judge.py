@@ -7,7 +7,9 @@ from commstack.paths import TOP
 from commstack.errors import CommstackError, ConfigError
 from commstack.results.judge import check_correctness, judge
 from commstack.results.references import load_references
-from commstack.results.parse import parse_nccl, parse_osu, parse_tables
+from commstack.results.parse import parse_tables
+from commstack.tools.nccl_tests import parse_nccl
+from commstack.tools.osu import parse_osu
 
 HERE = TOP / "systems" / "references"
 SEEDS = HERE / "seeds"

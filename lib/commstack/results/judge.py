@@ -1,6 +1,6 @@
 """Judge parsed sweeps: correctness first, then performance against per-system references.
 
-References are YAML (systems/references/<system>.yaml, schema: config.ReferencesFile). Each one
+References are YAML (systems/references/<system>.yaml, schema: results.references.ReferencesFile). Each one
 points at a recorded real output and the sizes to hold it to, so the seed tables exist once, as
 recorded, and are parsed by the same parser as a live run.
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from commstack.errors import CommstackError
 from commstack import benchmarks
-from commstack.benchmarks import METRICS
-from commstack.results.parse import Sweep
+from commstack.benchmarks import COLUMNS, METRICS
+from commstack.results.lines import Sweep
 from commstack.results.references import References
 
 #: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
@@ -38,7 +38,7 @@ def check_correctness(sweep: Sweep) -> list[str]:
     for r in sweep.rows:
         if r.get("validation") == "Fail" or r.get("check") == "Fail":
             bad.append(f"{sweep.benchmark}: data validation failed at {r['size']} B")
-        for col in ("oop_wrong", "ip_wrong"):
+        for col in (c for c in sweep.columns if COLUMNS[c].wrong):
             if r.get(col):
                 bad.append(f"{sweep.benchmark}: {r[col]} wrong elements ({col}) at {r['size']} B")
     if sweep.complete is False:

@@ -1,7 +1,7 @@
-"""A system's references: systems/references/<system>.yaml (schema: config.ReferencesFile), read once
+"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile), read once
 per process. Each entry points at a recorded real output and the sizes to hold it to, so the seed
 tables exist once, as recorded, and are parsed by the same parser as a live run; `results.judge`
-holds a sweep to them, `config` only checks their schema.
+holds a sweep to them. The schema is here too, on config's types.
 """
 
 from __future__ import annotations
@@ -9,14 +9,68 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
 
 from commstack.benchmarks import METRICS
-from commstack.config import ReferencesFile, System, load
+from commstack.config import BenchmarkName, Line, MessageSize, MetricName, SafeName, Strict, System, load
 from commstack.errors import CommstackError, ConfigError
 from commstack.files import MAX_OUTPUT, read_bounded
-from commstack.results.parse import Sweep, parse_tables
+from commstack.results.lines import Sweep
+from commstack.results.parse import parse_tables
 
+
+# ------------------------------------------------------------------------------------------ schema
+
+class Tolerance(Strict):
+    lower: float = -0.10    # allowed relative change on the bad side
+    upper: float = 0.10     # better than this is suspicious
+
+
+class ReferenceSpec(Strict):
+    id: Line
+    benchmark: BenchmarkName
+    tags: dict[Line, Line | int | bool] = {}
+    metric: MetricName
+    recorded: Path | None = None        # a recorded real output, relative to the references file
+    sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
+    points: dict[MessageSize, float] | None = None
+    tolerance: dict[Literal["lower", "upper"], float] = {}
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ReferenceSpec":
+        if (self.recorded is None) == (self.points is None):
+            raise ValueError("give exactly one of `recorded` (a recorded output) and `points` (size: value)")
+        return self
+
+
+class DiagnosisSpec(Strict):
+    benchmark: BenchmarkName
+    metric: MetricName
+    size: MessageSize
+    tags: dict[Line, Line | int | bool] = {}
+    recorded: Path | None = None
+    value: float | None = None
+    within: Annotated[float, Field(gt=0)]
+    message: Line
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DiagnosisSpec":
+        if (self.recorded is None) == (self.value is None):
+            raise ValueError("give exactly one of `recorded` and `value`")
+        return self
+
+
+class ReferencesFile(Strict):
+    system: SafeName
+    tolerance: Tolerance = Tolerance()
+    unstable_spread: Annotated[float, Field(gt=0)] = 0.10
+    references: list[ReferenceSpec]
+    diagnoses: list[DiagnosisSpec] = []
+
+
+# ------------------------------------------------------------------------------------------ loaded
 
 def load_recorded(path: Path) -> Sweep:
     return parse_tables(read_bounded(path, MAX_OUTPUT).decode(errors="replace"))[0]
