@@ -5,7 +5,8 @@ Each mutant is one small change to one function of a module, made by rewriting i
   comparison flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
   comprehension filters), `and` <-> `or`, a deleted `raise` or call statement, a number +1 and -1,
   min <-> max, an early `return` at the start of a function that returns nothing, continue <-> break.
-Strings (messages, patterns) and class bodies are left alone.
+Strings (messages, patterns) and class bodies are left alone, and so is a tool module's launch code
+(LAUNCH_CODE: argv, native binary and its build), which only the slurm tier runs.
 
 First the unit tests run once under coverage.py, each in a dynamic context of its own (and each test
 file's import in one of its own), which gives the tests that reach each line. Then for each mutant a
@@ -57,6 +58,9 @@ MODULES = {"osu": "commstack.tools.osu", "nccl_tests": "commstack.tools.nccl_tes
            "parse": "commstack.results.parse", "references": "commstack.results.references",
            "judge": "commstack.results.judge", "compare": "commstack.results.compare",
            "history": "commstack.results.history"}
+#: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
+#: and run by the slurm tier's subprocesses, which coverage does not see; its parser and checks are mutated
+LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack"}
 EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"
 SCORES = TOP / "perf" / "mutation-score.yaml"
 UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode and not hostile"]
@@ -246,6 +250,8 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
     walk.visit(ast.parse(source))
     out = []
     for i, (function, node, mutation) in enumerate(walk.points):
+        if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
+            continue
         out.append(Mutant(name, "" if function == "<constants>" else function, node.lineno, node.end_lineno or
                           node.lineno, lines[node.lineno - 1].strip(), mutation, i))
     return path, out
