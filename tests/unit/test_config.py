@@ -56,6 +56,8 @@ CASES = [
     ("references", REF.replace("metric: bandwidth_MBps", "metric: speed"), "unknown metric 'speed'"),
     ("references", REF.replace("points: {8: 1.0}", "points: {8: fast}"), "references.0.points.8"),
     ("references", "system: s\n", "references: required key is missing"),
+    ("references", REF + "diagnoses:\n- {benchmark: osu_bw, metric: bandwidth_MBps, size: 8, within: 0.5, message: m}\n",
+     "diagnoses.0: Value error, give exactly one of `recorded` and `value`"),
     ("images", IMAGES + "extra: 1\n", "extra: unknown key"),
     ("images", IMAGES.replace("cxi: true", "cxi: yes-please"), "images.osu-mb.edfs.osu-mb.cxi"),
     ("images", IMAGES.replace("tag: '{openmpi}', ", ""), "images.osu-mb.tag: required key is missing"),
