@@ -33,6 +33,7 @@ class Sweep:
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # known lines that are not the benchmark's
     complete: bool | None = None  # the format's own end marker was seen; None: the format has none
+    validated: str | None = None  # yes | no | failed: the benchmark's own data check (None: not told)
     # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
     row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
     error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
@@ -91,7 +92,7 @@ SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \
 GLUED = [
     re.compile(r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
                r"\(required by /[^\s()]*\)"),
-    re.compile(r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
+    re.compile(r"Warning! Limiting max message size(?: to: ?(?P<limit>\d+))?\.? ?"  # 6.2: no size
                r"Increase -M, --mem-limit for higher message sizes\."),
 ]
 # Warnings that run to the end of their line: known only as whole lines.

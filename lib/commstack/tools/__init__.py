@@ -25,7 +25,7 @@ The contract a tool module follows (see osu, nccl_tests, mpi_pingpong):
     on, and the stack facts its output tells with the problem they show;
   - the completeness check's hooks: `family(version)` (the key of `Benchmark.default_sizes`),
     `printed_range` (meta keys of the range an output says it ran), `zero_lo_is_default`,
-    `first_size(benchmark, sweep, lo)`.
+    `first_size(benchmark, sweep, lo)`, `last_size(benchmark, sweep, args, ranks, hi)` (OSU: its memory limit).
 - `BENCHMARKS = {name: Benchmark(name, TOOL, titles, metric, SizeFlags(...), default_sizes, ...)}`.
 - registry entries: the module in MODULES below (the order `commstack parse` tries titles in is this
   order), and its recorded real outputs under tests/data with their index.

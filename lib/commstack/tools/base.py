@@ -126,7 +126,7 @@ class Benchmark:
     mem_limit_per_rank: bool = False
     sized: bool = True                 # False: one row without a message size (barrier)
     line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
-    #: OSU 5.x reductions count MPI_FLOATs: their sweep starts at (lo // 4, at least 1) floats
+    #: OSU reductions that count MPI_FLOATs (5.3 - 7.0, xccl): their sweep starts at (lo // 4, at least 1) floats
     elements_v5: int = 1
 
     def mem_limit(self, args: list[str]) -> int:
@@ -148,6 +148,10 @@ def _no_family(version: str | None) -> str:
 
 def _first_row(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     return lo
+
+
+def _last_row(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None, hi: int) -> int:
+    return hi
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,6 +185,8 @@ class Tool:
     zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
     #: the size of the sweep's first row, from lo as asked for
     first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
+    #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
+    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = _last_row
 
     def __post_init__(self):
         if self.layer not in LAYERS or self.launch not in LAUNCHES:
