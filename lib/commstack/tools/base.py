@@ -116,8 +116,8 @@ class Benchmark:
     titles: tuple[str, ...]            # how its output names it (OSU: the title, less device and version)
     metric: str                        # the judged column, a key of its tool's columns
     sizes: SizeFlags
-    #: (lo, hi) of a sweep run without size arguments, per version family (Tool.family); learnt from
-    #: the recorded real outputs in tests/data
+    #: (lo, hi) of a sweep run without size arguments, per version family (Tool.family); from the tool's
+    #: own source (OSU: docs/osu-versions.md), checked against the recorded real outputs in tests/data
     default_sizes: tuple[tuple[str, tuple[int, int]], ...] = ()
     directory: str | None = None       # OSU: under libexec/osu-micro-benchmarks/mpi
     device_args: tuple[str, ...] = ()  # buffers on the GPU (seed 004: -d cuda D D)
