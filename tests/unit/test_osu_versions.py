@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from commstack import benchmarks, cli
-from commstack.errors import UnknownFormatError
+from commstack.errors import TruncatedError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.parse import parse_output, parse_outputs
 from commstack.tools import osu
@@ -111,7 +111,7 @@ def test_the_lines_before_a_title_belong_to_its_table():
     assert mp7.meta == {"sender_processes": 2, "receiver_processes": 2, "datatype": "MPI_CHAR"} and mp7.sizes[0] == 1
     # such a line with no title after it is no table's
     cut = text("osu6/osu_latency_mt-6.2.out").split("# OSU")[0]
-    with pytest.raises(UnknownFormatError, match="ends before the OSU title these lines announce"):
+    with pytest.raises(TruncatedError, match="ends before the OSU title these lines announce"):
         parse_outputs(text("osu6/osu_bw-6.2.out") + cut, [])
 
 

@@ -245,7 +245,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
             raise UnknownFormatError("data row before the OSU column header", line, lineno)
         _row(t, cur, line, lineno)
     if prelude:
-        raise UnknownFormatError("the output ends before the OSU title these lines announce", *t.lines[-1][::-1])
+        raise TruncatedError("the output ends before the OSU title these lines announce", *t.lines[-1][::-1])
     for s in sweeps:
         if not s.columns:
             raise TruncatedError(f"{s.benchmark}: the output ends before the column header", *s.title_line[::-1])
