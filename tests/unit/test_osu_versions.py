@@ -111,8 +111,9 @@ def test_the_lines_before_a_title_belong_to_its_table():
     assert mp7.meta == {"sender_processes": 2, "receiver_processes": 2, "datatype": "MPI_CHAR"} and mp7.sizes[0] == 1
     # such a line with no title after it is no table's
     cut = text("osu6/osu_latency_mt-6.2.out").split("# OSU")[0]
-    with pytest.raises(TruncatedError, match="ends before the OSU title these lines announce"):
+    with pytest.raises(TruncatedError, match="ends before the OSU title these lines announce") as info:
         parse_outputs(text("osu6/osu_bw-6.2.out") + cut, [])
+    assert (info.value.lineno, info.value.line) == (27, "# Number of Receiver threads: 2")  # the last line
 
 
 def test_startup_benchmarks_print_one_line():
