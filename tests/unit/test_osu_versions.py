@@ -59,6 +59,13 @@ def test_the_defaults_of_each_generation_as_the_sources_loop():
     assert get("osu_bw").defaults("8.0") is None and get("osu_bw").defaults(None) is None
 
 
+def checked(result: dict) -> str:
+    """Whether OSU checked the data, from its Validation column, where `parse --json` does not say it (before
+    the shared result's `validated`, helper corpus's, is merged)."""
+    marks = {r["validation"] for r in result["rows"] if "validation" in r}
+    return "failed" if "Fail" in marks else "yes" if marks else "no"
+
+
 @pytest.mark.parametrize("name", sorted(OSU_INDEX))
 def test_every_recorded_osu_output_gives_its_indexed_result(name):
     """Each file through `commstack parse FILE --args ... --ranks N --json`: its benchmark, verdict, whether
@@ -69,8 +76,8 @@ def test_every_recorded_osu_output_gives_its_indexed_result(name):
     if doc is None:  # one error for the whole file: its kind is the verdict
         assert rc and len(want) == 1 and err.split(": ")[2] == want[0][1], err
         return
-    got = [(r["benchmark"], "complete", r["validated"], len(r["rows"])) for r in (doc if isinstance(doc, list)
-                                                                                  else [doc])]
+    got = [(r["benchmark"], r.get("verdict", "complete"), r.get("validated", checked(r)), len(r["rows"]))
+           for r in (doc if isinstance(doc, list) else [doc])]
     assert rc == 0 and got == want
 
 
@@ -94,7 +101,7 @@ def test_a_non_blocking_collective_has_its_own_columns():
     assert full.columns == ["size", "overall_us", "compute_us", "coll_init_us", "mpi_test_us", "mpi_wait_us",
                             "pure_comm_us", "min_comm_us", "max_comm_us", "overlap_pct", "validation"]
     assert full.sizes[0] == 4 and full.meta["datatype"] == "MPI_INT"  # 7.5: reductions in MPI_INT
-    assert full.row(4)["overall_us"] == 1.60 and full.row(4)["overlap_pct"] == 27.40 and full.validated == "yes"
+    assert (full.row(4)["overall_us"], full.row(4)["overlap_pct"], full.row(4)["validation"]) == (1.60, 27.40, "Pass")
     bar = parse_output("osu_ibarrier", text("osu5/osu_ibarrier-5.7.out"), [])  # a header without `#`
     assert bar.columns == ["size", "overall_us", "compute_us", "pure_comm_us", "overlap_pct"]
     assert bar.rows == [{"size": 0, "overall_us": 2.21, "compute_us": 1.56, "pure_comm_us": 1.30,
@@ -163,12 +170,3 @@ def test_strict_where_the_versions_differ():
     nbc = text("osu6/osu_iallreduce-6.2.out")  # a blocking allreduce's row among them: two benchmarks mixed
     with pytest.raises(UnknownFormatError, match="row has 2 fields, the header 5"):
         parse_outputs(nbc.replace("\n16 ", "\n16                      0.43\n16 ", 1), [])
-
-
-def test_validated_is_a_fact_in_parse_json():
-    rc, plain, _ = parse([str(CORPUS / "osu6/osu_allreduce-6.2.out")])
-    rc_c, checked, _ = parse([str(CORPUS / "osu6/osu_allreduce-6.2-c.out"), "--args=-c"])
-    assert (rc, plain["validated"], rc_c, checked["validated"]) == (0, "no", 0, "yes")
-    failed = text("osu6/osu_allreduce-6.2-c.out").replace("Pass\n", "Fail\n", 1)
-    sweep = osu.parse_osu(failed)[0]
-    assert sweep.validated == "failed"

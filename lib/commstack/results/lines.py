@@ -33,7 +33,6 @@ class Sweep:
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # known lines that are not the benchmark's
     complete: bool | None = None  # the format's own end marker was seen; None: the format has none
-    validated: str | None = None  # yes | no | failed: the benchmark's own data check (None: not told)
     # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
     row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
     error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)

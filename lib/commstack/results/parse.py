@@ -144,7 +144,7 @@ def describe(sweep: Sweep) -> dict[str, Any]:
     """What `commstack parse --json` prints for one table."""
     return {"benchmark": sweep.benchmark, "tool": sweep.tool, "version": sweep.version, "title": sweep.title,
             "device": sweep.device, "columns": [{"name": c, "unit": COLUMNS[c].unit} for c in sweep.columns],
-            "rows": sweep.rows, "meta": sweep.meta, "warnings": sweep.warnings, "validated": sweep.validated}
+            "rows": sweep.rows, "meta": sweep.meta, "warnings": sweep.warnings}
 
 
 def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:

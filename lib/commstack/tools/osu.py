@@ -305,14 +305,6 @@ def _row(t: Text, cur: Sweep, line: str, lineno: int) -> None:
     cur.row_lines.append((lineno, line))
 
 
-def validated(sweep: Sweep) -> str:
-    """yes: OSU checked the data (-c, --validation: a Validation column) and every row passed; failed: a row
-    or its own error line says otherwise; no: it did not check (without -c, the default)."""
-    if sweep.error_lines or any(r.get("validation") == "Fail" for r in sweep.rows):
-        return "failed"
-    return "yes" if "validation" in sweep.columns else "no"
-
-
 def parse_osu(text: str) -> list[Sweep]:
     """Every OSU table in `text` (a job script may run several), in order."""
     t = own_lines(text)
@@ -322,9 +314,8 @@ def parse_osu(text: str) -> list[Sweep]:
         raise cut_number(t, e) from None
     check_last_line(t, sweeps)
     assign_warnings(sweeps, t)
-    for s in sweeps:
-        s.validated = validated(s)
-        if t.mem_limit:
+    if t.mem_limit:
+        for s in sweeps:
             s.meta["mem_limit"] = t.mem_limit
     return sweeps
 
