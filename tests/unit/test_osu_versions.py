@@ -78,22 +78,22 @@ def test_every_recorded_osu_output_gives_its_indexed_result(name):
         return
     got = [(r["benchmark"], r.get("verdict", "complete"), r.get("validated", checked(r)), len(r["rows"]))
            for r in (doc if isinstance(doc, list) else [doc])]
-    assert rc == 0 and got == want
+    assert got == want and (rc == 0) == all(t[1] == "complete" for t in want)
 
 
 @pytest.mark.parametrize("name, summary", [
-    ("osu6/osu_bw-6.2.out", "osu_bw (OSU MPI Bandwidth Test v6.2): 23 rows, 1..4194304 B, complete and valid"),
+    ("osu6/osu_bw-6.2.out", "osu_bw (OSU MPI Bandwidth Test v6.2): 23 rows, 1..4194304 B, complete"),
     ("osu5/osu_latency_mp-5.7.out",
-     "osu_latency_mp (OSU MPI Multi-process Latency Test v5.7): 24 rows, 0..4194304 B, complete and valid"),
+     "osu_latency_mp (OSU MPI Multi-process Latency Test v5.7): 24 rows, 0..4194304 B, complete"),
     ("osu7/osu_ibarrier-7.5.1.out",
-     "osu_ibarrier (OSU MPI Non-blocking Barrier Latency Test v7.5): 1 rows, 0..0 B, complete and valid"),
+     "osu_ibarrier (OSU MPI Non-blocking Barrier Latency Test v7.5): 1 rows, 0..0 B, complete"),
 ])
 def test_bin_commstack_parse_reads_them(name, summary):
     """The command users type: a 6.2 sweep without -m (issue 25's first OSU failure), a benchmark whose lines
     come before its title, one without a size column."""
     p = subprocess.run([str(TOP / "bin" / "commstack"), "parse", str(CORPUS / name)], capture_output=True,
                        text=True, timeout=120)
-    assert (p.returncode, p.stdout.strip()) == (0, summary), p.stderr
+    assert p.returncode == 0 and summary in p.stdout, p.stderr
 
 
 def test_a_non_blocking_collective_has_its_own_columns():
