@@ -143,6 +143,10 @@ def test_xccl_outputs_with_and_without_a_title():
     old = parse_output(None, text("osu6/osu_nccl_allreduce-6.2-repro.out"), [])
     assert (coll.benchmark, coll.sizes[0], old.benchmark, old.sizes[0]) == (
         "osu_xccl_allreduce", 4, "osu_nccl_allreduce", 4)
+    # 7.3 moved c/nccl's osu_nccl_* to c/xccl's osu_xccl_*, with the same titles
+    names = [parse_output(None, text("osu6/osu_nccl_allreduce-6.2-repro.out").replace("v6.2", v), []).benchmark
+             for v in ("v7.2", "v7.3", "v7.3.1")]
+    assert names == ["osu_nccl_allreduce", "osu_xccl_allreduce", "osu_xccl_allreduce"]
     bw = text("osu7/osu_xccl_latency-7.5-nccl-no-title-repro.out").replace("Latency (us)", "Bandwidth (MB/s)")
     with pytest.raises(UnknownFormatError, match="osu_xccl_bw and osu_xccl_bibw print the same"):
         parse_outputs(bw, [])
@@ -167,6 +171,9 @@ def test_strict_where_the_versions_differ():
     assert parse_output("osu_ialltoall", text("osu7/osu_ialltoall-7.5.1.out"), [], ranks=1024).sizes[-1] == 1048576
     with pytest.raises(UnknownFormatError, match="goes on to 1048576 B, past the 1..524288 B"):
         parse_output("osu_ialltoall", text("osu7/osu_ialltoall-7.2.out"), [], ranks=1024)
+    glued = text("osu6/osu_mbw_mr-6.2.out").replace("MB/s        Messages/s", "MB/sMessages/s")  # names told apart
+    with pytest.raises(UnknownFormatError, match="unknown OSU header line or column"):
+        parse_outputs(glued, [])
     nbc = text("osu6/osu_iallreduce-6.2.out")  # a blocking allreduce's row among them: two benchmarks mixed
     with pytest.raises(UnknownFormatError, match="row has 2 fields, the header 5"):
         parse_outputs(nbc.replace("\n16 ", "\n16                      0.43\n16 ", 1), [])

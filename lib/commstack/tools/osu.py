@@ -337,7 +337,7 @@ def title(line: str) -> Benchmark | None:
 
 def _release(version: str | None) -> tuple[int, ...]:
     """(major, minor, ...) of a printed version (`7.5`, `5.3.2`, `7.0-lrbison2`); () when there is none."""
-    return tuple(int(n) for n in re.findall(r"\d+", (version or "").split("-")[0])[:3])
+    return tuple(int(n) for n in re.findall(r"\d+", (version or "").split("-")[0]))
 
 
 #: the first release of each generation of default sweeps (docs/osu-versions.md): 5.3.x loop one-sided
