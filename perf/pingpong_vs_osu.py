@@ -25,7 +25,7 @@ from commstack.config import load_system
 from commstack.errors import CommstackError
 from commstack.results.parse import parse_osu, parse_pingpong
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 TOP = Path(__file__).resolve().parents[1]
 OSU_PREFIX = os.environ.get("COMMSTACK_OSU_PREFIX")

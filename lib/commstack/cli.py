@@ -50,7 +50,8 @@ from commstack.spack.envs import ENVS, LOCKED
 from commstack.errors import CommstackError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, regular_or_missing, write_atomic
 from commstack.pytest_plugin import SessionOf
-from commstack.slurm import LocalSlurm, choose_slurm, embedded
+from commstack.slurm.clients import choose_slurm, embedded
+from commstack.slurm.cluster import LocalSlurm
 from commstack.paths import TOP
 from commstack.terminal import View
 from commstack.spack import find_spack, need_spack

@@ -4,7 +4,7 @@ Every step's stdout, stderr, command line, environment, node list and timings ar
 its own directory before anything is judged, so a failure loses nothing. The output goes to disk as
 it comes, byte for byte, up to a limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default): past
 it the step is stopped, OutputTooLargeError. Each step carries a token in its environment
-(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.sweep), and a
+(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.procs.sweep), and a
 descendant that holds its output open does not keep the step waiting once its launcher ended.
 """
 
@@ -28,7 +28,8 @@ from commstack.errors import (AllocationLostError, BinaryNotFoundError, Controll
                               NodeFailureError, OutputTooLargeError, SlurmUnavailableError, SrunError,
                               StepCrashedError, StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
-from commstack.slurm import client, orphans, sweep
+from commstack.slurm.clients import client
+from commstack.slurm.procs import orphans, sweep
 
 #: the token that marks every process of a step (its environment), for the sweep at its end
 STEP_TOKEN = "COMMSTACK_STEP"
