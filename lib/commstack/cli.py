@@ -53,7 +53,7 @@ from commstack.pytest_plugin import SessionOf
 from commstack.slurm.clients import choose_slurm, embedded
 from commstack.slurm.cluster import LocalSlurm
 from commstack.paths import TOP
-from commstack.terminal import View
+from commstack.terminal.view import View
 from commstack.spack import find_spack, need_spack
 
 
