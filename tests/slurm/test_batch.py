@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.cli import main
+from commstack.cli.main import main
 from commstack.results.records import read_run
 from commstack.run.batch import read_plan
 from commstack.slurm.cluster import LocalSlurm
