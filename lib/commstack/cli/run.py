@@ -133,12 +133,14 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
 
 
 def verdicts(records, unsaved=frozenset(), file=None) -> None:
+    """One line per step: its verdict and reason, and whether its record was saved."""
     for r in sorted(records, key=lambda r: r.index):
         print(printable(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
               + (" (record not saved)" if r.key in unsaved else ""), file=file)
 
 
 def summary(results: Path, allow_not_run: bool) -> int:
+    """A results directory's verdicts, where its report is, and the exit status of its run (status, report)."""
     records = read_run(results)
     verdicts(records)
     status = exit_status(records, allow_not_run)
