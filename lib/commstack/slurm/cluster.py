@@ -109,6 +109,7 @@ class LocalSlurm:
     # --- processes: only ours are trusted or signalled -------------------------------------------
 
     def pidfile(self, daemon: str) -> Path:
+        """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
         return self.root / "run" / f"{daemon}.pid"
 
     def pid(self, daemon: str) -> int | None:
