@@ -21,7 +21,7 @@ from commstack.files import write_atomic
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import BRIDGE, NETNS_PREFIX, VETH_PREFIX, NamespaceError, veth
-from commstack.results.parse import parse_pingpong
+from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
 
 pytestmark = pytest.mark.multinode

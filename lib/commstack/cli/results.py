@@ -17,7 +17,7 @@ from commstack.files import regular_or_missing, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table
-from commstack.results.judge import references_of
+from commstack.results.references import references_of
 from commstack.results.records import read_run
 from commstack.run.runner import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASS
 
