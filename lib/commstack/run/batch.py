@@ -27,7 +27,6 @@ from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.failures import classify
 from commstack.run.launch import LOADER, Launcher, StepResult
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
@@ -201,7 +200,7 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
             with validation_first(s, result.step, outdir):
-                classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+                Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
             sweeps.append(add_repeat(s, record, result, run_dir))
             out = result.stdout + result.stderr
         conclude(s, record, sweeps, out, stack, system, refs)

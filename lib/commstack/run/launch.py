@@ -3,7 +3,7 @@
 Every step's stdout, stderr, command line, environment, node list and timings are written to
 its own directory before anything is judged, so a failure loses nothing: the output goes to disk as
 it comes, up to a limit per stream (run.capture), and a step that did not run to its end raises the
-LaunchError that names why (run.failures). Each step carries a token in its environment
+LaunchError that names why. Each step carries a token in its environment
 (COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.procs.sweep).
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
-                              NodeFailureError, SlurmUnavailableError)
+                              NodeFailureError, SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError,
+                              cut)
 from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.run.capture import Sink, output_limit, output_too_large, pump, stop
-from commstack.run.failures import classify
 from commstack.slurm.clients import client
 from commstack.slurm.procs import orphans, sweep
 
@@ -70,6 +70,17 @@ class StepResult:
         return {"step": asdict(self.step), "command": self.command, "returncode": self.returncode,
                 "started": self.started, "elapsed_s": self.elapsed_s, "nodelist": self.nodelist,
                 "outdir": str(self.outdir), "error": self.error}
+
+
+NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
+                          r"Communication connection failure", re.I)
+SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
+                          r"Requested node configuration is not available|.*unrecognized option)|"
+                          r"srun: unrecognized option|srun: fatal:")
+# srun may exit 0 when the step never started on a node
+NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
+SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
+                       r"exited on signal|signal \d+")
 
 
 class Allocation:
@@ -274,7 +285,7 @@ class Launcher:
 
     def _classify(self, r: StepResult, timed_out: bool) -> None:
         try:
-            classify(r, timed_out)
+            self.classify(r, timed_out)
         except LaunchError as e:
             if self.kind == "srun":
                 self.lost = self._slurm_lost(r)
@@ -299,6 +310,34 @@ class Launcher:
             return client(["scontrol", "ping"], self.variables, timeout=10).returncode == 0
         except ControllerLostError:
             return False
+
+    @staticmethod
+    def classify(r: StepResult, timed_out: bool) -> None:
+        """The named LaunchError of a step that did not run to its end, or nothing (a batch job's
+        saved steps are classified the same way)."""
+        name, raw = r.step.name, str(r.outdir)
+        if timed_out:
+            raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
+        if NODE_FAILURE.search(r.stderr):
+            raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw)
+        if NOT_LAUNCHED.search(r.stderr):
+            raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
+        if r.returncode == 0:
+            return
+        if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
+            raise SrunError(f"{name}: srun refused the step: {_first(SRUN_REFUSED, r.stderr)}", raw)
+        if r.returncode < 0 or SIGNALLED.search(r.stderr):
+            raise StepCrashedError(f"{name}: killed by a signal (exit {r.returncode}): "
+                                   f"{_first(SIGNALLED, r.stderr) or ''}", raw)
+        raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
+                               f"{cut((r.stderr.strip().splitlines() or [''])[-1])!r}", raw)
+
+
+def _first(pattern: re.Pattern, text: str) -> str:
+    for line in text.splitlines():
+        if pattern.search(line):
+            return cut(line.strip())
+    return ""
 
 
 def _interesting(key: str) -> bool:
