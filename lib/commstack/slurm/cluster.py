@@ -96,7 +96,7 @@ class LocalSlurm:
 
     @property
     def conf(self) -> Path:
-        return self.root / "etc" / "slurm.conf"
+        return config.conf_path(self.root)
 
     @property
     def variables(self) -> dict[str, str]:
@@ -109,8 +109,7 @@ class LocalSlurm:
     # --- processes: only ours are trusted or signalled -------------------------------------------
 
     def pidfile(self, daemon: str) -> Path:
-        """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
-        return self.root / "run" / f"{daemon}.pid"
+        return config.pidfile(self.root, daemon)
 
     def pid(self, daemon: str) -> int | None:
         """The pid in a daemon's pid file, when that process is the daemon of this cluster."""
@@ -212,7 +211,7 @@ class LocalSlurm:
     def _launch(self) -> None:
         if self._choose_ports:  # for this life of the cluster; its slurm.conf records them
             self.ctld_port, self.slurmd_port = config.free_ports(2)
-        config.write(self)
+        config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port)
         if self.nodes > 1:
             try:
                 namespaces.up(self.node_names)

@@ -16,14 +16,10 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from commstack.errors import SlurmUnavailableError
 from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
 from commstack.slurm import namespaces
-
-if TYPE_CHECKING:
-    from commstack.slurm.cluster import LocalSlurm
 
 CONF_MARK = "# written by commstack localslurm"
 
@@ -77,43 +73,54 @@ def private_tree(path: Path) -> Path:
     return private_dir(path)
 
 
-def write(cluster: LocalSlurm) -> None:
-    """Its private subdirectories, slurm.conf (replacing whatever is in its place), the TaskEpilog script
-    and, unless one is there already, the munge key; a key that is not a private file of ours is refused."""
-    r = cluster.root
+def conf_path(root: Path) -> Path:
+    """Its slurm.conf, the file its clients name in SLURM_CONF."""
+    return root / "etc" / "slurm.conf"
+
+
+def pidfile(root: Path, daemon: str) -> Path:
+    """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
+    return root / "run" / f"{daemon}.pid"
+
+
+def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int) -> None:
+    """The private subdirectories of the cluster in `root`, its slurm.conf (replacing whatever is in its place),
+    the TaskEpilog script and, unless one is there already, the munge key; a key that is not a private file of
+    ours is refused."""
+    r, nodes = root, len(node_names)
     subdirs = ["etc", "run", "log", "state", "spool", "munge", "tmp"]
-    if cluster.nodes > 1:
-        subdirs += [*(f"spool/{n}" for n in cluster.node_names), *(f"tmp/{n}" for n in cluster.node_names)]
+    if nodes > 1:
+        subdirs += [*(f"spool/{n}" for n in node_names), *(f"tmp/{n}" for n in node_names)]
     for sub in subdirs:
         private_dir(r / sub)
     host = socket.gethostname().split(".")[0]
     cpus = os.cpu_count() or 1
     mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    if cluster.nodes == 1:
+    if nodes == 1:
         # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
         # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
-        ctld_addr, pidfile, spool, slurmd_log, extra = \
-            "127.0.0.1", cluster.pidfile("slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
+        ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
+            "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
         node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
         part_nodes = host
     else:
         # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
         # per step and node, and all nodes share one file system).
         # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
-        ctld_addr, pidfile, spool, slurmd_log = \
-            f"{namespaces.SUBNET}.1", cluster.pidfile("slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
+        ctld_addr, slurmd_pid, spool, slurmd_log = \
+            f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
         extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
         node_lines = "\n".join(f"NodeName={n} NodeAddr={namespaces.address(n)} CPUs={cpus} "
-                               f"RealMemory={mem_mb // cluster.nodes} State=UNKNOWN" for n in cluster.node_names)
-        part_nodes = ",".join(cluster.node_names)
-    for own in (cluster.conf, r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
+                               f"RealMemory={mem_mb // nodes} State=UNKNOWN" for n in node_names)
+        part_nodes = ",".join(node_names)
+    for own in (conf_path(r), r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
         if own.is_symlink():
             own.unlink()
-    write_atomic(cluster.conf, f"""{CONF_MARK}; state lives in {r}
+    write_atomic(conf_path(r), f"""{CONF_MARK}; state lives in {r}
 ClusterName=commstack-local
 SlurmctldHost={host}({ctld_addr})
-SlurmctldPort={cluster.ctld_port}
-SlurmdPort={cluster.slurmd_port}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -121,8 +128,8 @@ CredType=cred/munge
 AuthInfo=socket={r}/munge/munge.sock
 StateSaveLocation={r}/state
 SlurmdSpoolDir={spool}
-SlurmctldPidFile={cluster.pidfile('slurmctld')}
-SlurmdPidFile={pidfile}
+SlurmctldPidFile={pidfile(r, 'slurmctld')}
+SlurmdPidFile={slurmd_pid}
 SlurmctldLogFile={r}/log/slurmctld.log
 SlurmdLogFile={slurmd_log}
 # no cgroups in a container or CI sandbox
