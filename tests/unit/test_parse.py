@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from commstack import benchmarks, cli
+from commstack import benchmarks
+from commstack.cli.main import main
 from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
@@ -39,7 +40,7 @@ def osu_text(name: str) -> str:
 
 def commstack_parse(capsys, path, args="", *extra):
     """`commstack parse` in this process: the same code path as the command, 130 times faster to start."""
-    rc = cli.main(["parse", str(path), f"--args={args}", *extra])
+    rc = main(["parse", str(path), f"--args={args}", *extra])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -130,7 +131,7 @@ def test_commstack_parse_as_a_user_types_it(name, kind):
     (["--ranks", "-3"], "commstack parse: error: --ranks -3: a run has 1 rank or more"),
 ])
 def test_commstack_parse_bad_arguments_are_named_errors(capsys, args, message):
-    rc = cli.main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
+    rc = main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip() == message and "Traceback" not in err
 

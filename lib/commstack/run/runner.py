@@ -33,7 +33,8 @@ from commstack.results.records import Plan, Record
 from commstack.run.facts import parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
-from commstack.slurm import LocalSlurm, choose_slurm
+from commstack.slurm.clients import choose_slurm
+from commstack.slurm.cluster import LocalSlurm
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
