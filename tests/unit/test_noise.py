@@ -66,8 +66,8 @@ def test_a_known_line_glued_to_a_row_is_unknown():
 @pytest.mark.parametrize("line,rest,source", [
     ("[1,0]<stdout>:# OSU MPI Latency Test v7.1", "# OSU MPI Latency Test v7.1", "open-mpi"),
     ("[1,0]<stdout>: 1                       1.20", "1                       1.20", "open-mpi"),
-    ("[1,1]<stderr>:[node2:1234] pml_ucx.c:313 connecting to proc. 0", "[node2:1234] pml_ucx.c:313 connecting to proc. 0",
-     "open-mpi"),
+    ("[1,1]<stderr>:[node2:1234] pml_ucx.c:313 connecting to proc. 0",
+     "[node2:1234] pml_ucx.c:313 connecting to proc. 0", "open-mpi"),
     ("0: # OSU MPI Latency Test v5.3", "# OSU MPI Latency Test v5.3", "slurm"),
     ("1                       1.20", "1                       1.20", None),
 ])

@@ -70,22 +70,16 @@ PATTERNS: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------ Intel MPI (I_MPI_DEBUG)
     _p("intel-mpi", "I_MPI_DEBUG startup line", r"\[-?\d+\] MPI startup\(\): .*",
        "[0] MPI startup(): Intel(R) MPI Library, Version 5.1.3  Build 20160120 (build id: 14053)"),
-    _p("intel-mpi", "I_MPI_DEBUG internal function line", r"\[\d+\] (?:MPID\w*|MPIDI\w*|init_tmi_\w+|MPIU\w*)\(\): .*",
+    _p("intel-mpi", "I_MPI_DEBUG internal function line", r"\[\d+\] (?:MPID\w*|init_tmi_\w+|MPIU\w*|DAPL startup)\(\): .*",
        "[1] MPID_nem_tmi_init(): pg=0x61e740, pg_rank=1"),
     # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
-       "[mpiexec@node1] Launch arguments: /usr/bin/hydra_pmi_proxy --control-port node1:41231"),
-    # ------------------------------------------------------------------ Cray MPICH
-    _p("cray-mpich", "MPICH_ENV_DISPLAY / MPICH_VERSION_DISPLAY line",
-       r"(?:MPI VERSION +: .+|MPI BUILD INFO : .+|PE \d+: MPICH .+|PE \d+: +MPICH_\w+ += .*)",
-       "PE 0: MPICH environment settings ====================================="),
-    _p("cray-mpich", "MPICH WARNING line", r"MPICH WARNING: .+",
-       "MPICH WARNING: Cray MPICH GPU support is not enabled (MPICH_GPU_SUPPORT_ENABLED=0)"),
+       "[proxy:0:0@node1] got pmi command (from 0): init"),
     # ------------------------------------------------------------------ MVAPICH
-    _p("mvapich", "MVAPICH2 warning", r"(?:\[[\w.-]+:mpi_rank_\d+\]\[\w+\] .+|WARNING: Error in initializing MVAPICH2 "
-       r"ptmalloc library\..*)",
-       "[node1:mpi_rank_0][rdma_param_handle_heterogeneity] All nodes involved in the job were detected to be "
-       "homogeneous in terms of processors and interconnects."),
+    _p("mvapich", "registration cache warning", r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing "
+       r"without InfiniBand registration cache support\.",
+       "WARNING: Error in initializing MVAPICH2 ptmalloc library.Continuing without InfiniBand registration cache "
+       "support."),
     # ------------------------------------------------------------------ Slurm (errors are crash lines)
     _p("slurm", "srun, salloc or sbatch message", r"(?:srun|salloc|sbatch): (?!error: ).+",
        "srun: job 4123 queued and waiting for resources"),
@@ -93,8 +87,8 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("ucx", "UCX log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
        "[1738722441.247410] [3ccd0b10e5b5:8    :0]            sock.c:515  UCX  WARN  unable to read somaxconn "
        "value from /proc/sys/net/core/somaxconn file"),
-    _p("libfabric", "libfabric log line", r"libfabric:\d+:\d+(?:\.\d+)?:\S+:\S+:[^<]*<(?:warn|info|debug|trace)> .*",
-       "libfabric:27331:1700000000::cxi:core:cxip_gen_auth_key():611<warn> nid000001: Failed to read svc_id"),
+    _p("libfabric", "libfabric log line", r"libfabric:(?:\d+:\d+(?:\.\d+)?:)?[\w:;-]*?\w+\(\):\d+<(?:warn|info|debug|trace)> .*",
+       "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
     # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
     _p("nccl", "NCCL_DEBUG line", r"\S+:\d+:\d+ \[\d+\] [NR]CCL (?:INFO|WARN|TRACE) .*",
