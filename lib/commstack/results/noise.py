@@ -70,14 +70,16 @@ PATTERNS: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------ Intel MPI (I_MPI_DEBUG)
     _p("intel-mpi", "I_MPI_DEBUG startup line", r"\[-?\d+\] MPI startup\(\): .*",
        "[0] MPI startup(): Intel(R) MPI Library, Version 5.1.3  Build 20160120 (build id: 14053)"),
-    _p("intel-mpi", "I_MPI_DEBUG internal function line", r"\[\d+\] (?:MPID\w*|init_tmi_\w+|MPIU\w*|DAPL startup)\(\): .*",
+    _p("intel-mpi", "I_MPI_DEBUG internal function line",
+       r"\[\d+\] (?:MPID\w*|init_tmi_\w+|MPIU\w*|DAPL startup)\(\): .*",
        "[1] MPID_nem_tmi_init(): pg=0x61e740, pg_rank=1"),
     # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
        "[proxy:0:0@node1] got pmi command (from 0): init"),
     # ------------------------------------------------------------------ MVAPICH
-    _p("mvapich", "registration cache warning", r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing "
-       r"without InfiniBand registration cache support\.",
+    _p("mvapich", "registration cache warning",
+       r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing without InfiniBand registration cache "
+       r"support\.",
        "WARNING: Error in initializing MVAPICH2 ptmalloc library.Continuing without InfiniBand registration cache "
        "support."),
     # ------------------------------------------------------------------ Slurm (errors are crash lines)
@@ -87,7 +89,8 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("ucx", "UCX log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
        "[1738722441.247410] [3ccd0b10e5b5:8    :0]            sock.c:515  UCX  WARN  unable to read somaxconn "
        "value from /proc/sys/net/core/somaxconn file"),
-    _p("libfabric", "libfabric log line", r"libfabric:(?:\d+:\d+(?:\.\d+)?:)?[\w:;-]*?\w+\(\):\d+<(?:warn|info|debug|trace)> .*",
+    _p("libfabric", "libfabric log line",
+       r"libfabric:(?:\d+:\d+(?:\.\d+)?:)?[\w:;-]*?\w+\(\):\d+<(?:warn|info|debug|trace)> .*",
        "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
     # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
