@@ -71,15 +71,9 @@ def results(path: Path, entry: Entry, capsys) -> list[tuple[str | None, str, str
     argv = ["parse", str(path), f"--args={entry.args}", "--json"]
     if entry.ranks:
         argv += ["--ranks", str(entry.ranks)]
-    rc = cli.main(argv)
-    out, err = capsys.readouterr()
-    if rc and not out:  # today's parse: one error for the whole file  TODO(phase 2): one result per table
-        kind = err.split(": ")[2]
-        want = entry.tables[0]
-        return [(want.benchmark, kind, want.validated, want.rows) if kind == want.verdict else (None, kind, "no", 0)]
-    doc = json.loads(out)
-    return [(r["benchmark"], r.get("verdict", "complete"), r.get("validated", "yes"), len(r["rows"]))
-            for r in (doc if isinstance(doc, list) else [doc])]
+    cli.main(argv)
+    out, _ = capsys.readouterr()
+    return [(r["benchmark"], r["verdict"], r["validated"], len(r["rows"])) for r in json.loads(out)]
 
 
 def expected(entry: Entry) -> list[tuple[str | None, str, str, int]]:

@@ -74,7 +74,11 @@ CRASH = re.compile(
     r"|application called MPI_Abort|MPI_ABORT was invoked on rank \d+|\*\*\* An error occurred in MPI_\w+"
     r"|\*\*\* MPI_ERRORS_ARE_FATAL"
     r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
-    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure"
+    # MPICH and its derivatives: Intel MPI's `Abort(N) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init`,
+    # Cray MPICH's `MPICH ERROR [Rank 0] [job id 1.0] [date] [node] - Abort(N) ...`, MPICH's `Fatal error in
+    # MPI_Win_fence: ..., error stack:`; UCX's `[host:pid:0:tid] Caught signal 7 (Bus error ...)`
+    r"|^Abort\(\d+\) on node \d+ |^MPICH ERROR \[Rank \d+\] |^Fatal error in P?MPI_\w+: |Caught signal \d+ \(")
 # mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
 EXITED = re.compile(r"returned\s+a non-zero exit code"
                     r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
@@ -119,7 +123,16 @@ def own_lines(text: str) -> Text:
     if not text.strip():
         raise EmptyOutputError("the output is empty")
     out = Text([], [], not text.endswith("\n"))
-    lines = [noise.strip_prefix(line.rstrip())[0] for line in text.splitlines()]
+    lines, glued = [], []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = noise.strip_prefix(line.rstrip())[0]
+        for g in noise.GLUED:
+            for m in list(g.regex.finditer(line)):
+                glued.append(Note(lineno, cut(m.group(0)), g.source, g.what))
+                if m.groupdict().get("limit"):
+                    out.mem_limit = int(m.group("limit"))
+            line = g.regex.sub("", line).rstrip()
+        lines.append(line)
     framed = noise.framed(lines)
     exited: tuple[int, str] | None = None
     # the benchmark's failed data check comes first: the crash lines after it are its consequence
@@ -135,22 +148,16 @@ def own_lines(text: str) -> Text:
                 raise ended(error, message, line, lineno)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
+            out.notes += [n for n in glued if n.lineno == lineno]
             continue
         if CRASH.search(line):
             raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
             exited = exited or (lineno, line)
+        out.notes += [n for n in glued if n.lineno == lineno]
         if lineno - 1 in framed:
             frame = framed[lineno - 1]
             out.notes.append(Note(lineno, cut(line), frame.source, frame.what))
-            continue
-        for glued in noise.GLUED:
-            for m in list(glued.regex.finditer(line)):
-                out.notes.append(Note(lineno, cut(m.group(0)), glued.source, glued.what))
-                if m.groupdict().get("limit"):
-                    out.mem_limit = int(m.group("limit"))
-            line = glued.regex.sub("", line).rstrip()
-        if not line.strip():
             continue
         known = noise.classify(line)
         if known is not None:

@@ -100,7 +100,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",
        "Warning: Permanently added 'compute-st-c6gn16xlarge-2,172.31.27.158' (ECDSA) to the list of known hosts."),
     _p("x11", "X11 forwarding message", r"(?:X11 connection rejected because of wrong authentication\.|Authorization "
-       r"required, but no authorization protocol specified|(?:Invalid MIT-MAGIC-COOKIE-1 key)+|/usr/bin/xauth: .+)",
+       r"required, but no authorization protocol specified|/usr/bin/xauth: .+)",
        "Authorization required, but no authorization protocol specified"),
     # ------------------------------------------------------------------ job scripts
     _p("shell", "set -x trace line", r"\++ \S.*", "+ echo '=== osu_latency ==='"),
@@ -121,6 +121,8 @@ GLUED: tuple[Pattern, ...] = (
     _p("osu", "memory limit warning", r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
        r"Increase -M, --mem-limit for higher message sizes\.",
        "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
+    # printed by the X library without a newline, once per connection attempt
+    _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
 )
 
 #: per-line prefixes that launchers add: the rest of the line is the program's own
