@@ -114,7 +114,9 @@ PATTERNS: tuple[Pattern, ...] = (
 #: after it), which then still counts: matched anywhere in a line (finditer), taken out of it
 GLUED: tuple[Pattern, ...] = (
     _p("loader", "a shared library's version warning",
-       r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available \(required by /[^\s()]*\)",
+       # a program path glued after a unit (`Messages/s/usr/...`) starts at its own `/`, not at the unit's
+       r"(?:(?<!\S)\.{1,2})?/(?!s/)[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+       r"\(required by /[^\s()]*\)",
        "/nccl-tests-2.17.1/build/all_reduce_perf: /usr/lib/aarch64-linux-gnu/libnl-3.so.200: no version information "
        "available (required by /usr/lib64/libcxi.so.1)"),
     # OSU 7.0-7.4's memory-limit warning has no newline: it always glues onto the next line (2>&1)
