@@ -314,8 +314,9 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     the step ran (None: the title tells). `ranks` lets the check know where OSU's memory limit
     shortens a collective's sweep."""
     if benchmark is not None:
-        lineno, line = own_lines(text).lines[0]
-        if identify(text).name != benchmark:
+        first = split_tables(text)[0].text  # a job script's echo before the title is no title
+        lineno, line = own_lines(first).lines[0]
+        if identify(first).name != benchmark:
             raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
     sweeps = parse_outputs(text, args, ranks)
     if len(sweeps) > 1:
