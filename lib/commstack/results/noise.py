@@ -76,6 +76,9 @@ PATTERNS: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
        "[proxy:0:0@node1] got pmi command (from 0): init"),
+    # ------------------------------------------------------------------ Cray MPICH (its aborts are crash lines)
+    _p("cray-mpich", "GPU transport layer (GTL) debug line", r"\(GTL DEBUG: \d+\) .+",
+       "(GTL DEBUG: 1) cuIpcOpenMemHandle: invalid argument, CUDA_ERROR_INVALID_VALUE, line no 272"),
     # ------------------------------------------------------------------ MVAPICH
     _p("mvapich", "registration cache warning",
        r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing without InfiniBand registration cache "
