@@ -122,3 +122,21 @@ def test_a_sample_through_bin_commstack(name):
     assert got == expected(entry), p.stderr
     failed = [t.verdict for t in entry.tables if t.verdict != "complete"]
     assert p.returncode == (EXIT[failed[0]] if failed else 0), p.stderr
+
+
+def family(entry: Entry) -> str:
+    if entry.tool == "osu":
+        return f"osu {entry.version.split('.')[0]}.x" if entry.version else "osu (version not printed)"
+    return entry.tool
+
+
+@pytest.mark.parametrize("name", ["osu 5.x", "osu 6.x", "osu 7.x", "nccl-tests", "rccl-tests"])
+def test_every_version_family_has_a_complete_output_and_a_bad_one(name):
+    verdicts = {t.verdict for e in INDEX.values() if family(e) == name for t in e.tables}
+    assert "complete" in verdicts and verdicts - {"complete"}, f"{name}: {sorted(verdicts)}"
+
+
+def test_the_index_spans_the_mpis_launchers_and_devices():
+    assert {e.mpi for e in INDEX.values()} >= {"open-mpi", "mpich", "intel-mpi", "cray-mpich", "mvapich"}
+    assert {e.device for e in INDEX.values()} == {"cpu", "gpu"}
+    assert {e.launcher for e in INDEX.values()} >= {"mpirun", "mpiexec", "srun"}
