@@ -9,6 +9,7 @@ defaults) ask for, and the benchmark's own validation.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -137,13 +138,28 @@ def _outside(line: str) -> bool:
 
 @dataclass
 class Table:
-    """The lines of one table of an output: from its title to the line before the next table's title;
-    the other lines of the output blanked, so that line numbers stay the output's."""
+    """The lines of one table of an output: from its title (or the output's start) to the line before the
+    next table's title, lines outside any table blanked; `offset` lines of the output come before `text`."""
 
     first: int
     last: int
     text: str
+    offset: int = 0
     outside: list[Note] = field(default_factory=list)  # lines before or after it that no table holds
+
+    def shifted(self, e: ParseError) -> ParseError:
+        """The error with the output's line number."""
+        return type(e)(e.message, e.line, e.lineno + self.offset) if self.offset and e.lineno else e
+
+    def shift(self, sweep: Sweep) -> Sweep:
+        """The sweep with the output's line numbers."""
+        if self.offset:
+            n = self.offset
+            sweep.title_line = (sweep.title_line[0] + n, sweep.title_line[1])
+            sweep.row_lines = [(i + n, line) for i, line in sweep.row_lines]
+            sweep.error_lines = [(i + n, line) for i, line in sweep.error_lines]
+            sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
+        return sweep
 
 
 def split_tables(text: str) -> list[Table]:
@@ -174,12 +190,12 @@ def split_tables(text: str) -> list[Table]:
         outside.update(i for i in range(tail, end) if _outside(lines[i]))
     tables = []
     for k, (begin, end) in enumerate(bounds):
-        first = 0 if k == 0 else begin
-        keep = [raw[i] if first <= i < end and i not in outside else "" for i in range(end)]
-        body = "\n".join(keep) + ("\n" if end < len(raw) or text.endswith("\n") else "")
+        start = 0 if k == 0 else begin
+        body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
+        body += "\n" if end < len(raw) or text.endswith("\n") else ""
         notes = [Note(i + 1, lines[i], "unknown", "a line outside any table")
-                 for i in sorted(j for j in outside if first <= j < end)]
-        tables.append(Table(begin + 1, end, body, notes))
+                 for i in sorted(j for j in outside if start <= j < end)]
+        tables.append(Table(begin + 1, end, body, start, notes))
     return tables
 
 
@@ -226,9 +242,9 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
 def _named(table: Table) -> Benchmark | None:
     """The benchmark a table's first line names, where that line is a known title."""
     lines = table.text.splitlines()
-    if len(lines) < table.first:
+    if len(lines) < table.first - table.offset:
         return None
-    line = noise.strip_prefix(lines[table.first - 1].rstrip())[0]
+    line = noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0]
     for tool in TOOLS.values():
         try:
             bench = tool.title(line)
@@ -269,26 +285,27 @@ def parse_results(text: str, args: list[str], ranks: int | None = None) -> list[
         try:
             bench = identify(table.text)
         except UnknownFormatError as e:
-            results.append(Result(None, table.first, table.last, None, e, table.outside))
+            results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
             continue
         except ParseError as e:  # a crash or Slurm's end: the title still names the benchmark
             bench = _named(table)
             if bench is None:
-                results.append(Result(None, table.first, table.last, None, e, table.outside))
+                results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
                 continue
         try:
-            sweeps = bench.tool.parse(table.text)
+            sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
         except ParseError as e:
             partial = _partial(table, e)
+            partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
-            results.append(Result(bench.name, table.first, table.last, partial, e, notes))
+            results.append(Result(bench.name, table.first, table.last, partial, table.shifted(e), notes))
             continue
         for i, s in enumerate(sweeps):
             try:
                 check(benchmarks.get(s.benchmark), s, args, ranks)
                 error = None
             except ParseError as e:
-                error = e
+                error = e  # its line numbers are the output's: the sweep's were shifted
             if i == 0:
                 s.notes = sorted(table.outside + s.notes, key=lambda n: n.lineno)
             first = table.first if i == 0 else s.row_lines[0][0]
