@@ -17,12 +17,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from commstack import cli
+from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
 
 CORPUS = TOP / "tests" / "data" / "corpus"
 FAMILIES = ("osu5", "osu6", "osu7", "nccl-tests", "rccl-tests", "jobs")
 INDEXES = [CORPUS / "index.yaml", *sorted((CORPUS / "index.d").glob("*.yaml"))]
 MIN_SHARE = 0.97  # issue 25: `commstack parse` gives the indexed result for at least 97 % of the files
+EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
 
 Verdict = Literal["complete", "validation-failed", "truncated", "unknown-format", "crashed", "empty", "bad-number",
                   "timed-out", "node-failure"]
@@ -71,15 +73,9 @@ def results(path: Path, entry: Entry, capsys) -> list[tuple[str | None, str, str
     argv = ["parse", str(path), f"--args={entry.args}", "--json"]
     if entry.ranks:
         argv += ["--ranks", str(entry.ranks)]
-    rc = cli.main(argv)
-    out, err = capsys.readouterr()
-    if rc and not out:  # today's parse: one error for the whole file  TODO(phase 2): one result per table
-        kind = err.split(": ")[2]
-        want = entry.tables[0]
-        return [(want.benchmark, kind, want.validated, want.rows) if kind == want.verdict else (None, kind, "no", 0)]
-    doc = json.loads(out)
-    return [(r["benchmark"], r.get("verdict", "complete"), r.get("validated", "yes"), len(r["rows"]))
-            for r in (doc if isinstance(doc, list) else [doc])]
+    cli.main(argv)
+    out, _ = capsys.readouterr()
+    return [(r["benchmark"], r["verdict"], r["validated"], len(r["rows"])) for r in json.loads(out)]
 
 
 def expected(entry: Entry) -> list[tuple[str | None, str, str, int]]:
@@ -107,7 +103,8 @@ def test_the_whole_index_through_commstack_parse(capsys):
             elif w[1] != "complete" and g[1] != "complete" and g[1] != w[1]:
                 wrong_kind.append(f"{name}: {g[1]}, indexed {w[1]}")
     share = matched / len(INDEX)
-    print(f"corpus: {matched}/{len(INDEX)} files ({share:.1%}) give their indexed result")
+    with capsys.disabled():
+        print(f"\ncorpus: {matched}/{len(INDEX)} files ({share:.1%}) give their indexed result")
     assert not passed_bad, "bad outputs that pass:\n" + "\n".join(passed_bad)
     assert not wrong_kind, "failures of another kind than indexed:\n" + "\n".join(wrong_kind)
     assert share >= MIN_SHARE, f"{share:.1%} < {MIN_SHARE:.0%}:\n" + "\n".join(mismatched)
@@ -123,4 +120,23 @@ def test_a_sample_through_bin_commstack(name):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     got = [(r["benchmark"], r["verdict"], r["validated"], len(r["rows"])) for r in json.loads(p.stdout)]
     assert got == expected(entry), p.stderr
-    assert p.returncode == (0 if all(t.verdict == "complete" for t in entry.tables) else p.returncode or 1)
+    failed = [t.verdict for t in entry.tables if t.verdict != "complete"]
+    assert p.returncode == (EXIT[failed[0]] if failed else 0), p.stderr
+
+
+def family(entry: Entry) -> str:
+    if entry.tool == "osu":
+        return f"osu {entry.version.split('.')[0]}.x" if entry.version else "osu (version not printed)"
+    return entry.tool
+
+
+@pytest.mark.parametrize("name", ["osu 5.x", "osu 6.x", "osu 7.x", "nccl-tests", "rccl-tests"])
+def test_every_version_family_has_a_complete_output_and_a_bad_one(name):
+    verdicts = {t.verdict for e in INDEX.values() if family(e) == name for t in e.tables}
+    assert "complete" in verdicts and verdicts - {"complete"}, f"{name}: {sorted(verdicts)}"
+
+
+def test_the_index_spans_the_mpis_launchers_and_devices():
+    assert {e.mpi for e in INDEX.values()} >= {"open-mpi", "mpich", "intel-mpi", "cray-mpich", "mvapich"}
+    assert {e.device for e in INDEX.values()} == {"cpu", "gpu"}
+    assert {e.launcher for e in INDEX.values()} >= {"mpirun", "mpiexec", "srun"}

@@ -76,6 +76,9 @@ PATTERNS: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
        "[proxy:0:0@node1] got pmi command (from 0): init"),
+    # ------------------------------------------------------------------ Cray MPICH (its aborts are crash lines)
+    _p("cray-mpich", "GPU transport layer (GTL) debug line", r"\(GTL DEBUG: \d+\) .+",
+       "(GTL DEBUG: 1) cuIpcOpenMemHandle: invalid argument, CUDA_ERROR_INVALID_VALUE, line no 272"),
     # ------------------------------------------------------------------ MVAPICH
     _p("mvapich", "registration cache warning",
        r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing without InfiniBand registration cache "
@@ -90,7 +93,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "[1738722441.247410] [3ccd0b10e5b5:8    :0]            sock.c:515  UCX  WARN  unable to read somaxconn "
        "value from /proc/sys/net/core/somaxconn file"),
     _p("libfabric", "libfabric log line",
-       r"libfabric:(?:\d+:\d+(?:\.\d+)?:)?[\w:;-]*?\w+\(\):\d+<(?:warn|info|debug|trace)> .*",
+       r"libfabric:[^<]*<(?:warn|info|debug|trace)> .*",
        "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
     # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
@@ -100,7 +103,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",
        "Warning: Permanently added 'compute-st-c6gn16xlarge-2,172.31.27.158' (ECDSA) to the list of known hosts."),
     _p("x11", "X11 forwarding message", r"(?:X11 connection rejected because of wrong authentication\.|Authorization "
-       r"required, but no authorization protocol specified|(?:Invalid MIT-MAGIC-COOKIE-1 key)+|/usr/bin/xauth: .+)",
+       r"required, but no authorization protocol specified|/usr/bin/xauth: .+)",
        "Authorization required, but no authorization protocol specified"),
     # ------------------------------------------------------------------ job scripts
     _p("shell", "set -x trace line", r"\++ \S.*", "+ echo '=== osu_latency ==='"),
@@ -108,6 +111,23 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("shell", "banner line", r"(?:#{2,}(?: .*)?|(?P<r>={3,}|-{3,}|\*{3,}) \S.*? (?P=r))", "=== osu_latency ==="),
     _p("shell", "date line", _DAY + r" \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}", "Tue Nov 14 09:12:01 MST 2023"),
     _p("shell", "job-script banner (seed 004)", r"Nodes:\d+ Tasks:\d+ Per Node:\d+", "Nodes:2 Tasks:2 Per Node:1"),
+)
+
+#: known text with a known end, also where it is glued to the start or end of another line (no newline
+#: after it), which then still counts: matched anywhere in a line (finditer), taken out of it
+GLUED: tuple[Pattern, ...] = (
+    _p("loader", "a shared library's version warning",
+       # a program path glued after a unit (`Messages/s/usr/...`) starts at its own `/`, not at the unit's
+       r"(?:(?<!\S)\.{1,2})?/(?!s/)[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+       r"\(required by /[^\s()]*\)",
+       "/nccl-tests-2.17.1/build/all_reduce_perf: /usr/lib/aarch64-linux-gnu/libnl-3.so.200: no version information "
+       "available (required by /usr/lib64/libcxi.so.1)"),
+    # OSU 7.0-7.4's memory-limit warning has no newline: it always glues onto the next line (2>&1)
+    _p("osu", "memory limit warning", r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
+       r"Increase -M, --mem-limit for higher message sizes\.",
+       "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
+    # printed by the X library without a newline, once per connection attempt
+    _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
 )
 
 #: per-line prefixes that launchers add: the rest of the line is the program's own
