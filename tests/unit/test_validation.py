@@ -91,6 +91,6 @@ def test_record_and_report_show_validated_and_notes(tmp_path):
     assert Record.read(path).validated == "no"
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "| step | verdict | validated | reason |" in md and "| `osu_bw` | pass | no |" in md
+    assert "| step | verdict | reason | nodes | command | validated |" in md and md.count("| pass |  |  |  | no |") == 1
     assert "## Notes: known launcher and runtime lines" in md and "srun: warning: x" in md
     assert "<th>validated</th>" in (tmp_path / "report" / "index.html").read_text()

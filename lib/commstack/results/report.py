@@ -213,21 +213,21 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
     md = [f"# {_md(head)}", "", f"{date}, run {_md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
           "Rows in [rows.csv](rows.csv).", "",
-          "| step | verdict | validated | reason | nodes | command |", "|---|---|---|---|---|---|"]
+          "| step | verdict | reason | nodes | command | validated |", "|---|---|---|---|---|---|"]
     page = [f"<h1>{html.escape(head)}</h1>",
             f"<p>{date}, run <code>{html.escape(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
-            "<table><tr><th>step</th><th>verdict</th><th>validated</th><th>reason</th><th>nodes</th><th>command</th>"
+            "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
             "</tr>"]
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         checked = r.validated or ""
-        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {checked} | {_md(r.reason)} | "
-                  f"{_md(', '.join(r.nodelist))} | " + (f"{_md_code(command)} |" if command else " |"))
+        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
+                  + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
         page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
-                    f"<td>{verdict}</td><td>{checked}</td><td>{html.escape(r.reason)}</td>"
-                    f"<td>{html.escape(', '.join(r.nodelist))}</td><td><code>{html.escape(command)}</code></td></tr>")
+                    f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
+                    f"<td><code>{html.escape(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
