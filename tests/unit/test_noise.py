@@ -112,3 +112,17 @@ def test_notes_keep_line_numbers_and_the_tag_output_lines_become_the_programs():
 def test_unknown_lines_stay_the_programs_own():
     own, notes = noise.notes(["Start NCCL all_reduce local test", "WARNING: unknown"])
     assert [line for _, line in own] == ["Start NCCL all_reduce local test", "WARNING: unknown"] and notes == []
+
+
+def test_commstack_parse_keeps_every_known_line_of_a_real_output_as_a_note_with_its_source():
+    from commstack.results.parse import parse_results
+    text = (CORPUS / "osu5/osu_allreduce-5.6.3-ompi4-openib-help-boxes.out").read_text()
+    [r] = parse_results(text, [])
+    assert (r.verdict, len(r.sweep.rows), r.first) == ("complete", 19, 19)
+    assert [(n.lineno, n.source) for n in r.notes] == [(n, "open-mpi") for n in (1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15,
+                                                                                  16, 17, 27, 28, 29)]
+    banners = (CORPUS / "jobs/osu_latency-osu_bw-5.7-echo-banners.out").read_text()
+    assert [[(n.lineno, n.source, n.what) for n in r.notes] for r in parse_results(banners, [])] == [
+        [(1, "shell", "set -x trace line"), (2, "shell", "banner line"), (3, "shell", "date line"),
+         (31, "shell", "set -x trace line"), (32, "shell", "banner line"), (33, "shell", "date line")],
+        [(59, "shell", "date line")]]

@@ -171,6 +171,7 @@ def split_tables(text: str) -> list[Table]:
     last row it is that table's, and an unknown line there an error."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
+    framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
     starts: list[int] = []
     rows = False
     for i, line in enumerate(lines):
@@ -183,11 +184,11 @@ def split_tables(text: str) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside = set(i for i in range(starts[0]) if _outside(lines[i]))
+    outside = set(i for i in range(starts[0]) if i not in framed and _outside(lines[i]))
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         tail = data[-1] + 1 if data else end
-        outside.update(i for i in range(tail, end) if _outside(lines[i]))
+        outside.update(i for i in range(tail, end) if i not in framed and _outside(lines[i]))
     tables = []
     for k, (begin, end) in enumerate(bounds):
         start = 0 if k == 0 else begin
