@@ -172,6 +172,9 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
     fig.savefig(path, dpi=100)
 
 
+NOTES_SHOWN = 20  # a step's notes the report lists; its record holds them all
+
+
 def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:
     """run_dir/report/{index.html, report.md, rows.csv, *.png}; returns the HTML page's path."""
     records = read_run(run_dir)
@@ -233,9 +236,11 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
         md += ["", "## Notes: known launcher and runtime lines", ""]
         page.append("<h2>Notes: known launcher and runtime lines</h2>")
-        for r in noted:
-            md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(r.notes), block=True), ""]
-            page.append(f"<p><code>{html.escape(r.step)}</code>:</p><pre>{html.escape(chr(10).join(r.notes))}</pre>")
+        for r in noted:  # NCCL_DEBUG=INFO prints hundreds: the first ones here, every one in the record
+            listed = r.notes[:NOTES_SHOWN] + ([f"... {len(r.notes) - NOTES_SHOWN} more in {r.dirname}/record.json"]
+                                             if len(r.notes) > NOTES_SHOWN else [])
+            md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(listed), block=True), ""]
+            page.append(f"<p><code>{html.escape(r.step)}</code>:</p><pre>{html.escape(chr(10).join(listed))}</pre>")
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         if r.repeats:
