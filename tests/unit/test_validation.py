@@ -94,7 +94,8 @@ def test_record_and_report_show_validated_and_notes(tmp_path):
     assert "| step | verdict | reason | nodes | command | validated |" in md and md.count("| pass |  |  |  | no |") == 1
     assert "## Notes: known launcher and runtime lines" in md and "srun: warning: x" in md
     assert "<th>validated</th>" in (tmp_path / "report" / "index.html").read_text()
-    many = rec.model_copy(update={"step": "osu_bw-2", "index": 1, "notes": [f"line {i}: nccl (x): y" for i in range(25)]})
+    notes = [f"line {i}: nccl (x): y" for i in range(25)]
+    many = rec.model_copy(update={"step": "osu_bw-2", "index": 1, "notes": notes})
     many.write(tmp_path)
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()

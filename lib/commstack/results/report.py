@@ -237,8 +237,8 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         md += ["", "## Notes: known launcher and runtime lines", ""]
         page.append("<h2>Notes: known launcher and runtime lines</h2>")
         for r in noted:  # NCCL_DEBUG=INFO prints hundreds: the first ones here, every one in the record
-            listed = r.notes[:NOTES_SHOWN] + ([f"... {len(r.notes) - NOTES_SHOWN} more in {r.dirname}/record.json"]
-                                             if len(r.notes) > NOTES_SHOWN else [])
+            more = len(r.notes) - NOTES_SHOWN
+            listed = r.notes[:NOTES_SHOWN] + ([f"... {more} more in {r.dirname}/record.json"] if more > 0 else [])
             md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(listed), block=True), ""]
             page.append(f"<p><code>{html.escape(r.step)}</code>:</p><pre>{html.escape(chr(10).join(listed))}</pre>")
     groups: dict[tuple, list[Record]] = defaultdict(list)
