@@ -82,6 +82,12 @@ def expected(entry: Entry) -> list[tuple[str | None, str, str, int]]:
     return [(t.benchmark, t.verdict, t.validated, t.rows) for t in entry.tables]
 
 
+def same(got: list[tuple], want: list[tuple]) -> bool:
+    """Each table as indexed; a table whose output names no benchmark (nccl-tests before 2.16.7) is
+    anyone's: `commstack parse` cannot know which binary printed it."""
+    return len(got) == len(want) and all(g[1:] == w[1:] and g[0] in (None, w[0]) for g, w in zip(got, want))
+
+
 def test_index_names_every_corpus_file():
     files = sorted(str(p.relative_to(CORPUS)) for f in FAMILIES for p in (CORPUS / f).glob("*") if p.is_file())
     assert sorted(INDEX) == files
@@ -93,7 +99,7 @@ def test_the_whole_index_through_commstack_parse(capsys):
     matched, mismatched, passed_bad, wrong_kind = 0, [], [], []
     for name, entry in sorted(INDEX.items()):
         got, want = results(CORPUS / name, entry, capsys), expected(entry)
-        if got == want:
+        if same(got, want):
             matched += 1
             continue
         mismatched.append(f"{name}: got {got}, indexed {want}")
@@ -119,7 +125,7 @@ def test_a_sample_through_bin_commstack(name):
         argv += ["--ranks", str(entry.ranks)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     got = [(r["benchmark"], r["verdict"], r["validated"], len(r["rows"])) for r in json.loads(p.stdout)]
-    assert got == expected(entry), p.stderr
+    assert same(got, expected(entry)), p.stderr
     failed = [t.verdict for t in entry.tables if t.verdict != "complete"]
     assert p.returncode == (EXIT[failed[0]] if failed else 0), p.stderr
 

@@ -118,7 +118,8 @@ PATTERNS: tuple[Pattern, ...] = (
 GLUED: tuple[Pattern, ...] = (
     _p("loader", "a shared library's version warning",
        # a program path glued after a unit (`Messages/s/usr/...`) starts at its own `/`, not at the unit's
-       r"(?:(?<!\S)\.{1,2})?/(?!s/)[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+       # (nor from nccl-tests' N/A: a path glued after it starts after it)
+       r"(?:(?<!\S)\.{1,2})?(?<!N)/(?!s/)[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
        r"\(required by /[^\s()]*\)",
        "/nccl-tests-2.17.1/build/all_reduce_perf: /usr/lib/aarch64-linux-gnu/libnl-3.so.200: no version information "
        "available (required by /usr/lib64/libcxi.so.1)"),
@@ -126,6 +127,9 @@ GLUED: tuple[Pattern, ...] = (
     _p("osu", "memory limit warning", r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
        r"Increase -M, --mem-limit for higher message sizes\.",
        "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
+    # rccl-tests on MI300 print it without a newline, glued to the version line
+    _p("rccl", "FP8 types message", r"On gfx\w+ architecture, using FNUZ FP8 types",
+       "On gfx942 architecture, using FNUZ FP8 types"),
     # printed by the X library without a newline, once per connection attempt
     _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
 )

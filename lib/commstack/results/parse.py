@@ -278,9 +278,10 @@ def _partial(table: Table, error: ParseError) -> Sweep | None:
     return None
 
 
-def parse_results(text: str, args: list[str], ranks: int | None = None) -> list[Result]:
+def parse_results(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
+        -> list[Result]:
     """Every table of an output, each parsed and checked against `args` on its own: one's failure is
-    its verdict, not the others'."""
+    its verdict, not the others'. `benchmark` (a step's) names the tables of an output that names none."""
     results: list[Result] = []
     for table in split_tables(text):
         try:
@@ -290,7 +291,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None) -> list[
             continue
         except ParseError as e:  # a crash or Slurm's end: the title still names the benchmark
             bench = _named(table)
-            if bench is None:
+            if bench is None or bench.name not in benchmarks.BENCHMARKS:
                 results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
                 continue
         try:
@@ -299,11 +300,14 @@ def parse_results(text: str, args: list[str], ranks: int | None = None) -> list[
             partial = _partial(table, e)
             partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
-            results.append(Result(bench.name, table.first, table.last, partial, table.shifted(e), notes))
+            named = bench.name if bench.name in benchmarks.BENCHMARKS else None  # a head that names none
+            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes))
             continue
         for i, s in enumerate(sweeps):
+            if s.benchmark is None:  # an output that names no benchmark (nccl-tests before 2.16.7): the step's
+                s.benchmark = benchmark
             try:
-                check(benchmarks.get(s.benchmark), s, args, ranks)
+                check(benchmarks.get(s.benchmark) if s.benchmark else bench, s, args, ranks)
                 error = None
             except ParseError as e:
                 error = e  # its line numbers are the output's: the sweep's were shifted
@@ -315,10 +319,12 @@ def parse_results(text: str, args: list[str], ranks: int | None = None) -> list[
     return results
 
 
-def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:
+def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
+        -> list[Sweep]:
     """Every table of one run's output (several with OSU 7.x `-T all`, one per datatype, or a job
-    script's transcript), each checked against `args` as in parse_output; the first failure raised."""
-    results = parse_results(text, args, ranks)
+    script's transcript), each checked against `args` as in parse_output; the first failure raised.
+    `benchmark` (the step's) names the tables of an output that names none."""
+    results = parse_results(text, args, ranks, benchmark)
     for r in results:
         if r.error:
             raise r.error
@@ -334,9 +340,13 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     if benchmark is not None:
         first = split_tables(text)[0].text  # a job script's echo before the title is no title
         lineno, line = own_lines(first).lines[0]
-        if identify(first).name != benchmark:
+        named = identify(first).name
+        if named in benchmarks.BENCHMARKS and named != benchmark:
             raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
-    sweeps = parse_outputs(text, args, ranks)
+    sweeps = parse_outputs(text, args, ranks, benchmark)
+    if benchmark is not None and sweeps[0].benchmark != benchmark:  # named after its first line (nccl-tests 2.17.4+)
+        raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's",
+                                 *sweeps[0].title_line[::-1])
     if len(sweeps) > 1:
         raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
     return sweeps[0]
