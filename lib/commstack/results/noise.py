@@ -97,7 +97,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
     # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
-    _p("nccl", "NCCL_DEBUG line", r"\S+:\d+:\d+ \[\d+\] [NR]CCL (?:INFO|WARN|TRACE) .*",
+    _p("nccl", "NCCL_DEBUG line", r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?[NR]CCL (?:INFO|WARN|TRACE) .*",
        "server2:23920:24013 [7] NCCL INFO comm 0x7f5780001ca0 rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE"),
     # ------------------------------------------------------------------ ssh, X11
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",

@@ -126,11 +126,13 @@ def _title(line: str) -> bool:
     return False
 
 
-def _outside(line: str) -> bool:
-    """An unknown line that may stand outside a table as a note: text that is no row, comment, crash or
-    the benchmark's own failure line (those belong to the table before them); known lines stay where
-    they are, notes of the table they stand in (commstack.results.lines)."""
-    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
+def _outside(line: str, before_any_title: bool = False) -> bool:
+    """An unknown line that may stand outside a table as a note: text that is no comment, crash or the
+    benchmark's own failure line (those belong to the table before them), nor a row, except before the
+    first title, where no table has begun (a wrapper's `0 gpu 0`); known lines stay where they are,
+    notes of the table they stand in (commstack.results.lines)."""
+    return bool(line.strip()) and not line.lstrip().startswith("#") \
+        and (before_any_title or not DATA_ROW.match(line)) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
         and not any(g.regex.search(line) for g in noise.GLUED)
@@ -184,7 +186,7 @@ def split_tables(text: str) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside = set(i for i in range(starts[0]) if i not in framed and _outside(lines[i]))
+    outside = set(i for i in range(starts[0]) if i not in framed and _outside(lines[i], before_any_title=True))
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         tail = data[-1] + 1 if data else end
@@ -291,7 +293,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             continue
         except ParseError as e:  # a crash or Slurm's end: the title still names the benchmark
             bench = _named(table)
-            if bench is None or bench.name not in benchmarks.BENCHMARKS:
+            if bench is None:
                 results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
                 continue
         try:
@@ -300,7 +302,9 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             partial = _partial(table, e)
             partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
-            named = bench.name if bench.name in benchmarks.BENCHMARKS else None  # a head that names none
+            # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
+            named = partial.benchmark if partial and partial.benchmark else \
+                bench.name if bench.name in benchmarks.BENCHMARKS else None
             results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes))
             continue
         for i, s in enumerate(sweeps):
