@@ -40,7 +40,7 @@ KNOWN = [
     ("osu5/osu_latency-5.6.2-prterun-ssh-warning.out", 1, "ssh", "known-hosts warning"),
     ("osu7/osu_bibw-7.5-c-ompi5-lnx.out", 1, "shell", "set -x trace line"),
     ("osu7/osu_bw-7.5-cray-mpich-frontier-banner.out", 4, "shell", "prompt and command line"),
-    ("osu5/osu_latency-5.0-srun-banner.out", 2, "shell", "banner line"),
+    ("osu5/osu_latency-5.3.2-srun-banner.out", 2, "shell", "banner line"),
     ("jobs/osu_latency-osu_bw-5.7-echo-banners.out", 2, "shell", "banner line"),
     ("jobs/osu_latency-osu_bw-5.7-echo-banners.out", 3, "shell", "date line"),
 ]
