@@ -395,5 +395,5 @@ def test_several_tables_per_file_each_with_its_own_verdict(out, data):
     assert [r.verdict for r in results[:n]] == ["complete"] * n
     assert [r.sweep.rows for r in results[:n]] == out.tables
     assert results[n - 1].notes[-1].line == banner
-    title = next(i for i, line in enumerate(lines) if _title(line))  # the second table starts at its title
+    title = next(i for i, line in enumerate(lines) if _title(line.rstrip()))  # the second table starts there
     assert results[-1].verdict == "truncated" and results[n].first == len(out.text.splitlines()) + 1 + title + 1
