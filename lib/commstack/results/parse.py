@@ -21,7 +21,7 @@ from typing import Any, Literal
 from commstack import benchmarks, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, ParseError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError, printable)
+                              ValidationFailedError, cut, printable)
 from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.results import noise
 from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep, own_lines
@@ -126,13 +126,11 @@ def _title(line: str) -> bool:
     return False
 
 
-def _outside(line: str, before_any_title: bool = False) -> bool:
-    """An unknown line that may stand outside a table as a note: text that is no comment, crash or the
-    benchmark's own failure line (those belong to the table before them), nor a row, except before the
-    first title, where no table has begun (a wrapper's `0 gpu 0`); known lines stay where they are,
-    notes of the table they stand in (commstack.results.lines)."""
-    return bool(line.strip()) and not line.lstrip().startswith("#") \
-        and (before_any_title or not DATA_ROW.match(line)) \
+def _outside(line: str) -> bool:
+    """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
+    or the benchmark's own failure line (those belong to the table before them); known lines stay where
+    they are, notes of the table they stand in (commstack.results.lines)."""
+    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
         and not any(g.regex.search(line) for g in noise.GLUED)
@@ -167,10 +165,10 @@ class Table:
 def split_tables(text: str) -> list[Table]:
     """An output cut into its tables at their titles: a title starts a table once the one before has a
     data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
-    osu_mbw_mr prints its title twice). Text before the first title, and between one table's last row and
-    the next title, that is no row, comment or crash line is outside every table: a known line a note of
-    its source, an unknown one a note too (a job script's echo, a wrapper's line). After the last table's
-    last row it is that table's, and an unknown line there an error."""
+    osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
+    row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
+    between two benchmarks). Before the first title and after the last table's last row, text is that
+    table's: an unknown line there an error, as inside a table."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
@@ -186,7 +184,7 @@ def split_tables(text: str) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside = set(i for i in range(starts[0]) if i not in framed and _outside(lines[i], before_any_title=True))
+    outside: set[int] = set()
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         tail = data[-1] + 1 if data else end
@@ -196,7 +194,7 @@ def split_tables(text: str) -> list[Table]:
         start = 0 if k == 0 else begin
         body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
         body += "\n" if end < len(raw) or text.endswith("\n") else ""
-        notes = [Note(i + 1, lines[i], "unknown", "a line outside any table")
+        notes = [Note(i + 1, cut(lines[i]), "unknown", "a line between two tables")
                  for i in sorted(j for j in outside if start <= j < end)]
         tables.append(Table(begin + 1, end, body, start, notes))
     return tables
