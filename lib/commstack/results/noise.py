@@ -123,8 +123,9 @@ GLUED: tuple[Pattern, ...] = (
        r"\(required by /[^\s()]*\)",
        "/nccl-tests-2.17.1/build/all_reduce_perf: /usr/lib/aarch64-linux-gnu/libnl-3.so.200: no version information "
        "available (required by /usr/lib64/libcxi.so.1)"),
-    # OSU 7.0-7.4's memory-limit warning has no newline: it always glues onto the next line (2>&1)
-    _p("osu", "memory limit warning", r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
+    # OSU 6.2-7.4's memory-limit warning has no newline: it always glues onto the next line (2>&1); 6.2's
+    # names no size
+    _p("osu", "memory limit warning", r"Warning! Limiting max message size(?: to: ?(?P<limit>\d+))?\.? ?"
        r"Increase -M, --mem-limit for higher message sizes\.",
        "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
     # rccl-tests on MI300 print it without a newline, glued to the version line
