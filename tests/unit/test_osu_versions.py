@@ -12,7 +12,8 @@ import subprocess
 import pytest
 import yaml
 
-from commstack import benchmarks, cli
+from commstack import benchmarks
+from commstack.cli.main import main as cli_main
 from commstack.errors import TruncatedError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.parse import parse_output, parse_outputs
@@ -32,7 +33,7 @@ def parse(args: list[str]) -> tuple[int, list | dict | None, str]:
     import io
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(["parse", *args, "--json"])
+        rc = cli_main(["parse", *args, "--json"])
     return rc, (json.loads(out.getvalue()) if out.getvalue().strip() else None), err.getvalue()
 
 
