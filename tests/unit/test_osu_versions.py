@@ -175,6 +175,10 @@ def test_strict_where_the_versions_differ():
     glued = text("osu6/osu_mbw_mr-6.2.out").replace("MB/s        Messages/s", "MB/sMessages/s")  # names told apart
     with pytest.raises(UnknownFormatError, match="unknown OSU header line or column"):
         parse_outputs(glued, [])
+    unknown = text("osu6/osu_bw-6.2.out") + "# OSU MPI Frobnicate Latency Test v6.2\n"  # a second, unknown title
+    with pytest.raises(UnknownFormatError, match="unknown OSU benchmark title") as info:
+        parse_outputs(unknown, [])
+    assert (info.value.lineno, info.value.line) == (26, "# OSU MPI Frobnicate Latency Test v6.2")
     nbc = text("osu6/osu_iallreduce-6.2.out")  # a blocking allreduce's row among them: two benchmarks mixed
     with pytest.raises(UnknownFormatError, match="row has 2 fields, the header 5"):
         parse_outputs(nbc.replace("\n16 ", "\n16                      0.43\n16 ", 1), [])
