@@ -102,12 +102,17 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
 
 
-def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:
-    """Every table of one run's output (several only with OSU 7.x `-T all`, one per datatype, or a
-    job script's transcript), each checked against `args` as in parse_output."""
-    sweeps = identify(text).tool.parse(text)
+def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
+        -> list[Sweep]:
+    """Every table of one run's output (several with OSU 7.x `-T all` or nccl-tests' `-d all`, one per
+    datatype, or a job script's transcript), each checked against `args` as in parse_output; `benchmark`
+    (the step's) names the tables of an output that names none."""
+    bench = identify(text)
+    sweeps = bench.tool.parse(text)
     for s in sweeps:
-        check(benchmarks.get(s.benchmark), s, args, ranks)
+        if s.benchmark is None:  # an output that names no benchmark (nccl-tests before 2.16.7): the step's
+            s.benchmark = benchmark
+        check(benchmarks.get(s.benchmark) if s.benchmark else bench, s, args, ranks)
     return sweeps
 
 
@@ -119,9 +124,13 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     shortens a collective's sweep."""
     if benchmark is not None:
         lineno, line = own_lines(text).lines[0]
-        if identify(text).name != benchmark:
+        named = identify(text).name
+        if named in benchmarks.BENCHMARKS and named != benchmark:
             raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
-    sweeps = parse_outputs(text, args, ranks)
+    sweeps = parse_outputs(text, args, ranks, benchmark)
+    if benchmark is not None and sweeps[0].benchmark != benchmark:  # named after its first line (nccl-tests 2.17.4+)
+        raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's",
+                                 *sweeps[0].title_line[::-1])
     if len(sweeps) > 1:
         raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
     return sweeps[0]

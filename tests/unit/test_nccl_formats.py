@@ -1,0 +1,229 @@
+"""nccl-tests 2.0-2.19 and rccl-tests as each version prints them (commstack.tools.nccl_tests): the recorded
+corpus (tests/data/corpus/{nccl-tests,rccl-tests}, index.d/nccl.yaml) table by table, through the parser and
+through `bin/commstack parse`, and the format details one by one."""
+
+import shlex
+import subprocess
+
+import pytest
+import yaml
+
+from commstack import benchmarks
+from commstack.errors import PARSE_ERRORS, ParseError
+from commstack.paths import TOP
+from commstack.results.parse import check, identify, parse_outputs
+from commstack.tools import nccl_tests
+
+CORPUS = TOP / "tests" / "data" / "corpus"
+INDEX = yaml.safe_load((CORPUS / "index.d" / "nccl.yaml").read_text())
+EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
+# a file whose noise lines are the noise classifier's to know (NCCL INFO lines that end like a row)
+NOISE = {"nccl-tests/all_reduce_perf-2.16-wrong-xauth-nccl-info.out"}
+
+
+def validated(sweep) -> str:
+    return getattr(sweep, "validated", None) or sweep.meta["validated"]
+
+
+def tables(name: str) -> list[tuple]:
+    """(benchmark, verdict, validated, rows) of each table of a corpus file, as the index writes them; a
+    file refused as a whole: its kind alone."""
+    entry = INDEX[name]
+    text = (CORPUS / name).read_bytes().decode(errors="replace")
+    try:
+        sweeps = identify(text).tool.parse(text)
+    except ParseError as e:
+        return [(e.kind,)]
+    out = []
+    for s in sweeps:
+        try:
+            check(benchmarks.get(s.benchmark) if s.benchmark else nccl_tests.UNNAMED, s, shlex.split(entry["args"]),
+                  entry["ranks"])
+            verdict = "complete"
+        except ParseError as e:
+            verdict = e.kind
+        out.append((s.benchmark, verdict, validated(s), len(s.rows)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(set(INDEX) - NOISE))
+def test_every_corpus_file_gives_its_indexed_tables(name):
+    want = [(t["benchmark"], t["verdict"], t["validated"], t["rows"]) for t in INDEX[name]["tables"]]
+    got = tables(name)
+    assert got == ([want[0][1:2]] if len(got[0]) == 1 else want)
+
+
+@pytest.mark.parametrize("name", ["nccl-tests/all_reduce_perf-2.9-error-column.out",
+                                  "nccl-tests/all_reduce_perf-2.17.3-wrong-g-notation.out",
+                                  "nccl-tests/all_reduce_perf-2.19.4-two-benchmarks-one-table.out",
+                                  "rccl-tests/all_reduce_perf-rccl-2026-gfx942-glued.out",
+                                  "rccl-tests/all_reduce_perf-rccl-cut.out"])
+def test_bin_commstack_parse_exits_with_the_indexed_kind(name):
+    entry = INDEX[name]
+    p = subprocess.run([str(TOP / "bin" / "commstack"), "parse", str(CORPUS / name), f"--args={entry['args']}"],
+                       capture_output=True, text=True, timeout=120)
+    verdicts = [t["verdict"] for t in entry["tables"]]
+    bad = [v for v in verdicts if v != "complete"]
+    assert p.returncode == (EXIT[bad[0]] if bad else 0), p.stdout + p.stderr
+    if bad:
+        assert bad[0] in p.stderr
+
+
+# ------------------------------------------------------------------------- the formats one by one
+
+def run(version: str | None, *, marker: bool, rows: list[str], params: str | None = None, footer: list[str],
+        header: list[str] | None = None, devices: list[str] | None = None) -> str:
+    lines = [f"# nccl-tests version {version} nccl-headers=22803 nccl-library=22803"] if version else []
+    lines += ["# Collective test starting: all_reduce_perf"] if marker else []
+    lines += [params or "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 "
+              "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    lines += devices or ["#  Rank  0 Group  0 Pid   1234 on      node1 device  0 [0000:18:00] NVIDIA H100"]
+    lines += ["#"] + (header or HEADER) + rows + footer
+    return "\n".join(lines) + "\n"
+
+
+HEADER = ["#                                                              out-of-place                       "
+          "in-place          ",
+          "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+          "   busbw #wrong",
+          "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+          "  (GB/s)       "]
+
+
+def row(size: int, typ: str = "float", width: int = 4, wrong: str = "0") -> str:
+    """A 2.13+ row as util.cu prints it ("%12li  %12li  %8s  %6s  %6s", then each half; %6g wrong counts)."""
+    return (f"{size:12d}  {size // width:12d}  {typ:>8s}  {'sum':>6s}  {-1:6d}    20.10    0.00    0.00  {'0':>6s}"
+            f"    19.90    0.00    0.00  {wrong:>6s}")
+
+
+ROWS = [row(8), row(16)]
+FOOTER = ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 0.001 ", "#"]
+ARGS = ["-b", "8", "-e", "16", "-f", "2"]
+
+
+def test_the_version_line_and_the_trailing_hash_of_2_17_7_on():
+    text = run("2.19.4", marker=True, rows=ROWS,
+               footer=FOOTER + ["# Collective test concluded: all_reduce_perf", "#", ""])
+    [s] = parse_outputs(text, ARGS)
+    assert (s.benchmark, s.version, s.complete, validated(s)) == ("all_reduce_perf", "2.19.4", True, "yes")
+    assert s.meta["headers"] == s.meta["library"] == 22803
+
+
+def test_a_version_line_with_its_git_hash():
+    end = ["# Collective test concluded: all_reduce_perf", "#"]
+    text = run("2.20.0 (b4d5bee)", marker=True, rows=ROWS, footer=FOOTER + end)
+    [s] = parse_outputs(text, ARGS)
+    assert (s.version, s.meta["commit"]) == ("2.20.0", "b4d5bee")
+
+
+def test_without_markers_the_footer_ends_the_run_and_no_benchmark_is_named():
+    [s] = parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER + [""]), ARGS)
+    assert (s.benchmark, s.complete, len(s.rows)) == (None, True, 2)
+
+
+def test_without_markers_a_run_cut_before_the_footer_is_truncated():
+    with pytest.raises(ParseError) as e:
+        parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER[:2]), ARGS)
+    assert e.value.kind == "truncated"
+
+
+def test_text_after_the_end_is_refused_quoted():
+    end = ["# Collective test concluded: all_reduce_perf", "#"]
+    text = run("2.19.4", marker=True, rows=ROWS, footer=FOOTER + end + ["# error: x", "garbage"])
+    with pytest.raises(ParseError) as e:
+        parse_outputs(text, ARGS)
+    assert (e.value.kind, e.value.line) == ("unknown-format", "garbage")
+
+
+def test_ncclgetlasterror_after_the_end_is_kept():
+    end = ["# Collective test concluded: all_reduce_perf", "#"]
+    text = run("2.19.4", marker=True, rows=ROWS, footer=FOOTER + end + ["# error: remote process exited"])
+    [s] = parse_outputs(text, ARGS)
+    assert s.meta["nccl_last_error"] == "remote process exited"
+
+
+@pytest.mark.parametrize("wrong, count", [("96", 96), ("1.04858e+06", 1048580), ("1.67772e+07", 16777200)])
+def test_g_notation_wrong_counts_are_counts_and_fail_the_check(wrong, count):
+    rows = [row(8), row(16, wrong=wrong)]
+    with pytest.raises(ParseError) as e:
+        parse_outputs(run(None, marker=True, rows=rows, footer=[
+            "# Out of bounds values : 1 FAILED", *FOOTER[1:], "# Collective test concluded: all_reduce_perf"]), ARGS)
+    assert e.value.kind == "validation-failed" and e.value.line == rows[1]
+    [s] = nccl_tests.parse(run(None, marker=True, rows=rows, footer=FOOTER + [
+        "# Collective test concluded: all_reduce_perf"]))
+    assert s.rows[1]["ip_wrong"] == count and validated(s) == "failed"
+
+
+def test_c0_is_complete_not_validated_and_na_needs_validation_0():
+    rows = [r[:-6] + "   N/A" for r in ROWS]
+    rows = [r.replace("      0    ", "    N/A    ") for r in rows]
+    c0 = "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 " \
+         "validation: 0 graph: 0"
+    [s] = parse_outputs(run(None, marker=False, params=c0, rows=rows, footer=FOOTER), ARGS)
+    assert validated(s) == "no" and s.column("oop_wrong") == [None, None]
+    with pytest.raises(ParseError) as e:  # N/A where the run says it checks its data
+        parse_outputs(run(None, marker=False, rows=rows, footer=FOOTER), ARGS)
+    assert e.value.kind == "unknown-format"
+
+
+def test_the_2_0_era_error_column_is_a_deviation_and_the_footer_the_verdict():
+    params = "# nThread 1 nGpus 2 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 "
+    devices = ["#   Rank  0 Pid   4000 on    dgx1-01 device  0 [0x06] Tesla V100-SXM2-16GB"]
+    header = ["#                                                     out-of-place                       in-place",
+              "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw"
+              "  error",
+              "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)"]
+    rows = ["           8             2   float     sum    28.35    0.00    0.00  1e-06    28.72    0.00    0.00"
+            "  0e+00",
+            "          16             4   float     sum    29.15    0.00    0.00  2e+00    27.52    0.00    0.00"
+            "  0e+00"]
+    [s] = parse_outputs(run(None, marker=False, params=params, devices=devices, header=header, rows=rows,
+                            footer=FOOTER), ARGS)
+    assert s.column("oop_error") == [1e-06, 2.0] and validated(s) == "yes" and "oop_wrong" not in s.columns
+    failed = run(None, marker=False, params=params, devices=devices, header=header, rows=rows,
+                 footer=["# Out of bounds values : 2 FAILED"] + FOOTER[1:])
+    with pytest.raises(ParseError) as e:
+        parse_outputs(failed, ARGS)
+    assert (e.value.kind, e.value.line) == ("validation-failed", "# Out of bounds values : 2 FAILED")
+
+
+def test_d_all_gives_a_table_per_datatype_and_a_type_coming_back_is_two_runs():
+    rows = [row(8), row(16), row(8, "half", 2), row(16, "half", 2)]
+    sweeps = parse_outputs(run("2.19.4", marker=True, rows=rows, footer=FOOTER + [
+        "# Collective test concluded: all_reduce_perf", "#"]), ARGS)
+    assert [(s.meta["type"], s.sizes, s.column("count")) for s in sweeps] == [
+        ("float", [8, 16], [2, 4]), ("half", [8, 16], [4, 8])]
+    with pytest.raises(ParseError) as e:
+        parse_outputs(run("2.19.4", marker=True, rows=rows + [row(8)], footer=FOOTER), ARGS)
+    assert e.value.kind == "unknown-format" and "two runs" in e.value.message
+
+
+def test_runs_one_after_another_are_tables_and_interleaved_runs_are_refused():
+    """A job's runs one after the other; a build without MPI under mpirun prints one run per rank, interleaved."""
+    text = run(None, marker=False, rows=ROWS, footer=FOOTER)
+    assert [len(s.rows) for s in parse_outputs(text + text, ARGS)] == [2, 2]
+    lines = text.split("\n")
+    with pytest.raises(ParseError) as e:
+        parse_outputs("\n".join(lines[:1] + lines), ARGS)
+    assert (e.value.kind, e.value.lineno) == ("unknown-format", 2) and "second" in e.value.message
+
+
+@pytest.mark.parametrize("name", ["gather_perf", "scatter_perf", "hypercube_perf", "alltoallv_perf",
+                                  "all_reduce_perf_mpi", "sendrecv_perf_mpi"])
+def test_every_binary_name_is_known(name):
+    assert identify(f"# Collective test starting: {name}\n").name == name
+    assert benchmarks.get(name).tool is nccl_tests.TOOL
+
+
+def test_an_unknown_binary_is_refused_quoted():
+    with pytest.raises(ParseError) as e:
+        identify("# Collective test starting: all_reduce_bias_perf\n")
+    assert (e.value.kind, e.value.line) == ("unknown-format", "# Collective test starting: all_reduce_bias_perf")
+
+
+def test_a_reductions_rows_then_another_benchmarks_are_refused():
+    """all_reduce_perf's rows, then all_gather_perf's (op none) under the same header: two benchmarks."""
+    other = [r.replace("     sum  ", "    none  ") for r in ROWS]
+    with pytest.raises(ParseError) as e:
+        parse_outputs(run("2.19.4", marker=True, rows=ROWS + other, footer=FOOTER), ARGS)
+    assert (e.value.kind, e.value.line) == ("unknown-format", other[0]) and "two benchmarks" in e.value.message
