@@ -182,6 +182,7 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
         print(json.dumps([describe(s) for s in sweeps] if len(sweeps) > 1 else describe(sweeps[0]), indent=1))
     else:
         for s in sweeps:
-            print(f"{s.benchmark} ({s.title}): {len(s.rows)} rows, {s.rows[0]['size']}..{s.rows[-1]['size']} B, "
+            name = s.benchmark or f"{s.tool} (its output names no binary)"
+            print(f"{name} ({s.title}): {len(s.rows)} rows, {s.rows[0]['size']}..{s.rows[-1]['size']} B, "
                   f"complete and valid" + (f"; {len(s.warnings)} warning line(s)" if s.warnings else ""))
     return 0
