@@ -11,7 +11,7 @@ import yaml
 from commstack import benchmarks
 from commstack.errors import PARSE_ERRORS, ParseError
 from commstack.paths import TOP
-from commstack.results.parse import check, identify, parse_outputs
+from commstack.results.parse import check, identify, parse_output, parse_outputs
 from commstack.tools import nccl_tests
 
 CORPUS = TOP / "tests" / "data" / "corpus"
@@ -227,3 +227,15 @@ def test_a_reductions_rows_then_another_benchmarks_are_refused():
     with pytest.raises(ParseError) as e:
         parse_outputs(run("2.19.4", marker=True, rows=ROWS + other, footer=FOOTER), ARGS)
     assert (e.value.kind, e.value.line) == ("unknown-format", other[0]) and "two benchmarks" in e.value.message
+
+
+def test_a_step_names_the_table_of_an_output_that_names_none():
+    """The runner knows which binary it ran: an output before 2.16.7 gets the step's benchmark; one that
+    names another binary on its second line (2.17.4+, after the version line) is refused."""
+    assert parse_output("reduce_scatter_perf", run(None, marker=False, rows=ROWS, footer=FOOTER), ARGS).benchmark \
+        == "reduce_scatter_perf"
+    text = run("2.19.4", marker=True, rows=ROWS, footer=FOOTER + ["# Collective test concluded: all_reduce_perf", "#"])
+    assert parse_output("all_reduce_perf", text, ARGS).version == "2.19.4"
+    with pytest.raises(ParseError) as e:
+        parse_output("all_gather_perf", text, ARGS)
+    assert (e.value.kind, e.value.line) == ("unknown-format", "# Collective test starting: all_reduce_perf")
