@@ -22,7 +22,7 @@ NOISE = {"nccl-tests/all_reduce_perf-2.16-wrong-xauth-nccl-info.out"}
 
 
 def validated(sweep) -> str:
-    return getattr(sweep, "validated", None) or sweep.meta["validated"]
+    return sweep.meta["validated"]
 
 
 def tables(name: str) -> list[tuple]:
@@ -239,3 +239,120 @@ def test_a_step_names_the_table_of_an_output_that_names_none():
     with pytest.raises(ParseError) as e:
         parse_output("all_gather_perf", text, ARGS)
     assert (e.value.kind, e.value.line) == ("unknown-format", "# Collective test starting: all_reduce_perf")
+
+
+END = ["# Collective test concluded: all_reduce_perf"]
+
+
+def refused(text: str) -> tuple[str, str, str]:
+    with pytest.raises(ParseError) as e:
+        parse_outputs(text, ARGS)
+    return e.value.kind, e.value.message, e.value.line
+
+
+@pytest.mark.parametrize("lines, kind, message, line", [
+    # the version line after the start marker; a start marker after the parameter line
+    (lambda x: [x[1], x[0]] + x[2:], "unknown-format", "the version line is not the first", "# nccl-tests version"),
+    (lambda x: x[:3] + [x[1]] + x[3:], "unknown-format", "a second nccl-tests run", "# Collective test starting"),
+    (lambda x: x[:-7] + END + x[-7:], "unknown-format", "the end line before the footer", END[0]),
+    (lambda x: x[:-2] + ["# Avg bus bandwidth    : 3 "] + x[-2:], "unknown-format",
+     "between the footer and '# Collective test concluded'", "# Avg bus bandwidth    : 3"),
+    (lambda x: x[:-1] + ["# x"] + x[-1:], "unknown-format", "between '# Collective test concluded' and its closing",
+     "# x"),
+    (lambda x: x[:-1], "truncated", "before the benchmark's end line", ROWS[-1]),  # 2.19 without its closing #
+])
+def test_the_end_of_a_2_19_run_line_by_line(lines, kind, message, line):
+    whole = run("2.19.4", marker=True, rows=ROWS, footer=FOOTER + END + ["#"]).rstrip("\n").split("\n")
+    got = refused("\n".join(lines(whole)) + "\n")
+    assert got[0] == kind and message in got[1] and got[2].startswith(line)
+
+
+def test_the_closing_hash_is_2_17_7s_and_an_end_line_without_newline_is_cut():
+    assert parse_outputs(run("2.17.7", marker=True, rows=ROWS, footer=FOOTER + END + ["#"]), ARGS)[0].complete
+    assert refused(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END + ["#"]))[:2] == (
+        "unknown-format", "output after '# Collective test concluded'")
+    assert parse_outputs(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END), ARGS)[0].complete
+    assert refused(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END)[:-1]) == (
+        "truncated", "the output ends inside its end line (no newline after it)", END[0])
+
+
+def test_the_optional_lines_of_a_run_are_kept():
+    params = ("# nThread 1 nGpus 1 minBytes 64 maxBytes 4294967296 step: 2(factor) warmup iters: 5 iters: 20 "
+              "agg iters: 1 validation: 1 graph: 0")
+    text = run("2.19.4", marker=True, rows=ROWS, footer=["# Out of bounds values : 0 OK",
+                                                         "# Avg bus bandwidth    : 0.001 FAILED", "#"] + END + [
+        "# GPU memory usage     : Initialization 512 MB | Total  1.50 GB", "#"], params=params.replace(
+        "# nThread", "# nThread"))
+    text = text.replace("# Using devices", "#\n# Reducing maxBytes to 16 due to memory limitation\n# Using devices")
+    text = text.replace(" minBytes 64 ", " minBytes 8 ")
+    [s] = parse_outputs(text, ["-b", "8", "-e", "16"])
+    assert (s.meta["maxBytes"], s.meta["maxBytes_asked"], s.meta["minBytes"]) == (16, 4294967296, 8)
+    assert s.meta["avg_busbw_check"] == "FAILED" and s.meta["gpu_memory"].startswith("Initialization 512 MB")
+    lowered = text.replace(" minBytes 8 ", " minBytes 64 ").replace(ROWS[0] + "\n", "")
+    assert nccl_tests.parse(lowered)[0].meta["minBytes"] == 16  # nccl-tests lowers minBytes with maxBytes
+
+
+def test_rccl_tests_lines():
+    text = run(None, marker=False, rows=ROWS, footer=FOOTER)
+    plain = parse_outputs(text, ARGS)[0]
+    assert (plain.device, "fork" in plain.meta, plain.version) == ("CUDA", False, None)
+    rccl = parse_outputs(text.replace("# Using devices", "rccl-tests: Version develop:ae3e635\n# Using devices"),
+                         ARGS)[0]
+    assert (rccl.device, rccl.meta["fork"], rccl.version) == ("ROCM", "rccl-tests", "develop:ae3e635")
+    asterisks = "# Errors with asterisks indicate errors that have exceeded the maximum threshold."
+    assert parse_outputs(text.replace("# Out of bounds", asterisks + "\n# Out of bounds"), ARGS)[0].device == "ROCM"
+    cycles = text.replace(ROWS[-1], ROWS[-1] + "\n# Testing 2 cycle.\n" + "\n".join(ROWS))
+    assert [(s.sizes, s.meta.get("cycle")) for s in parse_outputs(cycles, ARGS)] == [([8, 16], None), ([8, 16], 2)]
+
+
+def test_every_optional_column():
+    """rccl-tests' hipevt and algo/proto/nchannels, 2.19.2's per-iteration columns, 2.17.6's timestamp."""
+    header = ["#  out-of-place (+ per-iteration)  in-place (+ per-iteration)",
+              "# size count type redop root time hipevt algbw busbw #wrong i_min i_max i_p99 i_cv% cputime algbw busbw "
+              "#wrong algo proto nchannels timestamp",
+              "# (B) (elements) (us) (us) (GB/s) (GB/s) (us) (us) (us) (%) (us) (GB/s) (GB/s) %Y-%m-%d %H:%M:%S"]
+    rows = [f"{size} {size // 4} float sum -1 20.1 N/A 0.00 0.00 0 1.5 2.5 2.4 3.1 19.9 0.00 0.00 0 RING LL 16 "
+            "2026-11-24 06:40:01" for size in (8, 16)]
+    [s] = parse_outputs(run("2.19.4", marker=True, rows=rows, header=header, footer=FOOTER + END + ["#"]), ARGS)
+    assert s.columns == ["size", "count", "type", "redop", "root", "oop_time_us", "oop_hipevt_us", "oop_algbw_GBps",
+                         "oop_busbw_GBps", "oop_wrong", "oop_i_min_us", "oop_i_max_us", "oop_i_p99_us", "oop_i_cv_pct",
+                         "ip_cputime_us", "ip_algbw_GBps", "ip_busbw_GBps", "ip_wrong", "algo", "proto", "nchannels",
+                         "timestamp"]
+    assert s.rows[1] == {"size": 16, "count": 4, "type": "float", "redop": "sum", "root": -1, "oop_time_us": 20.1,
+                         "oop_hipevt_us": None, "oop_algbw_GBps": 0.0, "oop_busbw_GBps": 0.0, "oop_wrong": 0,
+                         "oop_i_min_us": 1.5, "oop_i_max_us": 2.5, "oop_i_p99_us": 2.4, "oop_i_cv_pct": 3.1,
+                         "ip_cputime_us": 19.9, "ip_algbw_GBps": 0.0, "ip_busbw_GBps": 0.0, "ip_wrong": 0,
+                         "algo": "RING", "proto": "LL", "nchannels": 16, "timestamp": "2026-11-24 06:40:01"}
+    inplace = ["#  in-place", "# size count type redop root time algbw busbw #wrong",
+               "# (B) (elements) (us) (GB/s) (GB/s)"]
+    [s] = parse_outputs(run(None, marker=False, rows=[r[:r.index(" 20.1")] + " 20.1 0.00 0.00 0" for r in rows],
+                            header=inplace, footer=FOOTER), ARGS)
+    assert s.columns[5:] == ["ip_time_us", "ip_algbw_GBps", "ip_busbw_GBps", "ip_wrong"] and s.sizes == [8, 16]
+    assert nccl_tests.COLUMNS["oop_busbw_GBps"].shown == ("bus bandwidth", "GB/s", 1.0)
+    assert nccl_tests.COLUMNS["ip_busbw_GBps"].shown is None
+
+
+@pytest.mark.parametrize("rows, kind, message", [
+    ([row(8), row(32)], "truncated", "row 2 of float sum prints 32 B, above the sweep's size 16 B there"),
+    ([row(1, "int8", 1), row(1, "int8", 1)], "unknown-format", "message sizes do not increase"),
+    ([row(8), row(8, "half", 2), row(16, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B"),
+    ([row(8), row(16), row(32)], "unknown-format", "3 rows of float sum; the sweep of 8..16 B has 2 sizes"),
+    ([row(8).replace("float", "FLOAT")], "unknown-format", "type 'FLOAT' is not an nccl-tests type"),
+    ([row(8, wrong="1.5")], "bad-number", "'1.5' is not a count"),
+    ([row(8), row(8, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B has 2 or more sizes"),
+])
+def test_rows_that_do_not_fit_the_sweep(rows, kind, message):
+    got = refused(run(None, marker=True, rows=rows, footer=FOOTER + END))
+    assert got[0] == kind and message in got[1]
+
+
+def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
+    c0 = run(None, marker=False, rows=ROWS, footer=FOOTER).replace("validation: 1", "validation: 0")
+    assert refused(c0)[:2] == ("unknown-format", "a wrong count in a run without data check (validation: 0)")
+    [s] = parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER), ARGS)
+    assert s.title.startswith("nThread 1 nGpus 1") and s.meta["validated"] == "yes"
+    two = run(None, marker=False, rows=ROWS + [row(8, "half", 2), row(16, "half", 2)], footer=FOOTER)
+    with pytest.raises(ParseError) as e:
+        nccl_tests.parse_nccl(two)
+    assert (e.value.message, e.value.line) == ("2 tables where one was expected", row(8, "half", 2))
+    assert nccl_tests.parse_nccl(run(None, marker=False, rows=ROWS, footer=FOOTER)).sizes == [8, 16]

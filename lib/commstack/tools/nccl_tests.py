@@ -77,10 +77,9 @@ BANNER = {"out-of-place": "oop", "in-place": "ip", "(+": None, "per-iteration)":
 TYPE = re.compile(r"[a-z][a-z0-9_]*")
 REDOP = re.compile(r"[a-z]*")  # hypercube prints "" as its op
 ROOT = re.compile(r"-?\d+")
-WRONG = re.compile(r"\d+(?:\.\d+)?(?:e\+\d+)?")  # %g of a count: 96, 1.04858e+06
+WRONG = re.compile(r"\d+|[1-9](?:\.\d+)?e\+\d+")  # %g of a count: 96, 1.04858e+06 (a fraction only with e+)
 NO_OP = ("none", "", None)  # the op of a benchmark that reduces nothing (hypercube: ""; 2.0-2.11: no column)
 REDOP_AT = slice(36, 46)  # where 2.13+'s "%12li  %12li  %8s  %6s  %6s" prints the op
-MAX_ROWS = 100000
 # a half's header word -> its column (after oop_ or ip_) and unit word
 HALF = {"time": ("time_us", "(us)"), "cputime": ("cputime_us", "(us)"), "hipevt": ("hipevt_us", "(us)"),
         "algbw": ("algbw_GBps", "(GB/s)"), "busbw": ("busbw_GBps", "(GB/s)"), "#wrong": ("wrong", None),
@@ -143,6 +142,7 @@ class _Run:
         self.sweeps: list[Sweep] = []
         self.seen: set[tuple] = set()
         self.new_cycle = False
+        self.cycle: int | None = None  # rccl-tests' stress cycle, from the second
         self.oob: tuple[int, str] | None = None
         self.last_error: tuple[int, str] | None = None
 
@@ -172,8 +172,6 @@ def _tables(t: Text) -> list[Sweep]:
         _line(runs[-1], t, i, lineno, line)
     for run in runs:
         if not run.sweeps:
-            if run.title is None:
-                raise UnknownFormatError("no nccl-tests parameter line", *t.lines[0][::-1])
             raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
         _finish(run)
     sweeps = [s for run in runs for s in run.sweeps]
@@ -258,8 +256,7 @@ def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
         run.meta["minBytes"] = min(run.meta["minBytes"], run.meta["maxBytes"])
         return
     if (m := CYCLE.match(line)):
-        run.meta["cycle"] = int(m.group(1))
-        run.seen, run.new_cycle = set(), True
+        run.cycle, run.seen, run.new_cycle = int(m.group(1)), set(), True
         return
     if (m := OOB.match(line)):
         run.meta["out_of_bounds"] = int(m.group(1))
@@ -383,8 +380,8 @@ def _sweep(run: _Run, key: tuple) -> Sweep:
     title = run.title[1][2:] if run.title[1].startswith("# ") else run.title[1]
     s = Sweep(TOOL.name, run.benchmark, title, run.version, "CUDA", list(run.columns), title_line=run.title)
     s.meta = {"type": key[0], "redop": key[1], "root": key[2]}
-    if "cycle" in run.meta:
-        s.meta["cycle"] = run.meta["cycle"]
+    if run.cycle:
+        s.meta["cycle"] = run.cycle
     run.sweeps.append(s)
     return s
 
@@ -394,7 +391,7 @@ def _finish(run: _Run) -> None:
     if run.oob and not any(s.error_lines for s in run.sweeps):
         for s in run.sweeps:  # 2.0-2.11 count no wrong elements: the footer fails every table
             s.error_lines.append(run.oob)
-    checked = run.meta.get("validation", 1) > 0
+    checked = run.meta["validation"] > 0
     for s in run.sweeps:
         s.meta = {**run.meta, **s.meta, "devices": run.meta["devices"]}
         s.benchmark, s.version, s.complete = run.benchmark, run.version, run.ended
@@ -408,15 +405,9 @@ def _finish(run: _Run) -> None:
                                          line, lineno)
             if not checked and any(h is not None for h in halves):
                 raise UnknownFormatError("a wrong count in a run without data check (validation: 0)", line, lineno)
-        _set_validated(s, "failed" if s.error_lines else "yes" if checked else "no")  # of the rows it has
+        # the data check of the rows it has (helper corpus: Sweep.validated, shown by parse, step.json, report)
+        s.meta["validated"] = "failed" if s.error_lines else "yes" if checked else "no"
     _check_rows(run)
-
-
-def _set_validated(s: Sweep, value: str) -> None:
-    if hasattr(s, "validated"):
-        s.validated = value
-    else:
-        s.meta["validated"] = value
 
 
 def _check_rows(run: _Run) -> None:
@@ -425,17 +416,17 @@ def _check_rows(run: _Run) -> None:
     more rows are another run's, a larger size a missing row. Only the last table may stop early
     (results.parse.check names where)."""
     m = run.meta
-    if m["step_kind"] == "factor" and m["minBytes"] < 1:
-        return
+    longest = max(len(s.rows) for s in run.sweeps)
     sizes, size = [], m["minBytes"]
-    while size <= m["maxBytes"] and len(sizes) <= MAX_ROWS:
+    while size <= m["maxBytes"] and len(sizes) <= longest:  # (-b 0 -f 2 or -i 0 would never end)
         sizes.append(size)
-        size = size * m["step"] if m["step_kind"] == "factor" else size + max(m["step"], 1)
+        size = size * m["step"] if m["step_kind"] == "factor" else size + m["step"]
     for s in run.sweeps:
         where = f"{s.meta['type']}" + (f" {s.meta['redop']}" if s.meta.get("redop") else "")
         if len(s.rows) > len(sizes) or (len(s.rows) < len(sizes) and s is not run.sweeps[-1]):
+            more = " or more" if len(sizes) > longest else ""
             raise UnknownFormatError(f"{len(s.rows)} rows of {where}; the sweep of {m['minBytes']}..{m['maxBytes']} B "
-                                     f"has {len(sizes)} sizes: rows of another run", *s.row_lines[-1][::-1])
+                                     f"has {len(sizes)}{more} sizes: rows of another run", *s.row_lines[-1][::-1])
         for k, ((lineno, line), row) in enumerate(zip(s.row_lines, s.rows)):
             if row["size"] > sizes[k]:
                 raise TruncatedError(f"row {k + 1} of {where} prints {row['size']} B, above the sweep's size "
