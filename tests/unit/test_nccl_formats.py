@@ -106,7 +106,7 @@ def test_the_version_line_and_the_trailing_hash_of_2_17_7_on():
                footer=FOOTER + ["# Collective test concluded: all_reduce_perf", "#", ""])
     [s] = parse_outputs(text, ARGS)
     assert (s.benchmark, s.version, s.complete, validated(s)) == ("all_reduce_perf", "2.19.4", True, "yes")
-    assert s.meta["headers"] == s.meta["library"] == 22803
+    assert s.meta["headers"] == s.meta["library"] == 22803 and "avg_busbw_check" not in s.meta
 
 
 def test_a_version_line_with_its_git_hash():
@@ -226,7 +226,11 @@ def test_a_reductions_rows_then_another_benchmarks_are_refused():
     other = [r.replace("     sum  ", "    none  ") for r in ROWS]
     with pytest.raises(ParseError) as e:
         parse_outputs(run("2.19.4", marker=True, rows=ROWS + other, footer=FOOTER), ARGS)
-    assert (e.value.kind, e.value.line) == ("unknown-format", other[0]) and "two benchmarks" in e.value.message
+    assert (e.value.kind, e.value.line, e.value.message) == ("unknown-format", other[0], "rows with op none after "
+                                                             "rows with op sum: two benchmarks' rows in one table")
+    hypercube = [r.replace("     sum  ", "          ") for r in ROWS]
+    assert refused(run("2.19.4", marker=True, rows=ROWS + hypercube, footer=FOOTER))[1].startswith(
+        "rows with op (none) after rows with op sum")
 
 
 def test_a_step_names_the_table_of_an_output_that_names_none():
@@ -254,6 +258,9 @@ def refused(text: str) -> tuple[str, str, str]:
     # the version line after the start marker; a start marker after the parameter line
     (lambda x: [x[1], x[0]] + x[2:], "unknown-format", "the version line is not the first", "# nccl-tests version"),
     (lambda x: x[:3] + [x[1]] + x[3:], "unknown-format", "a second nccl-tests run", "# Collective test starting"),
+    (lambda x: x[:2] + [x[1]] + x[2:], "unknown-format", "a second nccl-tests run", "# Collective test starting"),
+    (lambda x: x[:8] + x[10:], "unknown-format", "data row before the nccl-tests column header", ROWS[0]),
+    (lambda x: x[:9] + x[10:], "unknown-format", "data row before the nccl-tests column header", ROWS[0]),
     (lambda x: x[:-7] + END + x[-7:], "unknown-format", "the end line before the footer", END[0]),
     (lambda x: x[:-2] + ["# Avg bus bandwidth    : 3 "] + x[-2:], "unknown-format",
      "between the footer and '# Collective test concluded'", "# Avg bus bandwidth    : 3"),
@@ -272,8 +279,10 @@ def test_the_closing_hash_is_2_17_7s_and_an_end_line_without_newline_is_cut():
     assert refused(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END + ["#"]))[:2] == (
         "unknown-format", "output after '# Collective test concluded'")
     assert parse_outputs(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END), ARGS)[0].complete
-    assert refused(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END)[:-1]) == (
-        "truncated", "the output ends inside its end line (no newline after it)", END[0])
+    with pytest.raises(ParseError) as e:
+        parse_outputs(run("2.17.6", marker=True, rows=ROWS, footer=FOOTER + END)[:-1], ARGS)
+    assert (e.value.kind, e.value.message, e.value.line, e.value.lineno) == (
+        "truncated", "the output ends inside its end line (no newline after it)", END[0], 16)
 
 
 def test_the_optional_lines_of_a_run_are_kept():
@@ -340,10 +349,16 @@ def test_every_optional_column():
     ([row(8).replace("float", "FLOAT")], "unknown-format", "type 'FLOAT' is not an nccl-tests type"),
     ([row(8, wrong="1.5")], "bad-number", "'1.5' is not a count"),
     ([row(8), row(8, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B has 2 or more sizes"),
+    ([row(8), row(16), row(8, "half", 2), row(8, "int32")], "unknown-format",
+     "1 rows of half sum; the sweep of 8..16 B has 2 sizes: rows of another run"),
+    ([row(8), row(16), row(8, "half", 2)], "truncated", "the sweep stops at 8 B; the next size, 16 B"),
 ])
 def test_rows_that_do_not_fit_the_sweep(rows, kind, message):
-    got = refused(run(None, marker=True, rows=rows, footer=FOOTER + END))
-    assert got[0] == kind and message in got[1]
+    text = run(None, marker=True, rows=rows, footer=FOOTER + END)
+    with pytest.raises(ParseError) as e:
+        parse_outputs(text, ARGS)
+    assert e.value.kind == kind and message in e.value.message
+    assert text.split("\n")[e.value.lineno - 1] == e.value.line
 
 
 def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
@@ -354,5 +369,16 @@ def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
     two = run(None, marker=False, rows=ROWS + [row(8, "half", 2), row(16, "half", 2)], footer=FOOTER)
     with pytest.raises(ParseError) as e:
         nccl_tests.parse_nccl(two)
-    assert (e.value.message, e.value.line) == ("2 tables where one was expected", row(8, "half", 2))
+    assert (e.value.message, e.value.line, e.value.lineno) == ("2 tables where one was expected", row(8, "half", 2),
+                                                               11)
     assert nccl_tests.parse_nccl(run(None, marker=False, rows=ROWS, footer=FOOTER)).sizes == [8, 16]
+
+
+def test_ncclgetlasterror_printed_bare_by_2_13_4_to_2_17_2_only_as_the_last_line():
+    text = run(None, marker=False, rows=ROWS, footer=FOOTER)
+    [s] = parse_outputs(text + "NET/IB : Got async event : port error\n", ARGS)
+    assert s.meta["nccl_last_error"] == "NET/IB : Got async event : port error"
+    assert len(parse_outputs(text + "some error\n" + text, ARGS)) == 2  # then the job's next run
+    for after in ("some error\nmore\n", "#\n", "          32             8     float     sum\n",
+                  "NET/IB : x\n" + ROWS[0] + "\n"):
+        assert refused(text + after)[:2] == ("unknown-format", "output after the footer ('# Avg bus bandwidth')")

@@ -12,8 +12,8 @@ ROCm/rocm-systems projects/rccl-tests 2026):
   2.13-2.16.6    # nThread ... agg iters: N             size count type redop root;  #, NCCL's last error
                  validation: N graph: N                 #wrong %5g (1.04858e+06)     (an empty line)
   2.16.7-2.17.3  # Collective test starting: BINARY     as 2.13; 2.17.3: %6g         #, concluded, error
-  2.17.4-2.19    # nccl-tests version V [(hash)]        as 2.13 (2.18.2: unalign:;   concluded, #, an empty
-                 nccl-headers=N nccl-library=N          per-iteration, timestamp)    line or `# error: TEXT`
+  2.17.4-2.19    # nccl-tests version V [(hash)]        as 2.13 (2.18.2: unalign:;   concluded (2.17.7: #),
+                 nccl-headers=N nccl-library=N          per-iteration, timestamp)    an empty line or `# error`
   rccl-tests     its base's, with `rccl-tests: Version  as 2.13; in-place or out-    `# Errors with asterisks
                  B:HASH` (no #) or `# rccl-tests        of-place only (-O), hipevt,  ...` before the footer
                  version ...`                           algo proto nchannels
@@ -282,9 +282,7 @@ def _closes_with_hash(run: _Run) -> bool:
 
 def _after_end(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
     """What a run prints after its end: NCCL's last error (2.13.4-2.17.2: bare, often an empty line, the
-    last line; 2.17.3+: `# error: TEXT`); a run without markers `#` (2.0: nothing)."""
-    if line.strip() == "#" and not run.started:
-        return
+    last line; 2.17.3+: `# error: TEXT`)."""
     last = i == len(t.lines) - 1 or _starts_run(t.lines[i + 1][1])
     if (m := ERROR.match(line)) or (last and not line.startswith("#") and run.last_error is None
                                     and not _looks_like_row(line)):
@@ -377,7 +375,7 @@ def _value(t: Text, col: str, val: str, line: str, lineno: int) -> Any:
 
 
 def _sweep(run: _Run, key: tuple) -> Sweep:
-    title = run.title[1][2:] if run.title[1].startswith("# ") else run.title[1]
+    title = run.title[1][2:]  # each title line starts with "# "
     s = Sweep(TOOL.name, run.benchmark, title, run.version, "CUDA", list(run.columns), title_line=run.title)
     s.meta = {"type": key[0], "redop": key[1], "root": key[2]}
     if run.cycle:
