@@ -1,75 +1,14 @@
-"""nccl-tests 2.0-2.19 and rccl-tests as each version prints them (commstack.tools.nccl_tests): the recorded
-corpus (tests/data/corpus/{nccl-tests,rccl-tests}, index.d/nccl.yaml) table by table, through the parser and
-through `bin/commstack parse`, and the format details one by one."""
-
-import shlex
-import subprocess
+"""nccl-tests 2.0-2.19 and rccl-tests as each version prints them (commstack.tools.nccl_tests), detail by
+detail; the recorded outputs (tests/data/corpus/{nccl-tests,rccl-tests}, index.d/nccl.yaml) go through
+`commstack parse` in test_corpus."""
 
 import pytest
-import yaml
 
 from commstack import benchmarks
-from commstack.errors import PARSE_ERRORS, ParseError
-from commstack.paths import TOP
-from commstack.results.parse import check, identify, parse_output, parse_outputs
+from commstack.errors import ParseError
+from commstack.results.parse import identify, parse_output, parse_outputs, validated
 from commstack.tools import nccl_tests
 
-CORPUS = TOP / "tests" / "data" / "corpus"
-INDEX = yaml.safe_load((CORPUS / "index.d" / "nccl.yaml").read_text())
-EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
-# a file whose noise lines are the noise classifier's to know (NCCL INFO lines that end like a row)
-NOISE = {"nccl-tests/all_reduce_perf-2.16-wrong-xauth-nccl-info.out"}
-
-
-def validated(sweep) -> str:
-    return sweep.meta["validated"]
-
-
-def tables(name: str) -> list[tuple]:
-    """(benchmark, verdict, validated, rows) of each table of a corpus file, as the index writes them; a
-    file refused as a whole: its kind alone."""
-    entry = INDEX[name]
-    text = (CORPUS / name).read_bytes().decode(errors="replace")
-    try:
-        sweeps = identify(text).tool.parse(text)
-    except ParseError as e:
-        return [(e.kind,)]
-    out = []
-    for s in sweeps:
-        try:
-            check(benchmarks.get(s.benchmark) if s.benchmark else nccl_tests.UNNAMED, s, shlex.split(entry["args"]),
-                  entry["ranks"])
-            verdict = "complete"
-        except ParseError as e:
-            verdict = e.kind
-        out.append((s.benchmark, verdict, validated(s), len(s.rows)))
-    return out
-
-
-@pytest.mark.parametrize("name", sorted(set(INDEX) - NOISE))
-def test_every_corpus_file_gives_its_indexed_tables(name):
-    want = [(t["benchmark"], t["verdict"], t["validated"], t["rows"]) for t in INDEX[name]["tables"]]
-    got = tables(name)
-    assert got == ([want[0][1:2]] if len(got[0]) == 1 else want)
-
-
-@pytest.mark.parametrize("name", ["nccl-tests/all_reduce_perf-2.9-error-column.out",
-                                  "nccl-tests/all_reduce_perf-2.17.3-wrong-g-notation.out",
-                                  "nccl-tests/all_reduce_perf-2.19.4-two-benchmarks-one-table.out",
-                                  "rccl-tests/all_reduce_perf-rccl-2026-gfx942-glued.out",
-                                  "rccl-tests/all_reduce_perf-rccl-cut.out"])
-def test_bin_commstack_parse_exits_with_the_indexed_kind(name):
-    entry = INDEX[name]
-    p = subprocess.run([str(TOP / "bin" / "commstack"), "parse", str(CORPUS / name), f"--args={entry['args']}"],
-                       capture_output=True, text=True, timeout=120)
-    verdicts = [t["verdict"] for t in entry["tables"]]
-    bad = [v for v in verdicts if v != "complete"]
-    assert p.returncode == (EXIT[bad[0]] if bad else 0), p.stdout + p.stderr
-    if bad:
-        assert bad[0] in p.stderr
-
-
-# ------------------------------------------------------------------------- the formats one by one
 
 def run(version: str | None, *, marker: bool, rows: list[str], params: str | None = None, footer: list[str],
         header: list[str] | None = None, devices: list[str] | None = None) -> str:
@@ -365,7 +304,7 @@ def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
     c0 = run(None, marker=False, rows=ROWS, footer=FOOTER).replace("validation: 1", "validation: 0")
     assert refused(c0)[:2] == ("unknown-format", "a wrong count in a run without data check (validation: 0)")
     [s] = parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER), ARGS)
-    assert s.title.startswith("nThread 1 nGpus 1") and s.meta["validated"] == "yes"
+    assert s.title.startswith("nThread 1 nGpus 1") and validated(s) == "yes"
     two = run(None, marker=False, rows=ROWS + [row(8, "half", 2), row(16, "half", 2)], footer=FOOTER)
     with pytest.raises(ParseError) as e:
         nccl_tests.parse_nccl(two)

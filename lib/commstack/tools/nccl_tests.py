@@ -403,8 +403,6 @@ def _finish(run: _Run) -> None:
                                          line, lineno)
             if not checked and any(h is not None for h in halves):
                 raise UnknownFormatError("a wrong count in a run without data check (validation: 0)", line, lineno)
-        # the data check of the rows it has (helper corpus: Sweep.validated, shown by parse, step.json, report)
-        s.meta["validated"] = "failed" if s.error_lines else "yes" if checked else "no"
     _check_rows(run)
 
 
