@@ -280,24 +280,27 @@ def test_every_optional_column():
     assert nccl_tests.COLUMNS["ip_busbw_GBps"].shown is None
 
 
-@pytest.mark.parametrize("rows, kind, message", [
-    ([row(8), row(32)], "truncated", "row 2 of float sum prints 32 B, above the sweep's size 16 B there"),
-    ([row(1, "int8", 1), row(1, "int8", 1)], "unknown-format", "message sizes do not increase"),
-    ([row(8), row(8, "half", 2), row(16, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B"),
-    ([row(8), row(16), row(32)], "unknown-format", "3 rows of float sum; the sweep of 8..16 B has 2 sizes"),
-    ([row(8).replace("float", "FLOAT")], "unknown-format", "type 'FLOAT' is not an nccl-tests type"),
-    ([row(8, wrong="1.5")], "bad-number", "'1.5' is not a count"),
-    ([row(8), row(8, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B has 2 or more sizes"),
+@pytest.mark.parametrize("rows, kind, message, quoted", [
+    ([row(8), row(32)], "truncated", "row 2 of float sum prints 32 B, above the sweep's size 16 B there", 1),
+    ([row(1, "int8", 1), row(1, "int8", 1)], "unknown-format", "message sizes do not increase", 1),
+    ([row(8), row(8, "half", 2), row(16, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B",
+     0),
+    ([row(8), row(16), row(32)], "unknown-format", "3 rows of float sum; the sweep of 8..16 B has 2 sizes", 2),
+    ([row(8).replace("float", "FLOAT")], "unknown-format", "type 'FLOAT' is not an nccl-tests type", 0),
+    ([row(8, wrong="1.5")], "bad-number", "'1.5' is not a count", 0),
+    ([row(8), row(8, "half", 2)], "unknown-format", "1 rows of float sum; the sweep of 8..16 B has 2 or more sizes",
+     0),
     ([row(8), row(16), row(8, "half", 2), row(8, "int32")], "unknown-format",
-     "1 rows of half sum; the sweep of 8..16 B has 2 sizes: rows of another run"),
-    ([row(8), row(16), row(8, "half", 2)], "truncated", "the sweep stops at 8 B; the next size, 16 B"),
+     "1 rows of half sum; the sweep of 8..16 B has 2 sizes: rows of another run", 2),
+    ([row(8), row(16), row(8, "half", 2)], "truncated", "the sweep stops at 8 B; the next size, 16 B", 2),
 ])
-def test_rows_that_do_not_fit_the_sweep(rows, kind, message):
+def test_rows_that_do_not_fit_the_sweep(rows, kind, message, quoted):
+    """Each refusal quotes its row: a table's last where the table as a whole does not fit."""
     text = run(None, marker=True, rows=rows, footer=FOOTER + END)
     with pytest.raises(ParseError) as e:
         parse_outputs(text, ARGS)
     assert e.value.kind == kind and message in e.value.message
-    assert text.split("\n")[e.value.lineno - 1] == e.value.line
+    assert e.value.line == rows[quoted] and text.split("\n")[e.value.lineno - 1] == e.value.line
 
 
 def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
@@ -318,6 +321,6 @@ def test_ncclgetlasterror_printed_bare_by_2_13_4_to_2_17_2_only_as_the_last_line
     [s] = parse_outputs(text + "NET/IB : Got async event : port error\n", ARGS)
     assert s.meta["nccl_last_error"] == "NET/IB : Got async event : port error"
     assert len(parse_outputs(text + "some error\n" + text, ARGS)) == 2  # then the job's next run
-    for after in ("some error\nmore\n", "#\n", "          32             8     float     sum\n",
+    for after in ("some error\nmore\n", "#\n", "          32             8     float     sum\n", "32 wrong\n",
                   "NET/IB : x\n" + ROWS[0] + "\n"):
         assert refused(text + after)[:2] == ("unknown-format", "output after the footer ('# Avg bus bandwidth')")
