@@ -35,7 +35,7 @@ import pytest
 import commstack
 from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
-from commstack.results.compare import NOT_RUN, compare, compare_table
+from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
 from commstack.results.judge import references_of
 from commstack.results.records import RecordError, read_run
 from commstack.run.launch import Launcher
@@ -304,7 +304,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     system = load_system(a[0].system) if a[0].system in known_systems() else None
     refs = references_of(system) if system else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
-    print(printable(compare_table(changes), keep="\n"), end="")
+    findings = diagnosis(Path(args.baseline), Path(args.results), changes, args.tolerance, refs)
+    print(printable(compare_table(changes, findings), keep="\n"), end="")
     if any(c.difference for c in changes):
         return EXIT_FAILED
     return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS

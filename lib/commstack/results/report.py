@@ -28,6 +28,7 @@ from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
+from commstack.results.diagnosis import against_references, diagnose
 from commstack.results.judge import VERDICTS, References
 from commstack.results.records import Record, read_run
 
@@ -219,6 +220,14 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             f"<p>{date}, run <code>{html.escape(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
             "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th></tr>"]
+    findings = diagnose(records, against_references(records, refs))
+    if findings:  # above the table: the first thing to read after a maintenance
+        at = md.index("| step | verdict | reason | nodes | command |")
+        md[at:at] = ["## Lowest layer at fault", "",
+                     *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
+        page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul>", *(
+            f"<li><code>{html.escape(f.step)}</code> on {html.escape(', '.join(f.nodes))}: {html.escape(f.message)}"
+            f"</li>" for f in findings), "</ul>"]
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
