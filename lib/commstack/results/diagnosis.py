@@ -5,11 +5,12 @@ the same run, the lower step's figure says whether that layer carries what the u
     osu_bw reaches 11.9 GB/s at 4 MiB (50 % of the reference); fi_pingpong on the same nodes reaches
     12.1 GB/s: the fabric
 
-A lower step is short where it failed, where its own judgement (its reference, or its baseline in `compare`)
-finds it short at that size, or where its figure, in the same quantity, is worse than what the upper step
-should reach beyond the upper step's tolerance. The lowest short layer is at fault; with none, the upper
-layer itself. Figures are compared in SI units (B/s, s) through the columns' units, per direction
-(osu_bibw counts both)."""
+What a step should reach is its yardstick: its reference in a report, its baseline run A in `compare`. A lower
+step is short where it failed, or where its own yardstick finds it short at that size; a lower step without a
+yardstick of its own is short where its figure, in the same quantity, is worse than what the upper step should
+reach beyond the upper step's tolerance. The lowest short layer is at fault; with none, the upper layer itself.
+Figures are compared in SI units (B/s, s) through the columns' units, per direction (osu_bibw counts both).
+"""
 
 from __future__ import annotations
 
@@ -44,14 +45,18 @@ def layer_of(record: Record) -> str | None:
 
 
 @dataclass
-class Shortfall:
-    """Where one step falls short: the sizes worse than allowed, each (median, expected) in the step's unit,
-    or the failure of a step that did not finish."""
+class Yardstick:
+    """A step held to what it should reach: the sizes where it is worse than allowed, each (median, expected)
+    in the step's unit, or the failure of a step that did not finish. Neither: it reaches what it should."""
 
     of: str                                   # what `expected` is: "the reference", "A"
     tolerance: float                          # the relative change allowed on the bad side, e.g. 0.10
     points: dict[int, tuple[float, float]] = field(default_factory=dict)
-    failed: str = ""                          # "failed (crashed)": the step ended without its figures
+    failed: str = ""                          # "failed (crashed)": the step ended without reaching it
+
+    @property
+    def short(self) -> bool:
+        return bool(self.points or self.failed)
 
     def headline(self, record: Record) -> int | None:
         """The size a reader looks at first: the largest for a rate, the smallest for a time."""
@@ -107,53 +112,51 @@ def _worse(higher: bool, value: float, expected: float, tolerance: float) -> boo
     return value < expected * (1 - tolerance) if higher else value > expected * (1 + tolerance)
 
 
-def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str], Shortfall]:
-    """The shortfalls of a run's steps as its verdicts found them: the reference points a degraded or failed
-    step misses beyond the reference's tolerance; a failed step without such points failed."""
+def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str], Yardstick]:
+    """Every step that ran held to its reference: the reference points it misses beyond the reference's
+    tolerance; a failed step, with or without a reference, failed."""
     out = {}
     for r in records:
-        if r.verdict not in ("degraded", "fail"):
-            continue
-        ref = refs.find(r.benchmark, r.tags) if refs else None
-        higher = METRICS[r.metric].higher_is_better
-        medians = r.medians()
-        points = {} if ref is None or ref.metric != r.metric else {
-            s: (medians[s][0], e) for s, e in ref.points.items()
-            if s in medians and _worse(higher, medians[s][0], e, -ref.lower)}
-        if points:
-            out[r.key] = Shortfall("the reference", -ref.lower, points)
-        elif r.verdict == "fail":
-            out[r.key] = Shortfall("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
+        ref = refs.find(r.benchmark, r.tags) if refs and r.verdict != "not-run" else None
+        if ref is not None and ref.metric == r.metric:
+            higher, medians = METRICS[r.metric].higher_is_better, r.medians()
+            out[r.key] = Yardstick("the reference", -ref.lower, {
+                s: (medians[s][0], e) for s, e in ref.points.items()
+                if s in medians and _worse(higher, medians[s][0], e, -ref.lower)})
+        if r.verdict == "fail" and not (r.key in out and out[r.key].points):
+            out[r.key] = Yardstick("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
     return out
 
 
 def against_baseline(a: Iterable[Record], b: Iterable[Record], changes,
-                     tolerance_of: Callable[[Record], float]) -> dict[tuple[str, str], Shortfall]:
-    """The shortfalls of run B's steps against baseline A: the sizes `compare` calls regressions, and the
-    steps that fail in B but not in A."""
+                     tolerance_of: Callable[[Record], float]) -> dict[tuple[str, str], Yardstick]:
+    """Every step of run B held to baseline A: the sizes `compare` calls regressions; a step that fails in B
+    but not in A failed. A step with no rows in A has no yardstick, unless it failed in B."""
     base = {r.key: r for r in a}
     out = {}
     for r in b:
-        name = f"{r.suite}/{r.step}"
-        points = {c.size: (c.b, c.a) for c in changes if c.step == name and c.change == "regression"}
-        if points:
-            out[r.key] = Shortfall("A", tolerance_of(r), points)
-        elif r.verdict == "fail" and (r.key not in base or base[r.key].verdict != "fail"):
-            out[r.key] = Shortfall("A", tolerance_of(r), failed=_failed(r))
+        name, ra = f"{r.suite}/{r.step}", base.get(r.key)
+        if ra is not None and ra.repeats and r.repeats:
+            out[r.key] = Yardstick("A", tolerance_of(r), {
+                c.size: (c.b, c.a) for c in changes if c.step == name and c.change == "regression"})
+        if r.verdict == "fail" and (ra is None or ra.verdict != "fail") and not (r.key in out and out[r.key].points):
+            out[r.key] = Yardstick("A", tolerance_of(r), failed=_failed(r))
     return out
 
 
-def diagnose(records: list[Record], shortfalls: dict[tuple[str, str], Shortfall]) -> list[Finding]:
-    """A finding for every short upper step with a lower layer's step on the same nodes, in step order."""
+def diagnose(records: list[Record], yardsticks: dict[tuple[str, str], Yardstick]) -> list[Finding]:
+    """A finding for every upper step short between nodes, with a lower layer's step on the same nodes, in step
+    order."""
     findings = []
     for r in records:
-        short, layer = shortfalls.get(r.key), layer_of(r)
-        if not short or not BELOW.get(layer) or not r.nodelist or quantity(r) is None:
+        short, layer = yardsticks.get(r.key), layer_of(r)
+        # between nodes only: within one node MPI and NCCL move data through memory, not the fabric
+        if not short or not short.short or not BELOW.get(layer) or len(set(r.nodelist)) < 2 or quantity(r) is None:
             continue
         lowers = [(below, _lower(records, r, below)) for below in BELOW[layer]]
         lowers = [(below, low) for below, low in lowers if low is not None]
         if lowers:
-            findings.append(_finding(r, short, lowers, shortfalls))
+            findings.append(_finding(r, short, lowers, yardsticks))
     return findings
 
 
@@ -167,8 +170,8 @@ def _lower(records: list[Record], upper: Record, layer: str) -> Record | None:
     return hits[0] if hits else None
 
 
-def _finding(upper: Record, short: Shortfall, lowers: list[tuple[str, Record]],
-             shortfalls: dict[tuple[str, str], Shortfall]) -> Finding:
+def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
+             yardsticks: dict[tuple[str, str], Yardstick]) -> Finding:
     kind = quantity(upper)
     higher = METRICS[upper.metric].higher_is_better
     size = short.headline(upper)
@@ -181,7 +184,8 @@ def _finding(upper: Record, short: Shortfall, lowers: list[tuple[str, Record]],
                 f"({value / e:.0%} of {short.of}".replace("%", " %") + f", {shown(kind, expected)})")
     said, fine, fault = [], [], None
     for below, low in lowers:  # bottom up
-        text, is_short = _lower_said(low, shortfalls.get(low.key), size, expected, short.tolerance, higher)
+        text, is_short = _lower_said(low, yardsticks.get(low.key), size, expected, short.tolerance, higher,
+                                     first=not said)
         said.append(text)
         if is_short and fault is None:
             fault = below
@@ -199,10 +203,10 @@ def _finding(upper: Record, short: Shortfall, lowers: list[tuple[str, Record]],
                    f"{head}; {where}: {verdict}")
 
 
-def _lower_said(low: Record, own: Shortfall | None, size: int | None, expected: float | None, tolerance: float,
-                higher: bool) -> tuple[str, bool]:
+def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: float | None, tolerance: float,
+                higher: bool, first: bool) -> tuple[str, bool]:
     """What the lower step reached near `size`, and whether its layer is short there."""
-    name = f"{low.benchmark} on the same nodes"
+    name = f"{low.benchmark} on the same nodes" if first else low.benchmark
     if low.verdict == "fail" and (own is None or own.failed or not low.repeats):
         return f"{name} {_failed(low)}", True
     medians = low.medians()
@@ -215,14 +219,15 @@ def _lower_said(low: Record, own: Shortfall | None, size: int | None, expected: 
     value = medians[size_low][0]
     at = "" if size_low == size else f" at {size_text(size_low)}"
     text = f"{name} reaches {shown(quantity(low), si(low, value))}{at}"
-    if own and size_low in own.points:
-        v, e = own.points[size_low]
-        return text + f" ({v / e:.0%} of {'its reference' if own.of == 'the reference' else own.of})".replace(
-            "%", " %"), True
     if own and own.failed:
         return text + f" ({own.failed})", True
-    short = expected is not None and _worse(higher, si(low, value), expected, tolerance)
-    return text, short
+    if own:  # its own yardstick decides
+        if size_low not in own.points:
+            return text, False
+        v, e = own.points[size_low]
+        of = "its reference" if own.of == "the reference" else own.of
+        return text + f" ({v / e:.0%} of {of})".replace("%", " %"), True
+    return text, expected is not None and _worse(higher, si(low, value), expected, tolerance)
 
 
 def findings_text(findings: list[Finding]) -> str:

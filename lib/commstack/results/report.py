@@ -225,7 +225,7 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         at = md.index("| step | verdict | reason | nodes | command |")
         md[at:at] = ["## Lowest layer at fault", "",
                      *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
-        page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul>", *(
+        page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
             f"<li><code>{html.escape(f.step)}</code> on {html.escape(', '.join(f.nodes))}: {html.escape(f.message)}"
             f"</li>" for f in findings), "</ul>"]
     for r in records:
@@ -284,6 +284,7 @@ tr.pass td:nth-child(2) {{ background: #d9f2d9; }}
 tr.fail td:nth-child(2), tr.degraded td:nth-child(2) {{ background: #f8d0d0; }}
 tr.unstable td:nth-child(2), tr.no-reference td:nth-child(2) {{ background: #fdf1c7; }}
 tr.not-run td:nth-child(2) {{ background: #e4e4e4; }}
+ul.fault li {{ border-left: 4px solid #d33; padding-left: 0.5em; margin: 0.4em 0; }}
 img {{ max-width: 100%; }}
 pre {{ background: #f6f6f6; padding: 0.6em; overflow-x: auto; }}
 </style></head><body>
