@@ -38,6 +38,8 @@ UNITS = {"MB/s": ("bandwidth", 1e6), "MiB/s": ("bandwidth", 2 ** 20), "GB/s": ("
          "GiB/s": ("bandwidth", 2 ** 30), "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
          "ns": ("time", 1e-9)}
 SHOWN = {"bandwidth": ("GB/s", 1e9), "time": ("µs", 1e-6)}
+#: the changes of `compare` that hold a size to its baseline (not missing on a side, not invalid)
+HELD = ("same", "better", "regression")
 
 
 def layer_of(record: Record) -> str | None:
@@ -46,11 +48,12 @@ def layer_of(record: Record) -> str | None:
 
 @dataclass
 class Yardstick:
-    """A step held to what it should reach: the sizes where it is worse than allowed, each (median, expected)
-    in the step's unit, or the failure of a step that did not finish. Neither: it reaches what it should."""
+    """A step held to what it should reach at the sizes `held`: those where it is worse than allowed, each
+    (median, expected) in the step's unit, or the failure of a step that did not finish."""
 
     of: str                                   # what `expected` is: "the reference", "A"
     tolerance: float                          # the relative change allowed on the bad side, e.g. 0.10
+    held: frozenset[int] = frozenset()        # the sizes it is held to
     points: dict[int, tuple[float, float]] = field(default_factory=dict)
     failed: str = ""                          # "failed (crashed)": the step ended without reaching it
 
@@ -120,9 +123,10 @@ def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str],
         ref = refs.find(r.benchmark, r.tags) if refs and r.verdict != "not-run" else None
         if ref is not None and ref.metric == r.metric:
             higher, medians = METRICS[r.metric].higher_is_better, r.medians()
-            out[r.key] = Yardstick("the reference", -ref.lower, {
-                s: (medians[s][0], e) for s, e in ref.points.items()
-                if s in medians and _worse(higher, medians[s][0], e, -ref.lower)})
+            held = frozenset(ref.points) & set(medians)
+            out[r.key] = Yardstick("the reference", -ref.lower, held, {
+                s: (medians[s][0], ref.points[s]) for s in held if _worse(higher, medians[s][0], ref.points[s],
+                                                                           -ref.lower)})
         if r.verdict == "fail" and not (r.key in out and out[r.key].points):
             out[r.key] = Yardstick("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
     return out
@@ -137,8 +141,9 @@ def against_baseline(a: Iterable[Record], b: Iterable[Record], changes,
     for r in b:
         name, ra = f"{r.suite}/{r.step}", base.get(r.key)
         if ra is not None and ra.repeats and r.repeats:
-            out[r.key] = Yardstick("A", tolerance_of(r), {
-                c.size: (c.b, c.a) for c in changes if c.step == name and c.change == "regression"})
+            mine = [c for c in changes if c.step == name and c.size is not None]
+            out[r.key] = Yardstick("A", tolerance_of(r), frozenset(c.size for c in mine if c.change in HELD), {
+                c.size: (c.b, c.a) for c in mine if c.change == "regression"})
         if r.verdict == "fail" and (ra is None or ra.verdict != "fail") and not (r.key in out and out[r.key].points):
             out[r.key] = Yardstick("A", tolerance_of(r), failed=_failed(r))
     return out
@@ -207,7 +212,7 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
                 higher: bool, first: bool) -> tuple[str, bool]:
     """What the lower step reached near `size`, and whether its layer is short there."""
     name = f"{low.benchmark} on the same nodes" if first else low.benchmark
-    if low.verdict == "fail" and (own is None or own.failed or not low.repeats):
+    if low.verdict == "fail":
         return f"{name} {_failed(low)}", True
     medians = low.medians()
     if not medians:
@@ -219,9 +224,7 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
     value = medians[size_low][0]
     at = "" if size_low == size else f" at {size_text(size_low)}"
     text = f"{name} reaches {shown(quantity(low), si(low, value))}{at}"
-    if own and own.failed:
-        return text + f" ({own.failed})", True
-    if own:  # its own yardstick decides
+    if own and size_low in own.held:  # its own yardstick decides
         if size_low not in own.points:
             return text, False
         v, e = own.points[size_low]
