@@ -31,8 +31,8 @@ PAIR = ["node1", "node2"]
 #: nodes of local-multinode
 OSU_BW = (SEEDS / "cscs-osu-01.txt", "")
 OSU_BW_NO_CXI = (SEEDS / "cscs-osu-10.txt", "")
-FI_PINGPONG = (DATA / "fi_pingpong" / "1.17" / "tcp-rdm-all-netns.client.stdout", "-S all -I 20")
-UCX_TAG_BW = (DATA / "ucx_perftest" / "1.13" / "tag_bw-1m-tcp-netns.client.stdout", "-t tag_bw -s 1048576")
+FI_PINGPONG = (DATA / "fi_pingpong" / "1.17" / "tcp-rdm-all-netns.client.stdout", "-p tcp -e rdm -S all -I 20")
+UCX_TAG_BW = (DATA / "ucx_perftest" / "1.13" / "tag_bw-1m-tcp-netns.client.stdout", "-t tag_bw -s 1048576 -n 500")
 
 
 def step(run: Path, name: str, output: tuple[Path, str], scale: float = 1.0, nodes: list[str] = PAIR,
