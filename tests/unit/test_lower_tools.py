@@ -52,6 +52,8 @@ def test_fi_pingpong_recorded(name):
         assert sweep.sizes == asked and {r["iterations"] for r in sweep.rows} == {iterations}
         # the server prints the same table; a pair launch keeps only the client's on stdout
         assert fi_pingpong.parse_output(fi_text(name, "server.stdout"), args).sizes == sweep.sizes
+        if "commstack.run.pair" in case.get("command", ""):  # the launcher's line tells the arguments
+            assert fi_pingpong.parse_output(stdout).meta["args"] == args
     for stream, key in (("client.stderr", "stderr_expect"), ("server.stderr", "server_expect")):
         if key in case:
             assert kind(lambda: fi_pingpong.parse_pingpong(fi_text(name, stream))) == case[key]
@@ -120,6 +122,8 @@ def test_ucx_perftest_recorded(name):
         assert sweep.benchmark == f"ucx_perftest-{test}" and sweep.sizes == [size]
         assert sweep.rows[0]["iterations"] == int(args[args.index("-n") + 1])
         assert ucx_perftest.parse_perftest(ucx_text(name, "server") + client).rows == sweep.rows
+        if "commstack.run.pair" in case.get("command", ""):
+            assert ucx_perftest.parse_perftest(client).rows == sweep.rows
 
 
 def test_ucx_perftest_figures_and_names():

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 
 from commstack.errors import ParseError
+from commstack.tools.fi_pingpong import nics
+from commstack.tools.ucx_perftest import transports
 
 #: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
 #: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts).
@@ -32,12 +34,18 @@ oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/o
   | p ompi_info
 command -v fi_info >/dev/null && { fi_info 2>/dev/null | grep -m1 '^provider:' | p fi_selected
   fi_info -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+command -v fi_info >/dev/null && fi_info -l 2>/dev/null | grep -qx 'cxi:' && fi_info -v -p cxi 2>/dev/null \
+  | grep -E '^(fi_info:|    fi_domain_attr:|        name: .*|    fi_fabric_attr:|        prov_name: .*|    nic:.*'\
+'|        fi_link_attr:|            (state|speed): .*)$' | p fi_cxi
+command -v ucx_info >/dev/null && ucx_info -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
+  | p ucx_info
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | p gpus
 ls /sys/class/net 2>/dev/null | grep -vx lo | p nics
 ls /sys/class/cxi 2>/dev/null | p cxi
 exit 0
 """
-PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (variables|libmpi|ompi_info|fi_selected|fi_providers|gpus|nics|cxi) (.*)")
+PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (variables|libmpi|ompi_info|fi_selected|fi_providers|fi_cxi|ucx_info|gpus|nics"
+                        r"|cxi) (.*)")
 NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;+:-]+)")
 NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
 
@@ -68,7 +76,11 @@ def parse_probe(text: str) -> dict:
         get = lambda section: raw.get((host, section), [])  # noqa: E731
         facts = {"gpus": get("gpus"), "nics": get("nics"), "cxi_devices": get("cxi"),
                  "libfabric_providers": sorted({p.rstrip(":") for p in get("fi_providers")}),
-                 "libfabric_provider": next((v.split(":", 1)[1].strip() for v in get("fi_selected")), None)}
+                 "libfabric_provider": next((v.split(":", 1)[1].strip() for v in get("fi_selected")), None),
+                 # cxi's NICs (fi_info -v -p cxi): domain and link state; UCX's transports/devices (ucx_info -d)
+                 "cxi_links": {n["domain"]: n.get("link_state") for n in nics("\n".join(get("fi_cxi")))},
+                 "ucx_transports": sorted({f"{t['transport']}/{t['device']}"
+                                           for t in transports("\n".join(get("ucx_info")))})}
         libmpi = next(iter(get("libmpi")), None)
         facts.update(_mpi(libmpi, "\n".join(get("ompi_info"))) if libmpi else {"libmpi": None})
         nodes[host] = facts
@@ -123,3 +135,34 @@ def nccl_plugin_problem(required: str | None, tags: dict, nets: dict[str, dict])
         return (f"NCCL did not select the OFI net plugin on {', '.join(without)} (network: {used}), "
                 "whatever its bandwidth")
     return None
+
+
+#: why a UCX transport may be missing, by transport
+UCX_WHY = {"cuda_copy": "UCX built without CUDA (+cuda), or no GPU driver", "cuda_ipc": "UCX built without CUDA "
+           "(+cuda), or no GPU driver", "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not "
+           "loaded"}
+
+
+def lower_layer_problem(layer: str, provider: str | None, ucx_transports: list[str], nodes: dict[str, dict]) -> \
+        str | None:
+    """Why a step of the `fabric` or `ucx` layer fails on its nodes' stack facts, whatever its figures, or None:
+    the libfabric provider the system expects is not listed by fi_info (or, for cxi, a NIC's link is not
+    up), or a UCX transport the system expects is not in ucx_info -d."""
+    problems = []
+    if layer == "fabric" and provider:
+        without = sorted(h for h, f in nodes.items() if provider not in f.get("libfabric_providers", []))
+        if without:
+            problems.append(f"provider {provider} not found on {', '.join(without)}: libfabric built without "
+                            f"{provider}, or the {provider} driver not loaded")
+        down = sorted(f"{d} on {h} ({state or 'no state'})" for h, f in nodes.items()
+                      for d, state in f.get("cxi_links", {}).items() if state != "FI_LINK_UP")
+        if provider == "cxi" and down:
+            problems.append(f"cxi link not up: {', '.join(down)}")
+    if layer == "ucx":
+        for tl in ucx_transports:
+            without = sorted(h for h, f in nodes.items()
+                             if not any(t.split("/", 1)[0] == tl for t in f.get("ucx_transports", [])))
+            if without:
+                problems.append(f"UCX transport {tl} not found on {', '.join(without)}: "
+                                f"{UCX_WHY.get(tl, f'UCX built without {tl}, or its device missing')}")
+    return "; ".join(problems) or None
