@@ -172,18 +172,22 @@ def test_the_report_holds_the_fabric_to_its_own_reference(tmp_path, fabric_scale
 
 def test_ucx_in_the_middle_is_named_with_the_fabric_fine(tmp_path, capsys):
     """B: osu_bw without the CXI hook, ucx_perftest's tag_bw at half its real figures, fi_pingpong as in A.
-    UCX prints MiB/s (1033.62 at 1 MiB, 967.472 us a message): half of it is 0.542 GB/s."""
+    UCX prints MiB/s (1033.62 at 1 MiB, 967.472 us a message): 1.08 GB/s, and half of it 0.542 GB/s. UCX's own
+    step is diagnosed too: it runs over the fabric."""
     a, b = tmp_path / "a", tmp_path / "b"
-    for run, osu, ucx in ((a, OSU_BW, 1.0), (b, OSU_BW_NO_CXI, 0.5)):
+    for run, osu, scale in ((a, OSU_BW, 1.0), (b, OSU_BW_NO_CXI, 0.5)):
         step(run, "fi_pingpong", FI_PINGPONG)
-        step(run, "ucx_perftest", UCX_TAG_BW, scale=ucx)
+        ucx = step(run, "ucx_perftest", UCX_TAG_BW, scale=scale).benchmark
         step(run, "osu_bw", osu)
     rc, out = compare_cli(capsys, a, b)
     assert rc == 1, out
+    look = "UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, ucx_info -d)"
     assert findings(out) == [
-        "stack/osu_bw on node1, node2: osu_bw reaches 3.12 GB/s at 4 MiB (13 % of A, 24.0 GB/s); fi_pingpong on "
-        "the same nodes reaches 0.728 GB/s; ucx_perftest reaches 0.542 GB/s at 1 MiB (50 % of A): the fabric is "
-        "fine; UCX: look at UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, ucx_info -d)"]
+        f"stack/ucx_perftest on node1, node2: {ucx} reaches 0.542 GB/s at 1 MiB (50 % of A, 1.08 GB/s); fi_pingpong "
+        f"on the same nodes reaches 0.684 GB/s: the fabric is fine; look at {look}",
+        f"stack/osu_bw on node1, node2: osu_bw reaches 3.12 GB/s at 4 MiB (13 % of A, 24.0 GB/s); fi_pingpong on "
+        f"the same nodes reaches 0.728 GB/s; {ucx} reaches 0.542 GB/s at 1 MiB (50 % of A): the fabric is fine; "
+        f"UCX: look at {look}"]
 
 
 def test_a_failed_upper_step_is_told_by_the_layer_below(tmp_path, capsys):
