@@ -18,7 +18,7 @@ from commstack.results.judge import judge
 from commstack.results.parse import parse_output
 from commstack.results.records import Record
 from commstack.results.report import write_report
-from commstack.results.judge import load_references
+from commstack.results.references import load_references
 
 SEEDS = TOP / "systems" / "references" / "seeds"
 DATA = TOP / "tests" / "data"

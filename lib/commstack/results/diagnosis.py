@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.records import Record
+from commstack.tools import TOOLS
+from commstack.tools.base import LAYERS
 
-#: the layers, bottom up, and the layers each one runs over: MPI over UCX over the fabric, NCCL over the
-#: fabric through its net plugin
+#: the layers each layer runs over, bottom up: MPI over UCX over the fabric, NCCL over the fabric through its
+#: net plugin
 BELOW = {"fabric": (), "ucx": ("fabric",), "mpi": ("fabric", "ucx"), "nccl": ("fabric",)}
+assert set(BELOW) == set(LAYERS) and all(LAYERS.index(b) < LAYERS.index(a) for a in BELOW for b in BELOW[a])
 NAMES = {"fabric": "the fabric", "ucx": "UCX", "mpi": "MPI", "nccl": "NCCL"}
 #: where to look when a layer is short and every layer below it carries the load
 LOOK = {"ucx": "look at UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, ucx_info -d)",
         "mpi": "look at MPI's transport (UCX_TLS, OMPI_MCA_pml)",
         "nccl": "look at NCCL's net plugin (NCCL_NET, aws-ofi-nccl, FI_PROVIDER)"}
-#: the layer of each tool's steps (until the tool modules say it themselves)
-LAYER_OF_TOOL = {"fi_pingpong": "fabric", "ucx_perftest": "ucx", "osu": "mpi", "mpi-pingpong": "mpi",
-                 "nccl-tests": "nccl"}
 #: a unit's quantity and its factor to the SI unit; how a quantity is shown
 UNITS = {"MB/s": ("bandwidth", 1e6), "MiB/s": ("bandwidth", 2 ** 20), "GB/s": ("bandwidth", 1e9),
          "GiB/s": ("bandwidth", 2 ** 30), "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
@@ -43,7 +43,9 @@ HELD = ("same", "better", "regression")
 
 
 def layer_of(record: Record) -> str | None:
-    return LAYER_OF_TOOL.get(record.tool)
+    """The layer its tool measures; None for a tool this commstack does not know."""
+    tool = TOOLS.get(record.tool)
+    return tool.layer if tool else None
 
 
 @dataclass

@@ -23,11 +23,9 @@ from dockerfile_parse import DockerfileParser
 from commstack.config import ImagesFile, load, read_yaml
 from commstack.errors import ConfigError
 from commstack.files import write_atomic
-from commstack.paths import TOP
+from commstack.paths import CONTAINERS, IMAGES, TOP
 from commstack.spack import Spack, SpackError, envs
 
-CONTAINERS = TOP / "containers"
-IMAGES = CONTAINERS / "images.yaml"
 PINS = TOP / "envs" / "common" / "pins.yaml"
 #: what the image envs build and take from Ubuntu 24.04 (buildable: true marks the comm stack)
 IMAGE_PACKAGES = TOP / "envs" / "images" / "common.yaml"
@@ -113,11 +111,6 @@ def images(path: Path = IMAGES) -> dict[str, Image]:
     return out
 
 
-def edf_names() -> list[str]:
-    """What a suite step's `environments:` may name besides native."""
-    return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
-
-
 def image(name: str) -> Image:
     known = images()
     if name not in known:
@@ -128,13 +121,13 @@ def image(name: str) -> Image:
 def render_containerfile(spack: Spack, img: Image) -> str:
     if not (img.env / "spack.yaml").is_file():
         raise ConfigError(f"image {img.name}: no env at {img.env}/spack.yaml")
-    # what a user types in the env's directory: the env's config (envs/images/common.yaml) names
-    # the template directory; Spack reads no env's config unless the env is active
+    # -e .: the env's config (envs/images/common.yaml) names this checkout's templates, registered
+    # or not; a plain `spack containerize` there (templates registered by setup) prints the same
     proc = spack("-e", ".", "containerize", cwd=img.env, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ContainerizeError(f"image {img.name}: spack containerize of {img.env} failed "
                                 f"(exit {proc.returncode}):\n{proc.stderr.strip()}")
-    return proc.stdout.rstrip("\n") + "\n"
+    return proc.stdout  # byte for byte: the file is what `spack containerize` prints
 
 
 def render_edf(content: dict, name: str) -> str:
