@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from commstack.paths import TOP
 from commstack.spack import containers, environment
@@ -31,19 +32,77 @@ def test_containerfile_has_not_drifted(spack, name):
     assert not diffs, "regenerated files differ (bin/commstack containerize to accept):\n" + "\n".join(diffs)
 
 
+def typed(argv: list[str], cwd: Path, user: Path, **env: str) -> subprocess.CompletedProcess:
+    """A command as a user types it, Spack's user scope at `user` (never this host's ~/.spack)."""
+    clean = {k: v for k, v in environment().items() if k not in ("SPACK_ENV", "SPACK_DISABLE_LOCAL_CONFIG")}
+    return subprocess.run(argv, cwd=cwd, env={**clean, "SPACK_USER_CONFIG_PATH": str(user), **env},
+                          capture_output=True, text=True, timeout=600)
+
+
+def commstack_setup(spack, top: Path, user: Path) -> subprocess.CompletedProcess:
+    """`bin/commstack setup` on the copy `top` with this Spack and spack-packages (no clone)."""
+    builtin = yaml.safe_load((TOP / ".spack" / "repos.yaml").read_text())["repos"]["builtin"]
+    return typed([str(TOP / "bin" / "commstack"), "setup", "--packages", str(Path(builtin).parents[2])], top, user,
+                 COMMSTACK_HOME=str(top), SPACK_ROOT=str(spack.exe.parents[1]))
+
+
+@pytest.fixture(scope="module")
+def registered(spack, tmp_path_factory) -> tuple[Path, Path, str]:
+    """A copy of the repo set up by `bin/commstack setup` into a scratch user scope: the copy, the
+    scope and setup's output."""
+    tmp = tmp_path_factory.mktemp("registered")
+    top, user = repo_copy(tmp / "repo"), tmp / "user"  # no user scope yet: setup makes it
+    proc = commstack_setup(spack, top, user)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return top, user, proc.stdout
+
+
 @pytest.mark.parametrize("name", IMAGES)
-@pytest.mark.parametrize("how", ["spack -e . containerize", "spack env activate . && spack containerize"])
-def test_spack_containerize_typed_in_the_env_dir_gives_the_committed_file(spack, name, how):
-    """No -C, no commstack: the env's own config (envs/images/common.yaml) names the templates."""
+@pytest.mark.parametrize("how", ["spack containerize", "spack -e . containerize",
+                                 "spack env activate . && spack containerize"])
+def test_spack_containerize_typed_in_the_env_dir_gives_the_committed_file(spack, registered, tmp_path, name, how):
+    """No -C, no commstack: plain, the templates bin/commstack setup registered in Spack's user scope;
+    with the env (-e, activated), the env's own config (envs/images/common.yaml) and an empty user scope."""
     img = IMAGES[name]
-    env = environment()  # SPACK_PYTHON: clingo from the venv
-    if how.startswith("spack env activate"):  # what `spack env activate .` exports
-        argv, env["SPACK_ENV"] = [str(spack.exe), "containerize"], str(img.env)
+    top, user, _ = registered
+    if how == "spack containerize":  # typed in the set-up copy, nothing active
+        proc = typed([str(spack.exe), "containerize"], top / img.env.relative_to(TOP), user)
+    elif how.startswith("spack env activate"):  # what `spack env activate .` exports
+        proc = typed([str(spack.exe), "containerize"], img.env, tmp_path, SPACK_ENV=str(img.env))
     else:
-        argv = [str(spack.exe), "-e", ".", "containerize"]
-    proc = subprocess.run(argv, cwd=img.env, env=env, capture_output=True, text=True, timeout=300)
+        proc = typed([str(spack.exe), "-e", ".", "containerize"], img.env, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.rstrip("\n") + "\n" == img.containerfile.read_text()
+    assert proc.stdout.encode() == img.containerfile.read_bytes()  # `spack containerize | cmp - Containerfile`
+
+
+def test_setup_registers_the_templates_before_spacks_own_and_says_how_to_undo(spack, tmp_path):
+    top, user = repo_copy(tmp_path / "repo"), tmp_path / "user"
+    for _ in range(2):  # idempotent
+        proc = commstack_setup(spack, top, user)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = f"config:template_dirs:{top / 'containers' / 'templates'}"
+    assert (f"setup: Containerfile templates {top / 'containers' / 'templates'} registered in Spack's user scope "
+            f"({user / 'config.yaml'}), for a plain `spack containerize` in envs/images/*; "
+            f"undo: spack config --scope user remove {entry}\n") in proc.stdout
+    assert (user.stat().st_mode & 0o777) == 0o700
+    merged = yaml.safe_load(typed([str(spack.exe), "config", "get", "config"], top, user).stdout)["config"]
+    assert merged["template_dirs"] == [str(top / "containers" / "templates"), "$spack/share/spack/templates"]
+    undo = proc.stdout.split("undo: ")[1].splitlines()[0]
+    assert typed(undo.replace("spack", str(spack.exe), 1).split(), top, user).returncode == 0
+    merged = yaml.safe_load(typed([str(spack.exe), "config", "get", "config"], top, user).stdout)["config"]
+    assert merged["template_dirs"] == ["$spack/share/spack/templates"]
+    proc = typed([str(spack.exe), "containerize"], top / "envs" / "images" / "ompi", user)
+    assert proc.returncode != 0 and "commstack/Containerfile" in proc.stderr
+
+
+def test_without_the_registration_spack_names_the_template_and_the_docs_say_what_to_do(spack, tmp_path):
+    """Spack's own message is the bare template name; docs/containers.md quotes it with the fix."""
+    proc = typed([str(spack.exe), "containerize"], IMAGES["ompi"].env, tmp_path)
+    assert proc.returncode == 3 and not proc.stdout
+    assert proc.stderr.strip() == "==> Error: commstack/Containerfile"
+    docs = (TOP / "docs" / "containers.md").read_text()
+    assert f"$ spack containerize\n{proc.stderr.strip()}\n" in docs
+    assert "bin/commstack setup" in docs[docs.index(proc.stderr.strip()):][:600]
 
 
 @pytest.mark.parametrize("name", IMAGES)

@@ -128,13 +128,13 @@ def image(name: str) -> Image:
 def render_containerfile(spack: Spack, img: Image) -> str:
     if not (img.env / "spack.yaml").is_file():
         raise ConfigError(f"image {img.name}: no env at {img.env}/spack.yaml")
-    # what a user types in the env's directory: the env's config (envs/images/common.yaml) names
-    # the template directory; Spack reads no env's config unless the env is active
+    # -e .: the env's config (envs/images/common.yaml) names this checkout's templates, registered
+    # or not; a plain `spack containerize` there (templates registered by setup) prints the same
     proc = spack("-e", ".", "containerize", cwd=img.env, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ContainerizeError(f"image {img.name}: spack containerize of {img.env} failed "
                                 f"(exit {proc.returncode}):\n{proc.stderr.strip()}")
-    return proc.stdout.rstrip("\n") + "\n"
+    return proc.stdout  # byte for byte: the file is what `spack containerize` prints
 
 
 def render_edf(content: dict, name: str) -> str:

@@ -21,6 +21,7 @@ from commstack.spack import Spack, environment
 from commstack.spack.mirror import signed as mirror_signed
 
 TOOLCHAIN = TOP / "toolchain.yaml"
+TEMPLATES = TOP / "containers" / "templates"
 GIT_TIMEOUT = 900   # a clone of spack-packages over a slow link
 PROBE_TIMEOUT = 60  # `spack --version`
 
@@ -81,12 +82,34 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
           f"setup: to use it by hand: export SPACK_PYTHON={environment()['SPACK_PYTHON']}; "
           f". {root}/share/spack/setup-env.sh\n"
           f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
+    register_templates(spack)
     if mirror:
         use_mirror(spack, Path(mirror).resolve(), dest / "mirrors.yaml", signed)
     externals = dest / "externals.yaml"
     if detect or not externals.exists():
         detect_externals(spack, externals)
     return 0
+
+
+def register_templates(spack: Spack) -> None:
+    """Our Containerfile templates in Spack's user scope (config:template_dirs, before Spack's own):
+    a plain `spack containerize` reads only the env's container: section, not its config."""
+    if not TEMPLATES.is_dir():  # commstack inside an image has no containers/
+        print(f"setup: no {TEMPLATES}: Containerfile templates not registered")
+        return
+    if "SPACK_DISABLE_LOCAL_CONFIG" in os.environ:  # Spack then has no user scope
+        print("setup: SPACK_DISABLE_LOCAL_CONFIG is set: Containerfile templates not registered "
+              "(in envs/images/*, `spack -e . containerize` finds them without)")
+        return
+    # the user scope is optional in Spack: it exists once its directory does
+    user = Path(spack("python", "-c", "import spack.paths; print(spack.paths.user_config_path)",
+                      timeout=PROBE_TIMEOUT).stdout.strip())
+    user.mkdir(mode=0o700, parents=True, exist_ok=True)
+    entry = f"config:template_dirs:{TEMPLATES}"
+    spack("config", "--scope", "user", "add", entry, timeout=PROBE_TIMEOUT)  # prepends, once
+    print(f"setup: Containerfile templates {TEMPLATES} registered in Spack's user scope "
+          f"({user / 'config.yaml'}), for a plain `spack containerize` in envs/images/*; "
+          f"undo: spack config --scope user remove {entry}")
 
 
 def use_mirror(spack: Spack, mirror: Path, out: Path, signed: bool | None = None) -> None:
