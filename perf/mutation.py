@@ -1,10 +1,12 @@
-"""Mutation score of the verdict code: does a test fail when parse, judge, compare (or history) is wrong?
+"""Mutation score of the verdict code: does a test fail when a tool's parser (tools.osu, .nccl_tests,
+.mpi_pingpong), the shared lines, parse's checks, references, judge, compare (or history) is wrong?
 
 Each mutant is one small change to one function of a module, made by rewriting its syntax tree:
   comparison flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
   comprehension filters), `and` <-> `or`, a deleted `raise` or call statement, a number +1 and -1,
   min <-> max, an early `return` at the start of a function that returns nothing, continue <-> break.
-Strings (messages, patterns) and class bodies are left alone.
+Strings (messages, patterns) and class bodies are left alone, and so is a tool module's launch code
+(LAUNCH_CODE: argv, native binary and its build), which only the slurm tier runs.
 
 First the unit tests run once under coverage.py, each in a dynamic context of its own (and each test
 file's import in one of its own), which gives the tests that reach each line. Then for each mutant a
@@ -16,7 +18,8 @@ collected) or times out, survives when all pass, and is skipped when perf/mutati
 it with the reason no test can tell it from the code. The score is killed / (mutants - equivalent) per
 module.
 
-  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules parse judge compare history]
+  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu nccl_tests mpi_pingpong lines parse
+      references judge compare history]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
       [--recheck OUTPUT-OF-AN-EARLIER-RUN]
 
@@ -48,8 +51,16 @@ import pytest
 import yaml
 
 TOP = Path(__file__).resolve().parents[1]
-MODULES = {"parse": "commstack.results.parse", "judge": "commstack.results.judge",
-           "compare": "commstack.results.compare", "history": "commstack.results.history"}
+#: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
+#: (history on demand); a module's key is its file's name
+MODULES = {"osu": "commstack.tools.osu", "nccl_tests": "commstack.tools.nccl_tests",
+           "mpi_pingpong": "commstack.tools.mpi_pingpong", "lines": "commstack.results.lines",
+           "parse": "commstack.results.parse", "references": "commstack.results.references",
+           "judge": "commstack.results.judge", "compare": "commstack.results.compare",
+           "history": "commstack.results.history"}
+#: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
+#: and run by the slurm tier's subprocesses, which coverage does not see; its parser and checks are mutated
+LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack"}
 EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"
 SCORES = TOP / "perf" / "mutation-score.yaml"
 UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode and not hostile"]
@@ -239,6 +250,8 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
     walk.visit(ast.parse(source))
     out = []
     for i, (function, node, mutation) in enumerate(walk.points):
+        if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
+            continue
         out.append(Mutant(name, "" if function == "<constants>" else function, node.lineno, node.end_lineno or
                           node.lineno, lines[node.lineno - 1].strip(), mutation, i))
     return path, out
@@ -477,7 +490,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     return 0
 
 
-SURVIVOR = re.compile(r"^  lib/commstack/results/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
+SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from commstack.config import load_system
 from commstack.errors import CommstackError
-from commstack.results.parse import parse_osu, parse_pingpong
+from commstack.tools.osu import parse_osu
+from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm import LocalSlurm
 

@@ -36,12 +36,13 @@ import commstack
 from commstack.config import known_systems, load_suite, load_system
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table
-from commstack.results.judge import references_of
+from commstack.results.references import references_of
 from commstack.results.records import RecordError, read_run
 from commstack.run.launch import Launcher
 from commstack.run.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_PENDING, EXIT_USAGE,
                                   Binaries, check_results_dir, exit_status, given_run_dir, new_run_dir)
 from commstack.run.steps import expand
+from commstack.tools import TOOLS
 from commstack.spack import containers
 from commstack.spack import envs, mirror
 from commstack.spack import preflight as spack_preflight
@@ -140,6 +141,7 @@ def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
+    references_of(system)  # a bad references file is an error now, before anything is launched
     if args.submit:
         return cmd_submit(args, system, suite)
     if args.dry_run:
@@ -202,14 +204,13 @@ def _results(args: argparse.Namespace) -> Path:
 
 
 def _dry_run(args: argparse.Namespace, system, suite) -> int:
-    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path("<run>/build"),
-                               build=False), {}
-    for tool, look in (("osu", binaries.osu_dir), ("mpi-pingpong", binaries.pingpong_binary)):
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong,
+                               build_dir=TOP / "results" / "<run>" / "build", build=False), {}
+    for tool in (t for t in TOOLS.values() if t.planned):
         try:
-            given[tool] = str(look()) if tool == "osu" or args.pingpong else str(TOP / "results" / "<run>" /
-                                                                                 "build" / "mpi-pingpong")
+            given[tool.name] = tool.planned(binaries)
         except CommstackError as e:
-            print(f"# {tool}: {e}")
+            print(f"# {tool.name}: {e}")
     steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
     launcher = Launcher(system, args.launcher, {})
     for s in steps:

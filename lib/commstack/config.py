@@ -1,6 +1,7 @@
-"""The input files and their schemas: systems/<name>.yaml, their references, suites/<name>.yaml and
-containers/images.yaml. Each is read once per run, through a YAML loader that refuses aliases (no
-alias bombs), and checked by a pydantic model that forbids unknown keys. A bad file gives one
+"""The input files and their schemas: systems/<name>.yaml, suites/<name>.yaml and
+containers/images.yaml (a system's references: commstack.results.references, on the types here).
+Each is read once per run, through a YAML loader that refuses aliases (no alias bombs), and checked
+by a pydantic model that forbids unknown keys. A bad file gives one
 ConfigError naming the file, the key path and what was expected; nothing is launched.
 
 What reaches a job script, a command line, a file name or a terminal is refused here when it could
@@ -21,10 +22,12 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
-from commstack.benchmarks import BENCHMARKS, METRICS, byte_count
+from commstack.benchmarks import BENCHMARKS, METRICS
 from commstack.errors import CommstackError, ConfigError, UnknownSystemError, has_control
 from commstack.files import read_bounded
-from commstack.paths import SUITES, SYSTEMS
+from commstack.paths import IMAGES, SUITES, SYSTEMS
+from commstack.tools import TOOLS
+from commstack.tools.base import byte_count
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -236,6 +239,11 @@ class System(Strict):
         return self.node.nic_line_rate_MBps
 
 
+def edf_names() -> list[str]:
+    """What a suite step's `environments:` may name besides native: the EDFs of containers/images.yaml."""
+    return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
+
+
 def known_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS.glob("*.yaml"))
 
@@ -247,15 +255,16 @@ def load_system(name_or_path: str) -> System:
         path = SYSTEMS / f"{name_or_path}.yaml"
     if not path.is_file():
         raise UnknownSystemError(f"unknown system {name_or_path!r}; known: {', '.join(known_systems())}")
-    system = load(System, path).model_copy(update={"path": path})
-    from commstack.results.judge import references_of  # judge reads this module's schemas
-    references_of(system)  # a bad references file is an error now, before anything is launched
-    return system
+    return load(System, path).model_copy(update={"path": path})
 
 
 # ----------------------------------------------------------------------------------------- suites
 
 Size = MessageSize | Annotated[str, Field(pattern=r"^\d+[KMG]$"), AfterValidator(_message_size)]
+
+
+#: the `mode:` values of every tool that has them (mpi-pingpong: cpu, staged, cuda-aware)
+MODES = tuple(dict.fromkeys(m for t in TOOLS.values() for m in t.modes))
 
 
 class StepSpec(Strict):
@@ -270,7 +279,7 @@ class StepSpec(Strict):
     odd: bool = False
     memory: Annotated[list[Literal["host", "device"]], BeforeValidator(_one_or_list)] = ["host"]
     environments: Annotated[list[Line], BeforeValidator(_one_or_list)] = ["native"]
-    mode: Annotated[list[Literal["cpu", "staged", "cuda-aware"]], BeforeValidator(_one_or_list)] | None = None
+    mode: Annotated[list[Literal[MODES]], BeforeValidator(_one_or_list)] | None = None
     args: list[Line | int | float] = []
     repeats: PositiveInt = 1
     timeout_s: PositiveInt = 600
@@ -292,7 +301,6 @@ class StepSpec(Strict):
     @field_validator("environments")
     @classmethod
     def _environments(cls, v: list[str]) -> list[str]:
-        from commstack.spack.containers import edf_names  # images.yaml names the EDFs
         unknown = [e for e in v if e != "native" and e not in edf_names()]
         if unknown:
             raise ValueError(f"unknown environment {unknown[0]!r}: native, or an EDF of containers/images.yaml "
@@ -301,13 +309,15 @@ class StepSpec(Strict):
 
     @model_validator(mode="after")
     def _fits_the_benchmark(self) -> "StepSpec":
-        tool = BENCHMARKS[self.benchmark].tool
-        if self.mode is not None and tool != "mpi-pingpong":
-            raise ValueError(f"mode is mpi-pingpong's (cpu, staged, cuda-aware); {self.benchmark} has none")
+        bench = BENCHMARKS[self.benchmark]
+        if self.mode is not None and not bench.tool.modes:
+            owners = "; ".join(f"{t.name}'s ({', '.join(t.modes)})" for t in TOOLS.values() if t.modes)
+            raise ValueError(f"mode is {owners}; {self.benchmark} has none")
+        if not set(self.mode or ()) <= set(bench.tool.modes):
+            raise ValueError(f"mode {self.mode}: {bench.tool.name} has the modes {', '.join(bench.tool.modes)}")
         if self.sizes:
-            if tool == "osu" and any(isinstance(s, str) for s in self.sizes):
-                raise ValueError(f"sizes {list(self.sizes)}: OSU reads -m with atoll, so 1M would mean 1 byte; "
-                                 "give bytes")
+            if bench.sizes.plain and any(isinstance(s, str) for s in self.sizes):
+                raise ValueError(f"sizes {list(self.sizes)}: {bench.sizes.plain}; give bytes")
             lo, hi = (byte_count(str(s)) for s in self.sizes)
             if lo > hi:
                 raise ValueError(f"sizes {list(self.sizes)}: the smallest comes first")
@@ -338,55 +348,6 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if not path.is_file():
         raise ConfigError(f"unknown suite {str(name_or_path)!r}; known: {', '.join(known_suites())}")
     return load(Suite, path).model_copy(update={"path": path})
-
-
-# ------------------------------------------------------------------------------------- references
-
-class Tolerance(Strict):
-    lower: float = -0.10    # allowed relative change on the bad side
-    upper: float = 0.10     # better than this is suspicious
-
-
-class ReferenceSpec(Strict):
-    id: Line
-    benchmark: BenchmarkName
-    tags: dict[Line, Line | int | bool] = {}
-    metric: MetricName
-    recorded: Path | None = None        # a recorded real output, relative to the references file
-    sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
-    points: dict[MessageSize, float] | None = None
-    tolerance: dict[Literal["lower", "upper"], float] = {}
-
-    @model_validator(mode="after")
-    def _one_source(self) -> "ReferenceSpec":
-        if (self.recorded is None) == (self.points is None):
-            raise ValueError("give exactly one of `recorded` (a recorded output) and `points` (size: value)")
-        return self
-
-
-class DiagnosisSpec(Strict):
-    benchmark: BenchmarkName
-    metric: MetricName
-    size: MessageSize
-    tags: dict[Line, Line | int | bool] = {}
-    recorded: Path | None = None
-    value: float | None = None
-    within: Annotated[float, Field(gt=0)]
-    message: Line
-
-    @model_validator(mode="after")
-    def _one_source(self) -> "DiagnosisSpec":
-        if (self.recorded is None) == (self.value is None):
-            raise ValueError("give exactly one of `recorded` and `value`")
-        return self
-
-
-class ReferencesFile(Strict):
-    system: SafeName
-    tolerance: Tolerance = Tolerance()
-    unstable_spread: Annotated[float, Field(gt=0)] = 0.10
-    references: list[ReferenceSpec]
-    diagnoses: list[DiagnosisSpec] = []
 
 
 # ----------------------------------------------------------------------------------------- images

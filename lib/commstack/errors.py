@@ -130,6 +130,10 @@ class BinaryNotFoundError(LaunchError):
     pass
 
 
+class UnsupportedLaunchError(LaunchError):
+    """A tool launched in a way this runner does not implement yet (commstack.tools: launch `pair`)."""
+
+
 class StepTimeoutError(LaunchError):
     kind = "timed-out"
 

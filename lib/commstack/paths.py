@@ -8,3 +8,5 @@ from pathlib import Path
 TOP = Path(os.environ.get("COMMSTACK_HOME") or Path(__file__).resolve().parents[2]).resolve()
 SYSTEMS = TOP / "systems"
 SUITES = TOP / "suites"
+CONTAINERS = TOP / "containers"
+IMAGES = CONTAINERS / "images.yaml"

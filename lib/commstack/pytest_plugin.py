@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from commstack.config import load_suite, load_system
+from commstack.results.references import references_of
+from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, own_dir, write_json
 from commstack.paths import TOP
@@ -242,7 +244,9 @@ class SessionOf:
 
 
 def _system(config: pytest.Config):
-    return load_system(config.getoption("--system"))
+    system = load_system(config.getoption("--system"))
+    references_of(system)  # a bad references file is an error now, before anything is launched
+    return system
 
 
 def session_run(config: pytest.Config) -> Run:
@@ -369,7 +373,7 @@ def launcher(pytestconfig: pytest.Config, request) -> Launcher:
 @pytest.fixture(scope="session")
 def pingpong_binary(pytestconfig: pytest.Config) -> Path:
     try:
-        return session_run(pytestconfig).binaries.pingpong_binary()
+        return Path(mpi_pingpong.TOOL.native(session_run(pytestconfig).binaries))
     except CommstackError as e:
         pytest.skip(str(e))
 

@@ -20,7 +20,7 @@ import pytest
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
-from commstack.run.runner import OSU_HINT
+from commstack.tools.osu import OSU_HINT
 from commstack.slurm import DAEMONS, LocalSlurm, _exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]

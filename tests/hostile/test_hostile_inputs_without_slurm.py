@@ -20,7 +20,7 @@ import pytest
 from commstack.files import UnsafePathError, own_dir
 from commstack.paths import TOP
 from commstack.results.records import Record
-from commstack.results.parse import parse_osu
+from commstack.tools.osu import parse_osu
 
 pytestmark = pytest.mark.hostile
 

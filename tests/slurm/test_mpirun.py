@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from commstack.run.launch import Launcher, Step
-from commstack.results.parse import parse_pingpong
+from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
-from commstack.results.parse import parse_pingpong
+from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
 
 pytestmark = pytest.mark.multinode

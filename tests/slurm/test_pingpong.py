@@ -7,7 +7,7 @@ import pytest
 from commstack.errors import BinaryNotFoundError, StepCrashedError, StepTimeoutError
 from commstack.results.judge import check_correctness, judge
 from commstack.run.launch import Step
-from commstack.results.parse import parse_pingpong
+from commstack.tools.mpi_pingpong import parse_pingpong
 
 pytestmark = pytest.mark.slurm
 

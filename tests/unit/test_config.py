@@ -9,14 +9,14 @@ import pytest
 from commstack.config import load_suite, load_system
 from commstack.errors import ConfigError
 from commstack.paths import TOP
-from commstack.results.judge import load_references
+from commstack.results.references import load_references, references_of
 from commstack.spack.containers import images
 
 SYSTEM = "name: x\nnodes: 1\nnode: {gpus: 0, nics: 1}\nlauncher: {}\n"
 REF = "system: s\nreferences:\n- {id: r, benchmark: osu_bw, metric: bandwidth_MBps, points: {8: 1.0}}\n"
 IMAGES = "registry: quay.io/x\nimages:\n  osu-mb: {tag: '{openmpi}', edfs: {osu-mb: {cxi: true}}}\n"
 ALIAS_BOMB = "a: &a [x, x, x, x]\nb: &b [*a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n"
-LOADERS = {"system": lambda p: load_system(str(p)), "suite": load_suite, "references": load_references,
+LOADERS = {"system": lambda p: references_of(load_system(str(p))), "suite": load_suite, "references": load_references,
            "images": images}
 
 CASES = [
@@ -56,6 +56,8 @@ CASES = [
     ("references", REF.replace("metric: bandwidth_MBps", "metric: speed"), "unknown metric 'speed'"),
     ("references", REF.replace("points: {8: 1.0}", "points: {8: fast}"), "references.0.points.8"),
     ("references", "system: s\n", "references: required key is missing"),
+    ("references", REF + "diagnoses:\n- {benchmark: osu_bw, metric: bandwidth_MBps, size: 8, within: 0.5, message: m}\n",
+     "diagnoses.0: Value error, give exactly one of `recorded` and `value`"),
     ("images", IMAGES + "extra: 1\n", "extra: unknown key"),
     ("images", IMAGES.replace("cxi: true", "cxi: yes-please"), "images.osu-mb.edfs.osu-mb.cxi"),
     ("images", IMAGES.replace("tag: '{openmpi}', ", ""), "images.osu-mb.tag: required key is missing"),

@@ -98,7 +98,7 @@ def test_the_view_is_on_the_paths_of_every_image():
     root = IMAGES["comm-fwk"]
     env = " ".join(instructions(root, "ENV"))
     assert "PATH=/opt/views/view/bin:" in env and "LD_LIBRARY_PATH=/opt/views/view/lib:$LD_LIBRARY_PATH" in env
-    from commstack.run.steps import IMAGE_VIEW  # where the harness starts the benchmarks in an image
+    from commstack.tools.base import IMAGE_VIEW  # where the harness starts the benchmarks in an image
     assert any(r.endswith(f"ln -s /opt/views/view {IMAGE_VIEW}") for r in instructions(root, "RUN"))
     for name in ("ompi", "osu-mb", "nccl-tests"):  # inherited: each swaps its view in at the same path
         assert not containers.env_values(IMAGES[name], "PATH")

@@ -12,7 +12,7 @@ import pytest
 from commstack.config import load_system
 from commstack.errors import StepCrashedError
 from commstack.paths import TOP
-from commstack.results.parse import parse_pingpong
+from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.run.launch import Launcher, Step
 
 SRC = TOP / "src" / "mpi-pingpong"

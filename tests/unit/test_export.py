@@ -10,7 +10,7 @@ import pytest
 from commstack.cli import main
 from commstack.paths import TOP
 from commstack.results.export import ExportError, export
-from commstack.results.parse import parse_osu
+from commstack.tools.osu import parse_osu
 from commstack.results.records import Record
 
 SEEDS = TOP / "systems" / "references" / "seeds"

@@ -13,7 +13,7 @@ from commstack.cli import main
 from commstack.paths import TOP
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_run, compare_to_history, connect,
                                        import_results, plot, trend, trend_table)
-from commstack.results.parse import parse_nccl
+from commstack.tools.nccl_tests import parse_nccl
 from commstack.results.records import Record
 
 SEEDS = TOP / "systems" / "references" / "seeds"

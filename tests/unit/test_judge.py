@@ -5,8 +5,11 @@ import pytest
 
 from commstack.paths import TOP
 from commstack.errors import CommstackError, ConfigError
-from commstack.results.judge import check_correctness, judge, load_references
-from commstack.results.parse import parse_nccl, parse_osu, parse_tables
+from commstack.results.judge import check_correctness, judge
+from commstack.results.references import load_references
+from commstack.results.parse import parse_tables
+from commstack.tools.nccl_tests import parse_nccl
+from commstack.tools.osu import parse_osu
 
 HERE = TOP / "systems" / "references"
 SEEDS = HERE / "seeds"
@@ -344,7 +347,7 @@ def test_spread_at_the_limit_and_of_zero_medians():
 
 def test_a_systems_malformed_references_file_is_named_with_the_system(tmp_path):
     from commstack.config import load_system
-    from commstack.results.judge import references_of
+    from commstack.results.references import references_of
 
     bad = tmp_path / "refs.yaml"
     bad.write_text("references: [")

@@ -14,7 +14,11 @@ from commstack import benchmarks, cli
 from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
-from commstack.results.parse import parse_nccl, parse_osu, parse_output, parse_pingpong, parse_tables
+from commstack.results.parse import parse_output, parse_tables
+from commstack.tools.nccl_tests import parse_nccl
+from commstack.tools import osu
+from commstack.tools.osu import parse_osu
+from commstack.tools.mpi_pingpong import parse_pingpong
 
 SEEDS = TOP / "systems" / "references" / "seeds"
 SEED_INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
@@ -535,7 +539,7 @@ def test_registry_covers_every_suite_benchmark_and_every_title_parses():
     suites = [yaml.safe_load(p.read_text()) for p in (TOP / "suites").glob("*.yaml")]
     assert {s["benchmark"] for suite in suites for s in suite["steps"]} <= set(benchmarks.BENCHMARKS)
     for b in benchmarks.BENCHMARKS.values():
-        if b.tool == "osu":
+        if b.tool is osu.TOOL:
             assert parse_osu(f"# {b.titles[0]} v7.2\n# Size  Latency (us)\n1  1.00\n" if b.sized else
                              f"# {b.titles[0]} v7.2\n# Avg Latency(us)\n  1.00\n")[0].benchmark == b.name
             assert b.defaults("7.2") and b.defaults("5.7") and b.defaults("6.0") is None

@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from commstack import benchmarks
+from commstack.tools import Benchmark, nccl_tests, osu
 from commstack.errors import ParseError
 from commstack.results.parse import parse_outputs
 
-OSU = [b for b in benchmarks.BENCHMARKS.values() if b.tool == "osu"]
-NCCL = [b for b in benchmarks.BENCHMARKS.values() if b.tool == "nccl-tests"]
+OSU = list(osu.BENCHMARKS.values())
+NCCL = list(nccl_tests.BENCHMARKS.values())
 
 # header column text per form, as OSU 5.7 / 7.2 / 7.5 print them
 LATENCY = {"pt2pt": ["Latency (us)"], "one-sided": ["Latency (us)"], "collective": ["Avg Latency(us)"]}
@@ -51,7 +52,7 @@ class Output:
 REDUCTIONS = {"osu_allreduce", "osu_reduce", "osu_reduce_scatter"}
 
 
-def default_sizes(bench: benchmarks.Benchmark, version: str) -> tuple[int, int]:
+def default_sizes(bench: Benchmark, version: str) -> tuple[int, int]:
     """(lo, hi) of a run without -m, as OSU 5.7 and 7.2 ran in tests/data/osu: point-to-point and one-sided
     to 4 MiB, collectives to 1 MiB; 5.x latency from 0 B, 5.x reductions from one float; cas and fop one
     row (5.x: 8 B, 7.x: 1 B); barrier no size."""
@@ -65,7 +66,7 @@ def default_sizes(bench: benchmarks.Benchmark, version: str) -> tuple[int, int]:
     return (0 if v5 and bench.name in ("osu_latency", "osu_multi_lat") else 1), 4194304
 
 
-def osu_sizes(bench: benchmarks.Benchmark, version: str, lo: int, hi: int, element: int) -> list[int]:
+def osu_sizes(bench: Benchmark, version: str, lo: int, hi: int, element: int) -> list[int]:
     """The sizes OSU's loop prints from lo to hi: 5.x reductions count whole floats; 7.x doubles from lo
     (0, then 1) and skips a size that holds no whole element of the datatype."""
     if version.startswith("5") and bench.name in REDUCTIONS:

@@ -13,8 +13,8 @@ from commstack import cli
 from commstack.config import load_system
 from commstack.paths import TOP
 from commstack.results.compare import CompareError, compare, compare_table
-from commstack.results.judge import load_references
-from commstack.results.parse import parse_osu
+from commstack.results.references import load_references
+from commstack.tools.osu import parse_osu
 from commstack.results.records import Record, RecordError, read_run
 from commstack.results.report import write_report
 

@@ -8,7 +8,7 @@ import matplotlib.image
 from commstack.cli import main
 from commstack.paths import TOP
 from commstack.results.history import add_run
-from commstack.results.parse import parse_osu
+from commstack.tools.osu import parse_osu
 from commstack.results.records import Record
 from commstack.results.report import write_report
 

@@ -8,8 +8,8 @@ import pytest
 
 from commstack.config import load_suite, load_system
 from commstack.errors import ParseError
-from commstack.results.judge import load_references
-from commstack.results.parse import parse_nccl
+from commstack.results.references import load_references
+from commstack.tools.nccl_tests import parse_nccl
 from commstack.run.facts import nccl_net, parse_probe, probe_argv
 from commstack.run.runner import conclude, new_record
 from commstack.run.steps import expand

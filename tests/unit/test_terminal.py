@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from commstack.benchmarks import METRICS
-from commstack.results.judge import Reference, References
+from commstack.results.references import Reference, References
 from commstack.results.records import Record
 from commstack.terminal import figure_text, key_figure
 

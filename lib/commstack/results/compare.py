@@ -16,7 +16,8 @@ from pathlib import Path
 
 from commstack.errors import CommstackError
 from commstack.benchmarks import METRICS
-from commstack.results.judge import VERDICTS, References
+from commstack.results.judge import VERDICTS
+from commstack.results.references import References
 from commstack.results.records import Record, read_run
 
 NOT_RUN = "not run in A nor B"

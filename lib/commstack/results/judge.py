@@ -1,6 +1,6 @@
 """Judge parsed sweeps: correctness first, then performance against per-system references.
 
-References are YAML (systems/references/<system>.yaml, schema: config.ReferencesFile). Each one
+References are YAML (systems/references/<system>.yaml, schema: results.references.ReferencesFile). Each one
 points at a recorded real output and the sizes to hold it to, so the seed tables exist once, as
 recorded, and are parsed by the same parser as a live run.
 
@@ -13,19 +13,16 @@ runner to steps that never ran.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from commstack.config import ReferencesFile, System, load
-from commstack.errors import CommstackError, ConfigError
-from commstack.files import MAX_OUTPUT, read_bounded
+from commstack.errors import CommstackError
 from commstack import benchmarks
-from commstack.benchmarks import METRICS
-from commstack.results.parse import Sweep, parse_tables
+from commstack.benchmarks import COLUMNS, METRICS
+from commstack.results.lines import Sweep
+from commstack.results.references import References
 
 #: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
 #: plugin: 0.00 GB/s up to 1 KiB); above it, it is no measurement
@@ -41,120 +38,12 @@ def check_correctness(sweep: Sweep) -> list[str]:
     for r in sweep.rows:
         if r.get("validation") == "Fail" or r.get("check") == "Fail":
             bad.append(f"{sweep.benchmark}: data validation failed at {r['size']} B")
-        for col in ("oop_wrong", "ip_wrong"):
+        for col in (c for c in sweep.columns if COLUMNS[c].wrong):
             if r.get(col):
                 bad.append(f"{sweep.benchmark}: {r[col]} wrong elements ({col}) at {r['size']} B")
     if sweep.complete is False:
         bad.append(f"{sweep.benchmark}: output ends before the benchmark's end line (sweep stopped early)")
     return bad
-
-
-def load_recorded(path: Path) -> Sweep:
-    return parse_tables(read_bounded(path, MAX_OUTPUT).decode(errors="replace"))[0]
-
-
-@dataclass
-class Reference:
-    id: str
-    benchmark: str
-    tags: dict[str, Any]
-    metric: str
-    points: dict[int, float]
-    lower: float  # allowed relative change on the bad side, e.g. -0.10
-    upper: float  # allowed relative change on the good side before it is suspicious
-    source: str
-
-    @property
-    def unit(self) -> str:
-        return METRICS[self.metric].unit
-
-    def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
-        return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
-
-
-@dataclass
-class Diagnosis:
-    benchmark: str
-    metric: str
-    size: int
-    expected_bad: float
-    within: float
-    message: str
-    tags: dict[str, Any] = field(default_factory=dict)
-
-    def applies(self, benchmark: str, tags: dict[str, Any], size: int, value: float) -> bool:
-        return (benchmark == self.benchmark and size == self.size
-                and all(tags.get(k) == v for k, v in self.tags.items())
-                and abs(value - self.expected_bad) <= self.within * self.expected_bad)
-
-
-@dataclass
-class References:
-    system: str
-    refs: list[Reference]
-    diagnoses: list[Diagnosis]
-    unstable_spread: float = 0.10
-
-    def find(self, benchmark: str, tags: dict[str, Any]) -> Reference | None:
-        hits = [r for r in self.refs if r.matches(benchmark, tags)]
-        if len(hits) > 1:
-            raise ConfigError(f"{self.system}: references {[r.id for r in hits]} all match {benchmark} {tags}")
-        return hits[0] if hits else None
-
-
-def load_references(path: Path) -> References:
-    spec = load(ReferencesFile, path)
-    refs, diags = [], []
-    for i, entry in enumerate(spec.references):
-        where = f"{path}: references.{i} ({entry.id})"
-        if entry.recorded:
-            sweep = _recorded(path, entry.recorded, where)
-            sizes = entry.sizes or sweep.sizes
-            try:
-                points = {s: float(sweep.row(s)[entry.metric]) for s in sizes}
-            except KeyError as e:
-                raise ConfigError(f"{where}: {entry.recorded} has {e.args[0]}") from None
-            source = str(entry.recorded)
-        else:
-            points, source = dict(entry.points), "points"
-        t = {**spec.tolerance.model_dump(), **entry.tolerance}
-        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
-                              t["lower"], t["upper"], source))
-    for i, d in enumerate(spec.diagnoses):
-        where = f"{path}: diagnoses.{i}"
-        if d.recorded:
-            try:
-                bad = _recorded(path, d.recorded, where).row(d.size)[d.metric]
-            except KeyError as e:
-                raise ConfigError(f"{where}: {d.recorded} has {e.args[0]}") from None
-        else:
-            bad = d.value
-        diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
-    return References(spec.system, refs, diags, spec.unstable_spread)
-
-
-@functools.lru_cache(maxsize=16)
-def _references(path: Path, _mtime: int) -> References:
-    return load_references(path)
-
-
-def references_of(system: System) -> References | None:
-    """The system's references, read once per process; None for a correctness-only system."""
-    if system.references is None:
-        return None
-    try:
-        return _references(system.references, system.references.stat().st_mtime_ns)
-    except OSError as e:
-        raise ConfigError(f"{system.path}: references {system.references}: {e.strerror}") from None
-    except ConfigError as e:  # the references file itself: not a regular file, too large, or malformed
-        raise ConfigError(f"{system.path}: references: {e}") from None
-
-
-def _recorded(refs: Path, name: Path, where: str) -> Sweep:
-    try:
-        return load_recorded((refs.parent / name).resolve())
-    except CommstackError as e:  # read_bounded names an unreadable file too
-        raise ConfigError(f"{where}: recorded output {name}: {e}") from None
 
 
 @dataclass

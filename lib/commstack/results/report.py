@@ -27,8 +27,9 @@ from matplotlib.ticker import FuncFormatter
 from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
-from commstack.benchmarks import METRICS
-from commstack.results.judge import VERDICTS, References
+from commstack.benchmarks import COLUMNS, METRICS
+from commstack.results.judge import VERDICTS
+from commstack.results.references import References
 from commstack.results.records import Record, read_run
 
 
@@ -36,10 +37,6 @@ class ReportError(CommstackError):
     """No results to report, or a report that cannot be made from them."""
 
 
-#: how a metric is shown: label, unit, factor from the recorded unit
-SHOWN = {"bandwidth_MBps": ("bandwidth", "GB/s", 1e-3), "latency_us": ("latency", "µs", 1.0),
-         "message_rate": ("message rate", "messages/s", 1.0), "oop_busbw_GBps": ("bus bandwidth", "GB/s", 1.0),
-         "bandwidth_GiBps": ("bandwidth", "GiB/s", 1.0)}
 #: the sizes seed 001 shows for osu_alltoall against node counts
 SEED_001_SIZES = (1024, 32768, 65536, 1048576)
 
@@ -74,7 +71,9 @@ def _md_code(text: str, block: bool = False) -> str:
 
 
 def shown(metric: str) -> tuple[str, str, float]:
-    return SHOWN.get(metric, (metric, "", 1.0))
+    """How a metric is shown: label, unit, factor from the recorded unit (its tool's column says)."""
+    column = COLUMNS.get(metric)
+    return column.shown if column and column.shown else (metric, "", 1.0)
 
 
 def _title(records: list[Record], what: str, date: str) -> str:

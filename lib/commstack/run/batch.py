@@ -31,7 +31,7 @@ from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launch
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.results import history
-from commstack.results.judge import references_of
+from commstack.results.references import references_of
 
 EXIT = "exit"          # "<status> <started> <ended>", written by the job after the command returns
 #: squeue states of a job that has not ended yet

@@ -14,36 +14,26 @@ import contextlib
 import dataclasses
 import os
 import secrets
-import shutil
-import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
 from commstack.config import System
-from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError,
-                              SlurmUnavailableError, StepCrashedError)
-from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir, write_atomic
-from commstack.paths import TOP
+from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
+                              StepCrashedError, UnsupportedLaunchError)
+from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
+from commstack import benchmarks
 from commstack.benchmarks import METRICS
-from commstack.results.judge import References, judge, references_of
-from commstack.results.parse import Sweep, parse_output, validation_failure
+from commstack.results.judge import judge
+from commstack.results.references import References, references_of
+from commstack.results.lines import Sweep
+from commstack.results.parse import parse_output, validation_failure
 from commstack.results.records import Plan, Record
-from commstack.run.facts import nccl_net, nccl_plugin_problem, parse_probe, probe_argv
+from commstack.run.facts import parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm import LocalSlurm, choose_slurm
-from commstack.spack import find_spack
-from commstack.spack.install import SpackInstallError, install, location
-
-OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` "
-            "build it with the pinned Spack (without --no-build)")
-#: what fixes a failed build here: most often no network for the sources
-OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror create local DIR`, bring DIR here and "
-           "`bin/commstack setup --mirror DIR`, then run again; or give an install: --osu-prefix PREFIX "
-           "(or COMMSTACK_OSU_PREFIX=PREFIX)")
-
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -73,67 +63,22 @@ def new_run_dir(root: Path, latest: bool = True) -> Path:
 
 @dataclasses.dataclass
 class Binaries:
-    """Where the benchmarks a run needs are; looked up once, when the first step needs them."""
+    """Where the native binaries a run needs are, and what it may do to get them (each tool's `native`
+    looks them up, when a step needs one)."""
 
-    osu_prefix: str | None = None
-    pingpong: str | None = None
+    osu_prefix: str | None = None  # --osu-prefix; "" once looked up and not found
+    pingpong: str | None = None    # --pingpong
     build_dir: Path | None = None
     build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
     say: Callable[[str], None] = print  # progress of a build, for the terminal
-    osu_missing: str = OSU_HINT  # why there is no OSU, once it is known
-
-    def osu_dir(self) -> Path:
-        if self.osu_prefix is None:  # looked up, and built if need be, once per run ("": there is none)
-            self.osu_prefix = self._osu_from_spack()
-        if not self.osu_prefix:
-            raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {self.osu_missing}")
-        mpi = Path(self.osu_prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
-        if not (mpi / "pt2pt" / "osu_latency").is_file():
-            raise BinaryNotFoundError(f"{self.osu_prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
-                                      f"{OSU_HINT}")
-        return mpi
-
-    def _osu_from_spack(self) -> str:
-        """The local env's OSU: installed already, else installed now by the pinned Spack."""
-        exe = find_spack()
-        found = location(exe, "osu-micro-benchmarks") if exe else None
-        if found or not self.build:
-            return found or ""
-        try:
-            return str(install("osu-micro-benchmarks", self.build_dir / "spack-install.log", self.say))
-        except SpackInstallError as e:
-            self.osu_missing = f"{str(e).rstrip('.')}; {OSU_FIX}"
-            return ""
-
-    def pingpong_binary(self) -> Path:
-        """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""
-        if self.pingpong:
-            if not Path(self.pingpong).is_file():
-                raise BinaryNotFoundError(f"--pingpong {self.pingpong}: no such file")
-            return Path(self.pingpong)
-        out = self.build_dir / "mpi-pingpong"
-        if out.is_file():
-            return out
-        if not shutil.which("mpicc"):
-            raise BinaryNotFoundError("no mpicc to build mpi-pingpong: install an MPI (Debian: libopenmpi-dev)")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["make", "-C", str(TOP / "src" / "mpi-pingpong"), "-B", f"OUT={out}"],
-                              capture_output=True, timeout=300)
-        write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            raise BinaryNotFoundError(f"building mpi-pingpong failed (log: {out.parent / 'build.log'})")
-        return out
+    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # tool name -> why it has none, once known
 
     def resolve(self, s: SuiteStep) -> dict[str, str]:
         """Placeholder -> path for the native binaries of one step."""
         if s.step.environment:
             return {}
-        if s.tool == "osu":
-            return {"$OSU_MPI": str(self.osu_dir())}
-        if s.tool == "mpi-pingpong":
-            return {"$PINGPONG": str(self.pingpong_binary())}
-        raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
-                                  "(environments: [nccl-tests]) or give the system an install")
+        tool = benchmarks.get(s.benchmark).tool
+        return {tool.placeholder: tool.native(self)}
 
 
 def check_results_dir(path: Path) -> None:
@@ -176,7 +121,7 @@ def judged(record: Record):
     """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
     try:
         yield
-    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError) as e:
+    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError, UnsupportedLaunchError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
@@ -196,9 +141,13 @@ def validation_first(s: SuiteStep, step: Step, outdir: Path):
 
 
 def launched_step(s: SuiteStep, argv: list[str]) -> Step:
-    """The step as launched: real binaries, and NCCL_DEBUG=INFO so that its output names the net plugin."""
-    env = {"NCCL_DEBUG": "INFO"} if s.tool == "nccl-tests" else {}
-    return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **env})
+    """The step as launched: real binaries, and the variables its tool needs (nccl-tests: NCCL_DEBUG=INFO,
+    so that its output names the net plugin)."""
+    tool = benchmarks.get(s.benchmark).tool
+    if tool.launch != "mpi":
+        raise UnsupportedLaunchError(f"{s.benchmark}: {tool.name} is launched as a {tool.launch} (a server and a "
+                                     "client), which this runner does not launch yet")
+    return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **dict(tool.variables)})
 
 
 def probe_step(step: Step) -> Step:
@@ -240,9 +189,10 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
     record.title, record.version = sweeps[0].title, sweeps[0].version
     record.verdict, record.reason, record.detail = verdict.verdict, verdict.reason, verdict.summary()
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
-    if s.tool == "nccl-tests":
-        record.stack["nccl_net"] = nets = nccl_net(out)
-        problem = nccl_plugin_problem(system.nccl_net_plugin, s.tags, nets)
+    tool = benchmarks.get(s.benchmark).tool
+    if tool.stack:
+        facts, problem = tool.stack(out, system, s.tags)
+        record.stack.update(facts)
         if problem:
             record.verdict, record.reason = "fail", problem
             record.detail += f"\n  stack: {problem}"

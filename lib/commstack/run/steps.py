@@ -16,16 +16,14 @@ from typing import Any
 from commstack import benchmarks
 from commstack.config import StepSpec, Suite, System
 from commstack.run.launch import Step
-
-#: where the images put things (containers/templates: the view, and osu-mb's WORKDIR)
-IMAGE_VIEW = "/opt/view"
+from commstack.tools import Program
 
 
 @dataclass
 class SuiteStep:
     id: str
     benchmark: str
-    tool: str                     # osu | mpi-pingpong | nccl-tests
+    tool: str                     # its tool's name (commstack.tools)
     step: Step
     tags: dict[str, Any] = field(default_factory=dict)
     repeats: int = 1
@@ -49,8 +47,8 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
            memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
     """Every concrete step of `suite` on `system`, in suite order. A step the system cannot run (no
     GPUs, too few nodes or NICs) stays in the list with `not_run` saying why, so a report shows it.
-    `binaries`: tool -> prefix or path (native runs); where one is missing the dry run shows
-    $OSU_MPI, $PINGPONG or $NCCL_TESTS instead. `memory_only`: keep the steps in that memory;
+    `binaries`: tool name -> prefix or path (native runs); where one is missing the dry run shows the
+    tool's placeholder ($OSU_MPI, ...) instead. `memory_only`: keep the steps in that memory;
     `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}
     out: list[SuiteStep] = []
@@ -64,7 +62,7 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
         if isinstance(counts, dict):  # {max: M}: 2, 4, ... up to M or the system's size
             top = min(counts["max"], system.nodes)
             counts = [2 ** k for k in range(1, top.bit_length()) if 2 ** k <= top]
-        modes = (spec.mode or ["cpu"]) if tool == "mpi-pingpong" else [None]
+        modes = (spec.mode or [tool.modes[0]]) if tool.modes else [None]
         for memory, environment, nodes, mode in itertools.product(memories, envs, counts, modes):
             if mode in ("staged", "cuda-aware"):
                 memory = "device"  # the ping-pong's GPU modes
@@ -93,32 +91,20 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             step = Step(name=name, argv=argv, nodes=n_nodes, ntasks=ntasks,
                         ntasks_per_node=None if odd else rpn, timeout_s=spec.timeout_s,
                         environment=None if environment == "native" else environment,
-                        gpus=memory == "device" or tool == "nccl-tests")
+                        gpus=memory == "device" or tool.gpus)
             tags = {"benchmark": bench, "nodes": n_nodes, "ntasks": ntasks, "ranks_per_node": rpn,
                     "memory": memory, "environment": environment, "suite": suite.name,
                     # what the references select on (systems/references): the CE hooks in use
                     "cxi_hook": not environment.endswith("no-cxi")}
-            if tool == "nccl-tests":
-                tags["aws_ofi_nccl_hook"] = not environment.endswith("no-awsofinccl")
+            tags.update(tool.tags(environment))
             if mode:
                 tags["mode"] = mode
-            out.append(SuiteStep(name, bench, tool, step, tags, spec.repeats, why))
+            out.append(SuiteStep(name, bench, tool.name, step, tags, spec.repeats, why))
     return out
 
 
 def _program(b: benchmarks.Benchmark, spec: StepSpec, memory: str, environment: str, binaries: dict,
              mode: str | None, device_args: dict[str, list[str]]) -> list[str]:
-    container = environment != "native"
-    args = spec.argv
     size_args = b.sizes.args(*spec.sizes) if spec.sizes else []
-    if b.tool == "osu":
-        exe = (f"./{b.directory}/{b.name}" if container  # the osu-mb image's WORKDIR
-               else f"{binaries.get('osu', '$OSU_MPI')}/{b.directory}/{b.name}")
-        if memory == "device":
-            return [exe, *args, *size_args, *device_args.get(b.directory, b.device_args)]
-        return [exe, *args, *size_args]
-    if b.tool == "mpi-pingpong":
-        exe = f"{IMAGE_VIEW}/bin/mpi-pingpong" if container else binaries.get("mpi-pingpong", "$PINGPONG")
-        return [exe, "-m", mode, *size_args, *args]
-    exe = f"{IMAGE_VIEW}/bin/{b.name}" if container else f"{binaries.get('nccl-tests', '$NCCL_TESTS')}/bin/{b.name}"
-    return [exe, *size_args, *args]
+    return b.tool.program(b, Program(spec.argv, size_args, memory, environment != "native",
+                                     binaries.get(b.tool.name, b.tool.placeholder), mode, device_args))

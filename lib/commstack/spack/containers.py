@@ -23,11 +23,9 @@ from dockerfile_parse import DockerfileParser
 from commstack.config import ImagesFile, load, read_yaml
 from commstack.errors import ConfigError
 from commstack.files import write_atomic
-from commstack.paths import TOP
+from commstack.paths import CONTAINERS, IMAGES, TOP
 from commstack.spack import Spack, SpackError, envs
 
-CONTAINERS = TOP / "containers"
-IMAGES = CONTAINERS / "images.yaml"
 PINS = TOP / "envs" / "common" / "pins.yaml"
 #: what the image envs build and take from Ubuntu 24.04 (buildable: true marks the comm stack)
 IMAGE_PACKAGES = TOP / "envs" / "images" / "common.yaml"
@@ -111,11 +109,6 @@ def images(path: Path = IMAGES) -> dict[str, Image]:
         edfs = {e: edf(ref, hooks, versions["cuda"]) for e, hooks in conf.edfs.items()}
         out[name] = Image(name, ref, edfs, TOP / "envs" / "images" / name, CONTAINERS / name)
     return out
-
-
-def edf_names() -> list[str]:
-    """What a suite step's `environments:` may name besides native."""
-    return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
 
 
 def image(name: str) -> Image:

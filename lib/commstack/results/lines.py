@@ -1,0 +1,219 @@
+"""A parsed table (Sweep) and the line machinery every tool's parser shares.
+
+Every line of an output is the benchmark's own, a known warning (kept in `Sweep.warnings`, also when
+it is glued to the start or end of another line, which then still counts), or an error naming its
+kind (commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
+`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise;
+the benchmark's own failed data check comes before the crash lines that follow it. `own_lines` sorts
+an output so; a tool's parser (commstack.tools) reads what is left with the number and row helpers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailedError, ParseError,
+                              TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
+
+
+@dataclass
+class Sweep:
+    """One benchmark's table: rows keyed by canonical column names (its tool's columns)."""
+
+    tool: str  # the tool's name (commstack.tools)
+    benchmark: str  # osu_bw, all_reduce_perf, mpi-pingpong, ...
+    title: str
+    version: str | None
+    device: str | None  # CUDA, ROCM, ... when the buffers are on a device
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # known lines that are not the benchmark's
+    complete: bool | None = None  # the format's own end marker was seen; None: the format has none
+    # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
+    row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    title_line: tuple[int, str] = (0, "")
+
+    @property
+    def errors(self) -> list[str]:
+        return [line for _, line in self.error_lines]
+
+    @property
+    def sizes(self) -> list[int]:
+        return [r["size"] for r in self.rows]
+
+    def column(self, name: str) -> list[Any]:
+        return [r[name] for r in self.rows]
+
+    def row(self, size: int) -> dict[str, Any]:
+        for r in self.rows:
+            if r["size"] == size:
+                return r
+        raise KeyError(f"{self.benchmark}: no row for size {size}")
+
+
+# ------------------------------------------------------------------------------- shared lines
+
+# A launcher error line, an MPI abort or a signal, anywhere in a line: a rank died.
+CRASH = re.compile(
+    r"srun: error: |srun: Terminating StepId=|srun: Job step aborted|srun: forcing job termination"
+    r"|slurmstepd(?:-\S+)?: error: |\*\*\* Process received signal \*\*\*|exited on signal \d+"
+    r"|\b(?:Segmentation fault|Bus error|Floating point exception|Illegal instruction)\b"
+    r"|application called MPI_Abort|MPI_ABORT was invoked on rank \d+|\*\*\* An error occurred in MPI_\w+"
+    r"|\*\*\* MPI_ERRORS_ARE_FATAL"
+    r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+# mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
+EXITED = re.compile(r"returned\s+a non-zero exit code"
+                    r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
+                    r"|^mpirun detected that one or more processes exited with non-zero status")
+# The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
+# with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
+VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
+# a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail; nccl-tests: wrong
+# elements out of place or in place, out-of-bounds values), or that line
+VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$"
+                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+"
+                               r"(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
+                               r"|^# Out of bounds values : \d+ FAILED$")
+# Why Slurm ended a step, wherever it stands among the crash lines that follow from it
+# (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
+SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
+                "Slurm ended the step: a node failed"),
+               (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
+
+# Warnings with a known end, stripped where they are glued to the start or end of a line.
+# OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
+GLUED = [
+    re.compile(r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+               r"\(required by /[^\s()]*\)"),
+    re.compile(r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
+               r"Increase -M, --mem-limit for higher message sizes\."),
+]
+# Warnings that run to the end of their line: known only as whole lines.
+WHOLE = [
+    re.compile(r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +WARN .*"),
+    re.compile(r"libfabric:\d+:\d+:[^<]*<warn> .*"),
+    re.compile(r"\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) .*"),
+    re.compile(r"srun: (?:warning: .*|job \d+ queued and waiting for resources|job \d+ has been allocated resources"
+               r"|Job step created|Step created for StepId=\S+)"),
+    re.compile(r"Nodes:\d+ Tasks:\d+ Per Node:\d+"),  # job-script banner (seed 004)
+]
+# a whole-line warning whose text ends like a table row may have swallowed one
+ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]\d+)?")  # as printf writes them: 1.5, -1, 1.9164e+03
+# a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
+ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
+
+
+@dataclass
+class Text:
+    """The benchmark's own lines of an output, with the known warnings taken out."""
+
+    lines: list[tuple[int, str]]
+    warnings: list[tuple[int, str]]
+    cut: bool  # the output does not end with a newline: its last line may be cut short
+    mem_limit: int | None = None  # OSU's "Limiting max message size to: N"
+
+
+def own_lines(text: str) -> Text:
+    if not text.strip():
+        raise EmptyOutputError("the output is empty")
+    out = Text([], [], not text.endswith("\n"))
+    lines = [line.rstrip() for line in text.splitlines()]
+    exited: tuple[int, str] | None = None
+    # the benchmark's failed data check comes first: the crash lines after it are its consequence
+    failed = next(((n, line) for n, line in enumerate(lines, 1) if VALIDATION_FAILED.search(line)), None)
+
+    def ended(error: type[ParseError], message: str, line: str, lineno: int) -> ParseError:
+        if failed:
+            return ValidationFailedError(f"the benchmark's data check failed, then: {message}", failed[1], failed[0])
+        return error(message, line, lineno)
+    for pattern, error, message in SLURM_ENDED:
+        for lineno, line in enumerate(lines, 1):
+            if pattern.search(line):
+                raise ended(error, message, line, lineno)
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if CRASH.search(line):
+            raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
+        if EXITED.search(line):
+            exited = exited or (lineno, line)
+        for pattern in GLUED:
+            for m in list(pattern.finditer(line)):
+                out.warnings.append((lineno, cut(m.group(0))))
+                if m.groupdict().get("limit"):
+                    out.mem_limit = int(m.group("limit"))
+            line = pattern.sub("", line).rstrip()
+        if not line.strip():
+            continue
+        if any(p.fullmatch(line) for p in WHOLE):
+            if ROW_TAIL.search(line):
+                raise UnknownFormatError("a warning line ends like a table row: a row may be glued to it", line,
+                                         lineno)
+            out.warnings.append((lineno, cut(line)))
+            continue
+        out.lines.append((lineno, line))
+    if exited:
+        raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", exited[1], exited[0])
+    if not out.lines:
+        raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
+                               out.warnings[0][1], out.warnings[0][0])
+    return out
+
+
+def number(text: str, line: str, lineno: int, pattern: re.Pattern = NUMBER) -> float:
+    if not pattern.fullmatch(text):
+        raise BadNumberError(f"not a number: {text!r}", line, lineno)
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadNumberError(f"non-finite value {text!r}", line, lineno)
+    return value
+
+
+def count(text: str, line: str, lineno: int) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise BadNumberError(f"{text!r} is not a count", line, lineno)
+    return int(text)
+
+
+def assign_warnings(sweeps: list[Sweep], t: Text) -> None:
+    """Each warning to the table it appears in (those before the first title to the first)."""
+    # a table starts at its title; a datatype table of 7.x -T all (same title) at its first row
+    starts = [-1] + [s.row_lines[0][0] if s.title_line == p.title_line else s.title_line[0]
+                     for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
+    for i, s in enumerate(sweeps):
+        s.warnings = [w for n, w in t.warnings if starts[i] <= n < starts[i + 1]]
+
+
+def check_last_line(t: Text, sweeps: list[Sweep]) -> None:
+    """A last row without its newline may have been cut inside a number: the programs end every row."""
+    last = t.lines[-1]
+    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
+        raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
+
+
+def cut_number(t: Text, e: BadNumberError) -> ParseError:
+    """A number that is none on the last line, without its newline (`6374.`): the output was cut there."""
+    if t.cut and e.lineno == t.lines[-1][0]:
+        return TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno)
+    return e
+
+
+def cut_row(t: Text, lineno: int, line: str, message: str, want: int | None = None) -> ParseError:
+    """A row that does not fit: cut short when it is the last line, has no newline and starts like a
+    row; text glued to a whole row (`want` fields) when the row is there; else a format error."""
+    fields = line.split()
+    if want and len(fields) > want:
+        for where, row, rest in (("end", fields[:want], line.split(None, want)[-1]),
+                                 ("start", fields[-want:], line.rsplit(None, want)[0])):
+            if all(ROW_FIELD.fullmatch(f) for f in row):
+                return UnknownFormatError(f"text glued to the {where} of a row: {rest.strip()!r}", line, lineno)
+    if lineno == t.lines[-1][0] and t.cut and ROW_FIELD.fullmatch(fields[0]):
+        return TruncatedError(f"the output ends mid-row ({message})", line, lineno)
+    return UnknownFormatError(message, line, lineno)

@@ -1,0 +1,180 @@
+"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile), read once
+per process. Each entry points at a recorded real output and the sizes to hold it to, so the seed
+tables exist once, as recorded, and are parsed by the same parser as a live run; `results.judge`
+holds a sweep to them. The schema is here too, on config's types.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from commstack.benchmarks import METRICS
+from commstack.config import BenchmarkName, Line, MessageSize, MetricName, SafeName, Strict, System, load
+from commstack.errors import CommstackError, ConfigError
+from commstack.files import MAX_OUTPUT, read_bounded
+from commstack.results.lines import Sweep
+from commstack.results.parse import parse_tables
+
+
+# ------------------------------------------------------------------------------------------ schema
+
+class Tolerance(Strict):
+    lower: float = -0.10    # allowed relative change on the bad side
+    upper: float = 0.10     # better than this is suspicious
+
+
+class ReferenceSpec(Strict):
+    id: Line
+    benchmark: BenchmarkName
+    tags: dict[Line, Line | int | bool] = {}
+    metric: MetricName
+    recorded: Path | None = None        # a recorded real output, relative to the references file
+    sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
+    points: dict[MessageSize, float] | None = None
+    tolerance: dict[Literal["lower", "upper"], float] = {}
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ReferenceSpec":
+        if (self.recorded is None) == (self.points is None):
+            raise ValueError("give exactly one of `recorded` (a recorded output) and `points` (size: value)")
+        return self
+
+
+class DiagnosisSpec(Strict):
+    benchmark: BenchmarkName
+    metric: MetricName
+    size: MessageSize
+    tags: dict[Line, Line | int | bool] = {}
+    recorded: Path | None = None
+    value: float | None = None
+    within: Annotated[float, Field(gt=0)]
+    message: Line
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DiagnosisSpec":
+        if (self.recorded is None) == (self.value is None):
+            raise ValueError("give exactly one of `recorded` and `value`")
+        return self
+
+
+class ReferencesFile(Strict):
+    system: SafeName
+    tolerance: Tolerance = Tolerance()
+    unstable_spread: Annotated[float, Field(gt=0)] = 0.10
+    references: list[ReferenceSpec]
+    diagnoses: list[DiagnosisSpec] = []
+
+
+# ------------------------------------------------------------------------------------------ loaded
+
+def load_recorded(path: Path) -> Sweep:
+    return parse_tables(read_bounded(path, MAX_OUTPUT).decode(errors="replace"))[0]
+
+
+@dataclass
+class Reference:
+    id: str
+    benchmark: str
+    tags: dict[str, Any]
+    metric: str
+    points: dict[int, float]
+    lower: float  # allowed relative change on the bad side, e.g. -0.10
+    upper: float  # allowed relative change on the good side before it is suspicious
+    source: str
+
+    @property
+    def unit(self) -> str:
+        return METRICS[self.metric].unit
+
+    def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
+        return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
+
+
+@dataclass
+class Diagnosis:
+    benchmark: str
+    metric: str
+    size: int
+    expected_bad: float
+    within: float
+    message: str
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def applies(self, benchmark: str, tags: dict[str, Any], size: int, value: float) -> bool:
+        return (benchmark == self.benchmark and size == self.size
+                and all(tags.get(k) == v for k, v in self.tags.items())
+                and abs(value - self.expected_bad) <= self.within * self.expected_bad)
+
+
+@dataclass
+class References:
+    system: str
+    refs: list[Reference]
+    diagnoses: list[Diagnosis]
+    unstable_spread: float = 0.10
+
+    def find(self, benchmark: str, tags: dict[str, Any]) -> Reference | None:
+        hits = [r for r in self.refs if r.matches(benchmark, tags)]
+        if len(hits) > 1:
+            raise ConfigError(f"{self.system}: references {[r.id for r in hits]} all match {benchmark} {tags}")
+        return hits[0] if hits else None
+
+
+def load_references(path: Path) -> References:
+    spec = load(ReferencesFile, path)
+    refs, diags = [], []
+    for i, entry in enumerate(spec.references):
+        where = f"{path}: references.{i} ({entry.id})"
+        if entry.recorded:
+            sweep = _recorded(path, entry.recorded, where)
+            sizes = entry.sizes or sweep.sizes
+            try:
+                points = {s: float(sweep.row(s)[entry.metric]) for s in sizes}
+            except KeyError as e:
+                raise ConfigError(f"{where}: {entry.recorded} has {e.args[0]}") from None
+            source = str(entry.recorded)
+        else:
+            points, source = dict(entry.points), "points"
+        t = {**spec.tolerance.model_dump(), **entry.tolerance}
+        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
+                              t["lower"], t["upper"], source))
+    for i, d in enumerate(spec.diagnoses):
+        where = f"{path}: diagnoses.{i}"
+        if d.recorded:
+            try:
+                bad = _recorded(path, d.recorded, where).row(d.size)[d.metric]
+            except KeyError as e:
+                raise ConfigError(f"{where}: {d.recorded} has {e.args[0]}") from None
+        else:
+            bad = d.value
+        diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
+    return References(spec.system, refs, diags, spec.unstable_spread)
+
+
+@functools.lru_cache(maxsize=16)
+def _references(path: Path, _mtime: int) -> References:
+    return load_references(path)
+
+
+def references_of(system: System) -> References | None:
+    """The system's references, read once per process; None for a correctness-only system."""
+    if system.references is None:
+        return None
+    try:
+        return _references(system.references, system.references.stat().st_mtime_ns)
+    except OSError as e:
+        raise ConfigError(f"{system.path}: references {system.references}: {e.strerror}") from None
+    except ConfigError as e:  # the references file itself: not a regular file, too large, or malformed
+        raise ConfigError(f"{system.path}: references: {e}") from None
+
+
+def _recorded(refs: Path, name: Path, where: str) -> Sweep:
+    try:
+        return load_recorded((refs.parent / name).resolve())
+    except CommstackError as e:  # read_bounded names an unreadable file too
+        raise ConfigError(f"{where}: recorded output {name}: {e}") from None

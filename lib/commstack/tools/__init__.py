@@ -1,0 +1,53 @@
+"""The benchmark tools: one module per tool, each holding everything about its tool in one object,
+its `TOOL` (a `Tool`), and its benchmarks. `run` and `results` ask the tool; they hold no per-tool
+branch.
+
+The contract a tool module follows (see osu, nccl_tests, mpi_pingpong):
+
+- `TOOL = Tool(name, label, layer, launch, COLUMNS, placeholder, program, parse, title, ...)`:
+  - `layer`: the stack layer it measures, one of fabric, ucx, mpi, nccl (the diagnosis compares layers);
+  - `launch`: `mpi`, one program of N ranks, or `pair`, a server (task 0) and a client (task 1) on a
+    node pair. The runner implements `mpi`; a `pair` step is refused with a named error until it does;
+  - `COLUMNS`: canonical column name -> `Column` (unit, direction for a metric, how a report shows it,
+    whether it counts wrong elements); the parser names its columns from it, a benchmark's metric is one;
+  - `program(benchmark, Program) -> argv`: the binary (natively under `Program.home`, the native path or
+    the `placeholder` of a dry run; in an image at its path there), then its arguments, sizes, device
+    arguments and mode;
+  - `parse(text) -> list[Sweep]`: every table of one output, strict (commstack.results.lines: an unknown
+    line is an error quoting it); it sets `Sweep.version` from the output where the output prints one;
+  - `title(line) -> Benchmark | None`: the benchmark a first own line names, None where the line is not
+    this tool's, UnknownFormatError where it is but names no known benchmark;
+  - `native(binaries)`: the native binary or prefix, found or built; BinaryNotFoundError says how to get
+    it (a Debian package on a workstation, the env on a system); `planned(binaries)`: where it is or
+    will be for a dry run, building nothing;
+  - `variables`, `gpus`, `modes`, `tags(environment)`, `stack(output, system, tags)`: what every launch
+    sets, whether it always needs GPUs, the `mode:` values of a suite step, the tags references select
+    on, and the stack facts its output tells with the problem they show;
+  - the completeness check's hooks: `family(version)` (the key of `Benchmark.default_sizes`),
+    `printed_range` (meta keys of the range an output says it ran), `zero_lo_is_default`,
+    `first_size(benchmark, sweep, lo)`.
+- `BENCHMARKS = {name: Benchmark(name, TOOL, titles, metric, SizeFlags(...), default_sizes, ...)}`.
+- registry entries: the module in MODULES below (the order `commstack parse` tries titles in is this
+  order), and its recorded real outputs under tests/data with their index.
+
+Adding a tool is one module, its entry here, and its recorded outputs.
+"""
+
+from __future__ import annotations
+
+from commstack.errors import ConfigError
+from commstack.tools import mpi_pingpong, nccl_tests, osu
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
+
+__all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get"]
+
+MODULES = (osu, nccl_tests, mpi_pingpong)
+#: tool name -> Tool
+TOOLS: dict[str, Tool] = {m.TOOL.name: m.TOOL for m in MODULES}
+
+
+def get(name: str) -> Tool:
+    try:
+        return TOOLS[name]
+    except KeyError:
+        raise ConfigError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}") from None

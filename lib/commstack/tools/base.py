@@ -1,0 +1,188 @@
+"""The types every tool module builds on: a parsed column, a tool's size flags, a benchmark and a tool
+(see commstack.tools for the contract a tool module follows)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from commstack.errors import ConfigError
+
+if TYPE_CHECKING:
+    from commstack.results.lines import Sweep
+
+LAYERS = ("fabric", "ucx", "mpi", "nccl")  # bottom up
+LAUNCHES = ("mpi", "pair")  # one program of N ranks; a server and a client
+#: where the images put things (containers/templates: the view)
+IMAGE_VIEW = "/opt/view"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A parsed column: its unit (None: a count or a word), for a metric its direction, and how a report
+    shows it (label, unit, factor from the recorded unit)."""
+
+    unit: str | None
+    higher_is_better: bool | None = None  # None: not a metric
+    shown: tuple[str, str, float] | None = None
+    wrong: bool = False  # a count of wrong elements: any but 0 is a failed data check
+
+
+def plain_bytes(flag: str, value: str, text: str) -> int:
+    """A size of OSU's -m or -M, a plain byte count: OSU reads it with atoll(), which makes 1M 1 and
+    abc 0 without a word, so anything else is refused here."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise ConfigError(f"{flag} {value}: {text!r} is not a size in bytes")
+    return int(text)
+
+
+def byte_count(text: str) -> int:
+    """A byte count with an optional K, M or G suffix (powers of 1024), as nccl-tests and
+    mpi-pingpong read -b and -e."""
+    m = re.fullmatch(r"(\d+)([KkMmGg]?)", text.strip())
+    if not m:
+        raise ConfigError(f"size {text!r} is not a byte count (suffix K, M or G)")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def options(args: list[str], flags: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(flag, value) of each of `flags` in `args`, in order, as getopt reads them: `-m V`, `-mV`,
+    `--long V` and `--long=V`."""
+    out = []
+    for i, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and i + 1 < len(args):
+                out.append((flag, args[i + 1]))
+            elif arg.startswith(flag + "=") and flag.startswith("--"):
+                out.append((flag, arg[len(flag) + 1:]))
+            elif arg.startswith(flag) and len(arg) > len(flag) and not flag.startswith("--"):
+                out.append((flag, arg[len(flag):]))
+    return out
+
+
+@dataclass(frozen=True)
+class SizeFlags:
+    """How a benchmark takes its message-size range on the command line."""
+
+    range_flags: tuple[str, ...] = ()  # OSU: -m lo:hi (or hi, lo:, :hi), plain bytes
+    lo_flags: tuple[str, ...] = ()     # nccl-tests, mpi-pingpong: -b lo -e hi, with K, M, G suffixes
+    hi_flags: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()        # nccl-tests: -f 2, the doubling the other tools do by themselves
+    #: why the sizes of a suite must be plain bytes (None: K, M and G suffixes are read)
+    plain: str | None = None
+
+    def args(self, lo: int | str, hi: int | str) -> list[str]:
+        if self.range_flags:
+            return [self.range_flags[0], f"{lo}:{hi}"]
+        return [self.lo_flags[0], str(lo), self.hi_flags[0], str(hi), *self.extra]
+
+    def requested(self, args: list[str]) -> tuple[int | None, int | None]:
+        """(lo, hi) that `args` ask for; None where they leave the benchmark's default. The last
+        occurrence of a flag wins, as with getopt."""
+        lo = hi = None
+        for flag, value in options(args, self.range_flags + self.lo_flags + self.hi_flags):
+            if flag in self.range_flags:
+                if ":" not in value:
+                    hi = plain_bytes(flag, value, value)
+                else:
+                    a, b = value.split(":", 1)
+                    lo = plain_bytes(flag, value, a) if a else lo
+                    hi = plain_bytes(flag, value, b) if b else hi
+            elif flag in self.lo_flags:
+                lo = byte_count(value)
+            else:
+                hi = byte_count(value)
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a tool's argv builder gets for one step."""
+
+    args: list[str]            # the suite step's own arguments
+    size_args: list[str]       # the size flags of the step's sizes (SizeFlags.args), or none
+    memory: str                # host | device
+    container: bool            # in an image (its paths), else native
+    home: str                  # the native binary or prefix, or the tool's placeholder for the dry run
+    mode: str | None           # one of the tool's modes, for a tool that has them
+    device_args: dict[str, list[str]]  # the suite's device arguments per benchmark directory
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    tool: Tool
+    titles: tuple[str, ...]            # how its output names it (OSU: the title, less device and version)
+    metric: str                        # the judged column, a key of its tool's columns
+    sizes: SizeFlags
+    #: (lo, hi) of a sweep run without size arguments, per version family (Tool.family); learnt from
+    #: the recorded real outputs in tests/data
+    default_sizes: tuple[tuple[str, tuple[int, int]], ...] = ()
+    directory: str | None = None       # OSU: under libexec/osu-micro-benchmarks/mpi
+    device_args: tuple[str, ...] = ()  # buffers on the GPU (seed 004: -d cuda D D)
+    min_ranks: int = 2
+    #: OSU collectives that shrink their largest size to 512 MiB / ranks (check_mem_limit)
+    mem_limit_per_rank: bool = False
+    sized: bool = True                 # False: one row without a message size (barrier)
+    line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
+    #: OSU 5.x reductions count MPI_FLOATs: their sweep starts at (lo // 4, at least 1) floats
+    elements_v5: int = 1
+
+    def mem_limit(self, args: list[str]) -> int:
+        """OSU's -M: the bytes a collective may allocate, 512 MiB unless given."""
+        limit = 512 << 20
+        for flag, value in options(args, ("-M", "--mem-limit")):
+            limit = plain_bytes(flag, value, value)
+        return limit
+
+    def defaults(self, version: str | None) -> tuple[int, int] | None:
+        """The sizes a run without size arguments covers, for this output's version; None when
+        no recorded output of that version family taught it."""
+        return dict(self.default_sizes).get(self.tool.family(version))
+
+
+def _no_family(version: str | None) -> str:
+    return ""
+
+
+def _first_row(bench: Benchmark, sweep: Sweep, lo: int) -> int:
+    return lo
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """Everything about one benchmark tool; its module's TOOL. See commstack.tools for the contract."""
+
+    name: str                          # as records, sweeps and `commstack parse --json` name it
+    label: str                         # as an error names its output ("OSU")
+    layer: Literal["fabric", "ucx", "mpi", "nccl"]
+    launch: Literal["mpi", "pair"]
+    columns: dict[str, Column]         # canonical column name -> Column; its parser names columns so
+    placeholder: str                   # stands for the native binary in a dry run: $OSU_MPI
+    program: Callable[[Benchmark, Program], list[str]]  # the step's argv
+    parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
+    #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
+    title: Callable[[str], Benchmark | None]
+    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how
+    native: Callable[[Any], str] | None = None
+    #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)
+    planned: Callable[[Any], str] | None = None
+    variables: tuple[tuple[str, str], ...] = ()  # set for every launch
+    gpus: bool = False                 # needs GPUs whatever the memory
+    modes: tuple[str, ...] = ()        # the `mode:` values a suite step may give; the first is the default
+    tags: Callable[[str], dict[str, Any]] = lambda environment: {}  # what references select on, per environment
+    #: the stack facts an output tells, and the problem they show (None: fine), from the step's output,
+    #: the system and the step's tags
+    stack: Callable[[str, Any, dict], tuple[dict, str | None]] | None = None
+    family: Callable[[str | None], str] = _no_family  # a printed version -> the key of default_sizes
+    #: the meta keys of a printed size range (lo, hi): the output says what it ran
+    printed_range: tuple[str, str] | None = None
+    zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
+    #: the size of the sweep's first row, from lo as asked for
+    first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
+
+    def __post_init__(self):
+        if self.layer not in LAYERS or self.launch not in LAUNCHES:
+            raise ValueError(f"tool {self.name}: layer {self.layer!r} (one of {LAYERS}), launch {self.launch!r} "
+                             f"(one of {LAUNCHES})")

@@ -1,0 +1,138 @@
+"""mpi-pingpong (src/mpi-pingpong): our own two-rank MPI ping-pong, host or device buffers (modes cpu,
+staged, cuda-aware), and the OLCF tutorial program it follows (no header, no check column).
+
+Its header line names the version, the mode and the size range it runs (min, max); each row has a
+Check column; an end line says whether every size passed. Natively it is the given binary
+(--pingpong) or built here with the system MPI's mpicc; in the images it is in the view.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
+from commstack.files import write_atomic
+from commstack.paths import TOP
+from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
+                                     cut_number, cut_row, number, own_lines)
+from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, Program, SizeFlags, Tool
+
+NAME = "mpi-pingpong"
+COLUMNS = {
+    "size": Column("B"),
+    "time_s": Column("s", False),
+    "bandwidth_GiBps": Column("GiB/s", True, ("bandwidth", "GiB/s", 1.0)),
+    "check": Column(None),
+}
+
+PP_HEADER = re.compile(r"^# mpi-pingpong v(?P<ver>\S+) mode=(?P<mode>\S+) ranks=2 loops=(?P<loops>\d+) "
+                       r"warmup=(?P<warmup>\d+) min=(?P<min>\d+) max=(?P<max>\d+)$")
+PP_ROW = re.compile(r"^Transfer size \(B\):\s*(?P<size>\S+), Transfer Time \(s\):\s*(?P<time>\S+), "
+                    r"Bandwidth \(GB/s\):\s*(?P<bw>\S+?)(?:, Check: (?P<check>\S+))?$")
+PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)$")
+
+
+def parse_pingpong(text: str) -> Sweep:
+    """Our mpi-pingpong, and the OLCF tutorial program it follows (no header, no check column)."""
+    t = own_lines(text)
+    try:
+        return _pingpong_table(t)
+    except BadNumberError as e:
+        raise cut_number(t, e) from None
+
+
+def _pingpong_table(t: Text) -> Sweep:
+    sweep = Sweep(TOOL.name, NAME, NAME, None, None,
+                  ["size", "time_s", "bandwidth_GiBps"], title_line=t.lines[0])
+    for lineno, line in t.lines:
+        if (m := PP_HEADER.match(line)):
+            if sweep.rows or sweep.version:
+                raise UnknownFormatError("header after the first row", line, lineno)
+            sweep.version = m.group("ver")
+            sweep.meta.update(mode=m.group("mode"), loops=int(m.group("loops")), warmup=int(m.group("warmup")),
+                              min=int(m.group("min")), max=int(m.group("max")))
+            sweep.device = None if m.group("mode") == "cpu" else "CUDA"
+            sweep.columns.append("check")
+            sweep.complete = False
+            continue
+        if sweep.complete:
+            raise UnknownFormatError("output after the end line", line, lineno)
+        if (m := PP_END.match(line)):
+            sweep.complete = True
+            sweep.meta["summary"] = m.group(1)
+            continue
+        if VALIDATION_ERROR.match(line):
+            sweep.error_lines.append((lineno, line))
+            continue
+        if (m := PP_ROW.match(line)):
+            if (m.group("check") is None) != ("check" not in sweep.columns):
+                raise UnknownFormatError("check column does not match the header", line, lineno)
+            row = {"size": count(m.group("size"), line, lineno), "time_s": number(m.group("time"), line, lineno),
+                   "bandwidth_GiBps": number(m.group("bw"), line, lineno)}
+            if m.group("check"):
+                if m.group("check") not in ("Pass", "Fail"):
+                    raise cut_row(t, lineno, line, f"check is {m.group('check')!r}, not Pass or Fail")
+                row["check"] = m.group("check")
+            if sweep.rows and row["size"] != sweep.rows[-1]["size"] * 2:
+                raise UnknownFormatError(f"size {row['size']} after {sweep.rows[-1]['size']}: the sweep doubles "
+                                         f"the size, so rows are missing or out of order", line, lineno)
+            sweep.rows.append(row)
+            sweep.row_lines.append((lineno, line))
+            continue
+        if line.startswith("Transfer size (B):"):
+            raise cut_row(t, lineno, line, "not a complete mpi-pingpong row")
+        raise UnknownFormatError("not an mpi-pingpong line", line, lineno)
+    if not sweep.rows:
+        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+    check_last_line(t, [sweep])
+    assign_warnings([sweep], t)
+    return sweep
+
+
+def title(line: str) -> Benchmark | None:
+    return BENCHMARKS[NAME] if PP_HEADER.match(line) or PP_ROW.match(line) else None
+
+
+def parse(text: str) -> list[Sweep]:
+    return [parse_pingpong(text)]
+
+
+def program(b: Benchmark, p: Program) -> list[str]:
+    exe = f"{IMAGE_VIEW}/bin/{NAME}" if p.container else p.home
+    return [exe, "-m", p.mode, *p.size_args, *p.args]
+
+
+def native(binaries: Any) -> str:
+    """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""
+    if binaries.pingpong:
+        if not Path(binaries.pingpong).is_file():
+            raise BinaryNotFoundError(f"--pingpong {binaries.pingpong}: no such file")
+        return binaries.pingpong
+    out = binaries.build_dir / NAME
+    if out.is_file():
+        return str(out)
+    if not shutil.which("mpicc"):
+        raise BinaryNotFoundError("no mpicc to build mpi-pingpong: install an MPI (Debian: libopenmpi-dev)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / NAME), "-B", f"OUT={out}"], capture_output=True,
+                          timeout=300)
+    write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise BinaryNotFoundError(f"building mpi-pingpong failed (log: {out.parent / 'build.log'})")
+    return str(out)
+
+
+def planned(binaries: Any) -> str:
+    """The given binary, else where the run builds it; nothing is built."""
+    return native(binaries) if binaries.pingpong else str(binaries.build_dir / NAME)
+
+
+TOOL = Tool(NAME, NAME, "mpi", "mpi", COLUMNS, "$PINGPONG", program, parse, title, native=native, planned=planned,
+            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"))
+BENCHMARKS: dict[str, Benchmark] = {
+    NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_GiBps", SizeFlags(lo_flags=("-b",), hi_flags=("-e",)),
+                    (("", (8, 1 << 30)),))}
