@@ -323,6 +323,7 @@ class Run:
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
         stack = self.facts(launcher, step, record.dirname)
+        record.nodelist = launcher.nodelist(step)  # a step that fails keeps them too: the diagnosis needs its nodes
         sweeps, out = [], ""
         for r in range(s.repeats):
             outdir = self.raw_dir(record.dirname, f"repeat-{r}")
