@@ -160,7 +160,7 @@ def parse_pingpong(text: str) -> Sweep:
             if t.cut and lineno == t.lines[-1][0]:
                 raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
             raise cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
-                           len(HEADER))
+                          len(HEADER))
         sweep.rows.append(_row(fields, line, lineno, sweep))
         sweep.meta["size_texts"].append(fields[0])
         sweep.row_lines.append((lineno, line))

@@ -226,11 +226,6 @@ def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]
     return test, size
 
 
-def title(line: str) -> bool:
-    """Whether a first own line is ucx_perftest's: its table or server lines, or the pair launcher's line."""
-    return line in (TOP, OUTER) or bool(SERVER.match(line)) or client_argv(line) is not None
-
-
 def title(line: str) -> Benchmark | None:
     """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines do not name it."""
     if (argv := client_argv(line)) is not None:
