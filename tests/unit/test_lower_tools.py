@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from commstack.errors import ParseError
+from commstack.run.facts import nics, providers, transports
 from commstack.tools import fi_pingpong, ucx_perftest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -91,14 +92,14 @@ def test_fi_pingpong_pair_line_gives_the_arguments():
     line = "# commstack pair client: /usr/bin/fi_pingpong -p tcp -e rdm -S all -I 20 -P 40001 10.77.0.2\n"
     sweep = fi_pingpong.parse_output(line + text)  # no args given: the line has them
     assert len(sweep.rows) == 46 and sweep.sizes[-1] == 6 << 20 and sweep.meta["args"][:2] == ["-p", "tcp"]
-    assert fi_pingpong.title(line.strip()) and fi_pingpong.title(text.splitlines()[0])
+    assert fi_pingpong.title(line.strip()).name == "fi_pingpong" and fi_pingpong.title(text.splitlines()[0])
     assert not fi_pingpong.title("# OSU MPI Bandwidth Test v7.2")
     assert kind(lambda: fi_pingpong.parse_output(line.replace("-S all ", "") + text)) == "unknown-format"
 
 
 def test_fi_pingpong_size_strings_are_util_pingpongs():
-    rows = fi_pingpong.parse_pingpong(fi_text("tcp-rdm-all", "client.stdout")).rows
-    assert [r["size_text"] for r in rows] == [fi_pingpong.size_str(s) for s in fi_pingpong.all_sizes()]
+    texts = fi_pingpong.parse_pingpong(fi_text("tcp-rdm-all", "client.stdout")).meta["size_texts"]
+    assert texts == [fi_pingpong.size_str(s) for s in fi_pingpong.all_sizes()]
     assert [fi_pingpong.size_str(s) for s in (1500, 1536, 1 << 30, 999)] == ["1.4k", "1.5k", "1g", "999"]
     assert [fi_pingpong.cnt_str(n) for n in (999, 1000, 2_500_000, 3 * 10 ** 9)] == ["999", "1k", "2m", "3b"]
 
@@ -128,7 +129,7 @@ def test_ucx_perftest_recorded(name):
 
 def test_ucx_perftest_figures_and_names():
     sweep = ucx_perftest.parse_perftest(ucx_text("1.13/tag_lat-8", "client"), ["-t", "tag_lat", "-s", "8"])
-    assert sweep.rows[0]["latency_us"] == 0.341 and sweep.rows[0]["rate"] == 2930825
+    assert sweep.rows[0]["latency_us"] == 0.341 and sweep.rows[0]["message_rate"] == 2930825
     with pytest.raises(ParseError, match="none of the transports asked for") as e:
         ucx_perftest.parse_perftest(ucx_text("1.13/tls-unknown", "client"))
     assert "no usable transports/devices (asked nosuch on all devices)" in e.value.line
@@ -155,7 +156,10 @@ def test_ucx_perftest_hostile_text():
     assert kind(lambda: ucx_perftest.parse_perftest("\n".join(good.splitlines()[:3]) + "\n", args)) == "truncated"
     line = "# commstack pair client: ucx_perftest 10.77.0.2 -p 40000 -t tag_bw -s 1048576 -n 20000\n"
     assert ucx_perftest.parse_perftest(line + good).sizes == [1 << 20]
-    assert ucx_perftest.title(line.strip()) and ucx_perftest.title(good.splitlines()[0])
+    assert ucx_perftest.title(line.strip()).name == "ucx_perftest-tag_bw"
+    with pytest.raises(ParseError, match="names neither its test nor its message size"):
+        ucx_perftest.title(good.splitlines()[0])  # its own first line: commstack parse needs the pair line
+    assert ucx_perftest.title("# OSU MPI Bandwidth Test v7.2") is None
 
 
 def test_ucx_perftest_1_19_reproduction_has_the_window_line():
@@ -169,23 +173,23 @@ def test_fi_info_and_ucx_info_readers():
     for name, case in FACTS.items():
         text = (facts / name).read_text()
         if "providers" in case:
-            assert len(fi_pingpong.providers(text)) == case["providers"], name
+            assert len(providers(text)) == case["providers"], name
         if "entries" in case:
-            assert len(fi_pingpong.nics(text)) == case["entries"], name
+            assert len(nics(text)) == case["entries"], name
         if "transports" in case:
-            assert len(ucx_perftest.transports(text)) == case["transports"], name
-    assert "tcp" in fi_pingpong.providers((facts / "debian12/fi_info-l.txt").read_text())
-    assert "cxi" not in fi_pingpong.providers((facts / "debian12/fi_info-l.txt").read_text())
-    cxi = fi_pingpong.nics((facts / "reproduced/fi_info-v-p-cxi-1.22.txt").read_text())
+            assert len(transports(text)) == case["transports"], name
+    assert "tcp" in providers((facts / "debian12/fi_info-l.txt").read_text())
+    assert "cxi" not in providers((facts / "debian12/fi_info-l.txt").read_text())
+    cxi = nics((facts / "reproduced/fi_info-v-p-cxi-1.22.txt").read_text())
     down = [(n["domain"], n["link_state"]) for n in cxi if n["link_state"] != "FI_LINK_UP"]
     assert down == [("cxi2", "FI_LINK_DOWN")]
-    assert "link_state" not in fi_pingpong.nics((facts / "debian12/fi_info-v-p-tcp.txt").read_text())[0]
-    gh200 = ucx_perftest.transports((facts / "reproduced/ucx_info-d-1.19-gh200.txt").read_text())
+    assert "link_state" not in nics((facts / "debian12/fi_info-v-p-tcp.txt").read_text())[0]
+    gh200 = transports((facts / "reproduced/ucx_info-d-1.19-gh200.txt").read_text())
     gh200 = {t["transport"] for t in gh200}
     assert {"cuda_copy", "gdr_copy", "cuda_ipc"} <= gh200
     with pytest.raises(ParseError, match="before its version"):
-        fi_pingpong.providers("tcp:\n")
+        providers("tcp:\n")
     with pytest.raises(ParseError, match="not a line of fi_info -l"):
-        fi_pingpong.providers("tcp:\n    version: 117.0\nfi_getinfo: -61\n")
+        providers("tcp:\n    version: 117.0\nfi_getinfo: -61\n")
     with pytest.raises(ParseError, match="not a line of ucx_info -d"):
-        ucx_perftest.transports("# Memory domain: tcp\nsegfault\n")
+        transports("# Memory domain: tcp\nsegfault\n")

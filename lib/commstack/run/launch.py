@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
-                              NodeFailureError, OutputTooLargeError, SlurmUnavailableError, SrunError,
-                              StepCrashedError, StepTimeoutError, cut)
+                              NodeFailureError, OutputTooLargeError, PairFailedError, SlurmUnavailableError,
+                              SrunError, StepCrashedError, StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.slurm import client, orphans, sweep
 
@@ -96,6 +96,7 @@ SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|inval
                           r"Requested node configuration is not available|.*unrecognized option)|"
                           r"srun: unrecognized option|srun: fatal:")
 # srun may exit 0 when the step never started on a node
+PAIR_FAILED = re.compile(r"^commstack pair: error: .*$", re.M)  # commstack.run.pair: why a pair did not meet
 NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
 SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
                        r"exited on signal|signal \d+")
@@ -343,6 +344,9 @@ class Launcher:
             raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
         if r.returncode == 0:
             return
+        if PAIR_FAILED.search(r.stderr):
+            raise PairFailedError(f"{name}: {_first(PAIR_FAILED, r.stderr).removeprefix('commstack pair: error: ')}",
+                                  raw)
         if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
             raise SrunError(f"{name}: srun refused the step: {_first(SRUN_REFUSED, r.stderr)}", raw)
         if r.returncode < 0 or SIGNALLED.search(r.stderr):

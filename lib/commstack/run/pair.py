@@ -1,8 +1,9 @@
 """A server and a client tool (fi_pingpong, ucx_perftest) as one Slurm step of 2 tasks on a node pair.
 
-Every task runs `python -m commstack.run.pair RENDEZVOUS TIMEOUT --server ARGV --client ARGV`; SLURM_PROCID
-tells the role (0 serves, 1 connects). ARGV is one shell-quoted command line with `{port}` (and for the
-client `{host}`) in it.
+Every task runs `python -m commstack.run.pair RENDEZVOUS TIMEOUT --program BINARY --server ARGV --client ARGV`;
+SLURM_PROCID tells the role (0 serves, 1 connects). ARGV is one shell-quoted command line with `{program}`,
+`{port}` (and for the client `{host}`) in it. A tool's argv (commstack.tools, launch `pair`) is `command()`'s,
+with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat (`placed`).
 
 - The server task picks a free port, starts the server on it and waits until the server's own process
   listens on it (its socket in /proc/net/tcp{,6} in state LISTEN, found among the fds of the server's
@@ -38,6 +39,7 @@ from typing import Iterator
 from commstack.files import private_dir, write_json
 
 CLIENT_LINE = "# commstack pair client: "
+RENDEZVOUS, TIMEOUT = "{rendezvous}", "{timeout}"  # placeholders of command(), filled by placed()
 GRACE = 10.0      # seconds a server may outlive its client
 POLL = 0.1
 PORT_TRIES = 5
@@ -52,6 +54,19 @@ class PairError(Exception):
     def __init__(self, message: str, status: int = TIMED_OUT):
         super().__init__(message)
         self.status = status
+
+
+def command(program: str, server: str, client: str) -> list[str]:
+    """The argv of a pair step: this launcher in each task, the binary and both command lines."""
+    return [sys.executable, "-m", "commstack.run.pair", RENDEZVOUS, TIMEOUT, "--program", program,
+            "--server", server, "--client", client]
+
+
+def placed(argv: list[str], rendezvous: Path, step_timeout_s: int) -> list[str]:
+    """`argv` with a repeat's rendezvous directory and the pair's own timeout, short of the step's so that
+    the pair names its error before Slurm or the runner end the step. Other argvs hold no placeholder."""
+    own = max(1, step_timeout_s - max(5, step_timeout_s // 10))
+    return [str(rendezvous) if a == RENDEZVOUS else str(own) if a == TIMEOUT else a for a in argv]
 
 
 def free_ports() -> Iterator[int]:
@@ -145,7 +160,7 @@ def _argv(template: str, **values: object) -> list[str]:
 
 
 def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int] | None = None,
-          host: str | None = None, sink=None) -> int:
+          host: str | None = None, sink=None, program: str = "") -> int:
     """The server side: start, publish, wait for the server (and for a client to come)."""
     sink = sink or sys.stderr.buffer
     ports = ports or free_ports()
@@ -153,7 +168,7 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
     try:
         for attempt in range(1, PORT_TRIES + 1):
             port = next(ports)
-            tool = Tool(_argv(template, port=port), sink)
+            tool = Tool(_argv(template, port=port, program=program), sink)
             if _wait_listening(tool, port, deadline):
                 break
             status = tool.wait()
@@ -204,7 +219,7 @@ def _watch_server(tool: Tool, rendezvous: Path, deadline: float) -> int:
         time.sleep(POLL)
 
 
-def connect(template: str, rendezvous: Path, deadline: float, out=None) -> int:
+def connect(template: str, rendezvous: Path, deadline: float, out=None, program: str = "") -> int:
     """The client side: wait for the server's address, run the client against it."""
     out = out or sys.stdout.buffer
     while (server := _read(rendezvous / "server.json")) is None:
@@ -214,7 +229,7 @@ def connect(template: str, rendezvous: Path, deadline: float, out=None) -> int:
             raise PairError("the server never published its address before the step's timeout (it did not start, "
                             "or it never listened)")
         time.sleep(POLL)
-    argv = _argv(template, host=server["host"], port=server["port"])
+    argv = _argv(template, host=server["host"], port=server["port"], program=program)
     write_json(rendezvous / "client-started.json", {"pid": os.getpid()})
     out.write(f"{CLIENT_LINE}{shlex.join(argv)}\n".encode())
     out.flush()
@@ -247,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m commstack.run.pair", description=__doc__.split("\n")[0])
     parser.add_argument("rendezvous", type=Path, help="a private directory of the step, seen by both nodes")
     parser.add_argument("timeout", type=float, help="seconds both sides may take, all told")
+    parser.add_argument("--program", default="", help="the tool's binary, {program} in both command lines")
     parser.add_argument("--server", required=True, help="the server's command line, with {port}")
     parser.add_argument("--client", required=True, help="the client's command line, with {host} and {port}")
     parser.add_argument("--role", choices=("server", "client"), help="default: SLURM_PROCID 0 serves, 1 connects")
@@ -260,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _raise_exit)
     try:
         if role == "server":
-            return serve(args.server, args.rendezvous, deadline)
-        return connect(args.client, args.rendezvous, deadline)
+            return serve(args.server, args.rendezvous, deadline, program=args.program)
+        return connect(args.client, args.rendezvous, deadline, program=args.program)
     except PairError as e:
         print(f"commstack pair: error: {role}: {e}", file=sys.stderr, flush=True)
         return e.status

@@ -17,14 +17,27 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError)
-from commstack.results.parse import Sweep, _assign_warnings, _check_last_line, _cut_row, _own_lines
+from commstack.errors import (BadNumberError, BinaryNotFoundError, CrashedError, EmptyOutputError, TruncatedError,
+                              UnknownFormatError, ValidationFailedError)
+from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.run import pair
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 
 NAME = "fi_pingpong"
-COLUMNS = ["size", "iterations", "acked", "total_B", "time_s", "bandwidth_MBps", "latency_us", "rate_Mxfers"]
+COLUMNS = {
+    "size": Column("B"),
+    "iterations": Column(None),
+    "acked": Column(None),         # =N: every message acknowledged; +N, -N: lost or doubled
+    "total_B": Column("B"),
+    "elapsed_s": Column("s"),
+    # MB/sec is bytes per microsecond (10^6 B/s) and usec/xfer one way, as OSU's
+    "bandwidth_MBps": Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)),
+    "latency_us": Column("us", False, ("latency", "µs", 1.0)),
+    "rate_Mxfers": Column("Mxfers/s"),
+}
 HEADER = ["bytes", "#sent", "#ack", "total", "time", "MB/sec", "usec/xfer", "Mxfers/sec"]
 DEFAULT_SIZES = [64, 256, 1024, 4096, 65536, 1048576]
 MAX_DATA_MSG = (1 << 22) + (1 << 21)  # PP_MAX_DATA_MSG: 6 MiB, the largest size of -S all
@@ -119,8 +132,9 @@ def parse_pingpong(text: str) -> Sweep:
     """The one table of an fi_pingpong output (client or server side), no completeness check."""
     if not text.strip():
         raise EmptyOutputError("the output is empty")
-    t = _own_lines(text)
+    t = own_lines(text)
     sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
+    sweep.meta["size_texts"] = []
     header = False
     for lineno, line in t.lines:
         if (argv := client_argv(line)) is not None:
@@ -145,14 +159,15 @@ def parse_pingpong(text: str) -> Sweep:
         if len(fields) != len(HEADER):
             if t.cut and lineno == t.lines[-1][0]:
                 raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
-            raise _cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
-                           len(HEADER))
+            raise cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
+                          len(HEADER))
         sweep.rows.append(_row(fields, line, lineno, sweep))
+        sweep.meta["size_texts"].append(fields[0])
         sweep.row_lines.append((lineno, line))
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
-    _check_last_line(t, [sweep])
-    _assign_warnings([sweep], t)
+    check_last_line(t, [sweep])
+    assign_warnings([sweep], t)
     return sweep
 
 
@@ -164,18 +179,17 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
     if not ACK.fullmatch(ack):
         raise BadNumberError(f"{ack!r} is not an ack count (=N, +N or -N)", line, lineno)
     row = {"size": _decode(size, SIZE, SIZE_BASES, line, lineno),
-           "size_text": size,
            "iterations": _decode(sent, COUNT, COUNT_BASES, line, lineno),
            "acked": ack,
            "total_B": _decode(total, SIZE, SIZE_BASES, line, lineno),
-           "time_s": float(time[:-1]), "bandwidth_MBps": float(mbps), "latency_us": float(usec),
+           "elapsed_s": float(time[:-1]), "bandwidth_MBps": float(mbps), "latency_us": float(usec),
            "rate_Mxfers": float(rate)}
     _decode(ack[1:], COUNT, COUNT_BASES, line, lineno)
     if ack[0] != "=":
         # show_perf: +N acks missing, -N more acks than sends; either way messages were lost or doubled
         sweep.error_lines.append((lineno, line))
     if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
-        raise UnknownFormatError(f"size {size} after {sweep.rows[-1]['size_text']}: fi_pingpong's sizes grow",
+        raise UnknownFormatError(f"size {size} after {sweep.meta['size_texts'][-1]}: fi_pingpong's sizes grow",
                                  line, lineno)
     return row
 
@@ -212,18 +226,18 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
     sizes, iterations = asked(sweep.meta.get("args", args or []))
     want = [s for s in sizes if max_size is None or s <= max_size]
-    for i, ((lineno, line), row) in enumerate(zip(sweep.row_lines, sweep.rows)):
-        if i >= len(want) or size_str(want[i]) != row["size_text"]:
+    for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
+        if i >= len(want) or size_str(want[i]) != text:
             expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
-            raise UnknownFormatError(f"fi_pingpong: size {row['size_text']} where {expected}: the output of other "
-                                     f"arguments", line, lineno)
+            raise UnknownFormatError(f"fi_pingpong: size {text} where {expected}: the output of other arguments",
+                                     line, lineno)
         row["size"] = want[i]
         if row["iterations"] != iterations and cnt_str(iterations) != cnt_str(row["iterations"]):
             raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
                                      lineno)
     if len(sweep.rows) < len(want):
         lineno, line = sweep.row_lines[-1]
-        raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.rows[-1]['size_text']}; "
+        raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
                              f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
                              line, lineno)
 
@@ -235,70 +249,44 @@ def parse_output(text: str, args: list[str] | None = None, max_size: int | None 
     return sweep
 
 
-def title(line: str) -> bool:
+def is_own(line: str) -> bool:
     """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
     of its error lines."""
     return (line.split() == HEADER or client_argv(line) is not None or bool(PRINTERR.match(line))
             or bool(ERR.match(line) and "pingpong" in line))
 
 
-# ---------------------------------------------------------------------------------- fi_info
-
-LIST_NAME = re.compile(r"^(?P<name>[\w;]+):$")
-LIST_VERSION = re.compile(r"^    version: (?P<version>\d+\.\d+)$")
+def title(line: str) -> Benchmark | None:
+    return BENCHMARKS[NAME] if is_own(line) else None
 
 
-def providers(text: str) -> dict[str, str]:
-    """`fi_info -l` (util/info.c, the same in 1.17 and 1.22): provider name -> its version (1.17's are
-    117.0). An unknown line is an error quoting it."""
-    out: dict[str, str] = {}
-    name = None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if (m := LIST_NAME.match(line)) and name is None:
-            name = m.group("name")
-        elif (m := LIST_VERSION.match(line)) and name is not None:
-            out[name], name = m.group("version"), None
-        elif line.strip():
-            raise UnknownFormatError("not a line of fi_info -l", line, lineno)
-    if name is not None:
-        raise TruncatedError(f"fi_info -l: the output ends after provider {name}, before its version")
-    return out
+def parse(text: str) -> list[Sweep]:
+    return [parse_pingpong(text)]
 
 
-SECTION = re.compile(r"^(?P<indent> {4}| {8})(?P<name>fi_\w+|nic):(?: (?P<value>.*))?$")
-FIELD = re.compile(r"^(?P<indent> +)(?P<key>\w+): ?(?P<value>.*)$")
+def program(b: Benchmark, p: Program) -> list[str]:
+    """The pair launcher with fi_pingpong as server and client, over the system's provider (-p): the
+    server on the control port the launcher picks (-B), the client to it (-P, then the server's host)."""
+    common = shlex.join([*(["-p", p.provider] if p.provider else []), *p.args])
+    return pair.command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
 
 
-def nics(text: str) -> list[dict[str, str]]:
-    """`fi_info -v -p PROVIDER` (fi_tostr of each fi_info, `---` between them): per entry the provider,
-    the domain (cxi0 ...) and, where the provider reports its NIC (cxi does; tcp prints `nic: (nil)`),
-    the link state (FI_LINK_UP, FI_LINK_DOWN, FI_LINK_UNKNOWN) and speed."""
-    out: list[dict[str, str]] = []
-    section: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line in ("---", ""):
-            continue
-        if line == "fi_info:":
-            out.append({})
-            section = []
-            continue
-        if not out:
-            raise UnknownFormatError("fi_info -v: a line before the first `fi_info:`", line, lineno)
-        if (m := SECTION.match(line)):
-            depth = len(m.group("indent")) // 4
-            section = section[:depth - 1] + [m.group("name")]
-            continue
-        m = FIELD.match(line)
-        if not m:
-            raise UnknownFormatError("not a line of fi_info -v", line, lineno)
-        depth = len(m.group("indent")) // 4
-        where, key, value = section[:depth - 1], m.group("key"), m.group("value")
-        if where == ["fi_fabric_attr"] and key == "prov_name":
-            out[-1]["provider"] = value
-        elif where == ["fi_domain_attr"] and key == "name":
-            out[-1]["domain"] = value
-        elif where == ["nic", "fi_link_attr"] and key in ("state", "speed"):
-            out[-1][f"link_{key}"] = value
-        elif where == [] and key == "nic" and value == "(nil)":
-            section = []
-    return out
+HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-packages.txt), on a system the env that "
+       "builds libfabric (`spack env activate envs/gh200-ompi`: its view has fi_pingpong)")
+
+
+def native(binaries: Any) -> str:
+    found = shutil.which(NAME)
+    if not found:
+        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
+    return found
+
+
+def planned(binaries: Any) -> str:
+    return shutil.which(NAME) or TOOL.placeholder
+
+
+TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, "$FI_PINGPONG", program, parse, title, native=native,
+            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args))
+BENCHMARKS: dict[str, Benchmark] = {
+    NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

@@ -17,15 +17,32 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from typing import Any
 
-from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
-from commstack.results.parse import Sweep, _assign_warnings, _check_last_line, _cut_row, _own_lines
+from commstack.errors import BadNumberError, BinaryNotFoundError, CrashedError, TruncatedError, UnknownFormatError
+from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.run import pair
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 
 NAME = "ucx_perftest"
 TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
-COLUMNS = ["size", "iterations", "latency_pct_us", "latency_avg_us", "latency_us", "bandwidth_avg_MiBps",
-           "bandwidth_MiBps", "rate_avg", "rate"]
+#: the row's figures in print order; then bandwidth_MBps, the overall bandwidth in MB/s (x 1.048576) as
+#: OSU's and fi_pingpong's, so that layers compare
+PRINTED = ["iterations", "latency_pct_us", "latency_avg_us", "latency_us", "bandwidth_avg_MiBps",
+           "bandwidth_MiBps", "message_rate_avg", "message_rate"]
+COLUMNS = {
+    "size": Column("B"),
+    "iterations": Column(None),
+    "latency_pct_us": Column("us"),     # the -R percentile (50 %)
+    "latency_avg_us": Column("us"),     # of the last report interval
+    "latency_us": Column("us", False, ("latency", "µs", 1.0)),   # overall; tag_bw: the overhead per message
+    "bandwidth_avg_MiBps": Column("MiB/s"),
+    "bandwidth_MiBps": Column("MiB/s"),
+    "bandwidth_MBps": Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)),
+    "message_rate_avg": Column("msg/s"),
+    "message_rate": Column("msg/s", True, ("message rate", "messages/s", 1.0)),
+}
 DEFAULT_SIZE = 8  # perftest.c: msg_size_list {8}
 
 PAIR_CLIENT = re.compile(r"^# commstack pair client: (?P<argv>.+)$")
@@ -92,8 +109,8 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     """The result of one ucx_perftest run (the client's output, or a server and client transcript),
     no completeness check beyond its Final row. `args`: the client's, where the output has no pair
     launcher's line."""
-    t = _own_lines(text)
-    sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
+    t = own_lines(text)
+    sweep = Sweep(NAME, NAME, NAME, None, None, ["size", *PRINTED, "bandwidth_MBps"], title_line=t.lines[0])
     box: dict[str, str] = {}
     header: list[str] = []
     progress: list[list[float]] = []
@@ -128,7 +145,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
             else:
                 progress.append(values)
         elif len(header) == 5 and ROW_START.match(line):
-            raise _cut_row(t, lineno, line, "not a complete ucx_perftest row", 9)
+            raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 9)
         else:
             raise UnknownFormatError("not a ucx_perftest line", line, lineno)
     if len(header) < 5:
@@ -143,12 +160,12 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
         raise TruncatedError(f"ucx_perftest: the output ends before its Final row ({len(progress)} progress rows)",
                              *t.lines[-1][::-1])
     lineno, line, values = final
-    sweep.rows.append({"size": size, **dict(zip(COLUMNS[1:], values))})
-    sweep.rows[0]["iterations"] = int(values[0])
+    sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
+    sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
     sweep.row_lines.append((lineno, line))
     sweep.complete = True
-    _check_last_line(t, [sweep])
-    _assign_warnings([sweep], t)
+    check_last_line(t, [sweep])
+    assign_warnings([sweep], t)
     return sweep
 
 
@@ -169,7 +186,7 @@ def _values(t: Any, text: str, line: str, lineno: int) -> list[float]:
     if len(fields) != 8 and t.cut and lineno == t.lines[-1][0]:
         raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
     if len(fields) != 8:
-        raise _cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}", 9)
+        raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}", 9)
     for f in fields:
         if not FLOAT.fullmatch(f):
             raise BadNumberError(f"not a number: {f!r}", line, lineno)
@@ -209,43 +226,58 @@ def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]
     return test, size
 
 
-def title(line: str) -> bool:
-    """Whether a first own line is ucx_perftest's: its table or server lines, or the pair launcher's line."""
-    return line in (TOP, OUTER) or bool(SERVER.match(line)) or client_argv(line) is not None
+def title(line: str) -> Benchmark | None:
+    """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines do not name it."""
+    if (argv := client_argv(line)) is not None:
+        test = asked(argv)[0] or "(none)"
+        if f"{NAME}-{test}" not in BENCHMARKS:
+            raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})")
+        return BENCHMARKS[f"{NAME}-{test}"]
+    if line in (TOP, OUTER) or SERVER.match(line):
+        raise UnknownFormatError("ucx_perftest's output names neither its test nor its message size: it is read "
+                                 "with commstack's pair launcher's line first (`# commstack pair client: ...`)")
+    return None
 
 
-# ------------------------------------------------------------------------------- ucx_info -d
-
-MD = re.compile(r"^# Memory domain: (?P<md>\S+)$")
-TRANSPORT = re.compile(r"^#\s+Transport: (?P<tl>\S+)$")
-DEVICE = re.compile(r"^#\s+Device: (?P<dev>\S+)$")
-INFO_LINE = re.compile(r"^#.*$")
+def parse(text: str) -> list[Sweep]:
+    return [parse_perftest(text)]
 
 
-def transports(text: str) -> list[dict[str, str]]:
-    """`ucx_info -d`: each transport and device with its memory domain (the same lines in 1.13 and 1.19),
-    e.g. {"md": "cuda_cpy", "transport": "cuda_copy", "device": "cuda"}. Every line is a comment line
-    of ucx_info; anything else is an error quoting it."""
-    out: list[dict[str, str]] = []
-    md = None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if (m := MD.match(line)):
-            md = m.group("md")
-        elif (m := TRANSPORT.match(line)):
-            if md is None:
-                raise UnknownFormatError("ucx_info -d: a transport before any memory domain", line, lineno)
-            out.append({"md": md, "transport": m.group("tl")})
-        elif (m := DEVICE.match(line)):
-            if not out or "device" in out[-1]:
-                raise UnknownFormatError("ucx_info -d: a device without its transport", line, lineno)
-            out[-1]["device"] = m.group("dev")
-        elif not INFO_LINE.match(line) and line.strip():
-            raise UnknownFormatError("not a line of ucx_info -d", line, lineno)
-    if out and "device" not in out[-1]:
-        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", *_last(text))
-    return out
+def program(b: Benchmark, p: Program) -> list[str]:
+    """The pair launcher with ucx_perftest as server (-p, the port the launcher picks) and client (the
+    server's host, the test, the step's arguments: -s SIZE -n ITERATIONS); device memory: -m cuda on both."""
+    memory = ["-m", "cuda"] if p.memory == "device" else []
+    client = shlex.join(["-t", b.name.split("-", 1)[1], *memory, *p.args])
+    return pair.command(p.home, f"{{program}} -p {{port}} {shlex.join(memory)}".rstrip(),
+                        f"{{program}} {{host}} -p {{port}} {client}")
 
 
-def _last(text: str) -> tuple[str, int]:
-    lines = text.splitlines()
-    return (lines[-1] if lines else ""), len(lines)
+HOW = ("on a workstation `apt-get install ucx-utils` (Debian; ci/apt-packages.txt), on a system the env that "
+       "builds UCX (`spack env activate envs/gh200-ompi`: its view has ucx_perftest)")
+
+
+def native(binaries: Any) -> str:
+    found = shutil.which(NAME)
+    if not found:
+        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
+    return found
+
+
+def planned(binaries: Any) -> str:
+    return shutil.which(NAME) or TOOL.placeholder
+
+
+def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
+    """One message size per run, the one it was asked (the parser took it from the server's box or the
+    client's -s); the test must be the step's."""
+    if sweep.benchmark != b.name:
+        raise UnknownFormatError(f"expected {b.name} output, this is {sweep.benchmark}'s", *sweep.title_line[::-1])
+
+
+TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, "$UCX_PERFTEST", program, parse, title, native=native,
+            planned=planned, sizes_check=sizes_check)
+BENCHMARKS: dict[str, Benchmark] = {
+    f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
+    f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),
+                                line_rate_factor=1),
+}
