@@ -3,7 +3,7 @@ builds it, from a real recorded output: parsed and checked (parse_output), then 
 needs a short run it multiplies the figures of a real one by a factor, and says so (`scale`)."""
 
 import dataclasses
-import re
+import html
 import shlex
 from pathlib import Path
 
@@ -32,7 +32,7 @@ PAIR = ["node1", "node2"]
 OSU_BW = (SEEDS / "cscs-osu-01.txt", "")
 OSU_BW_NO_CXI = (SEEDS / "cscs-osu-10.txt", "")
 FI_PINGPONG = (DATA / "fi_pingpong" / "1.17" / "tcp-rdm-all-netns.client.stdout", "-p tcp -e rdm -S all -I 20")
-UCX_TAG_BW = (DATA / "ucx_perftest" / "1.13" / "tag_bw-1m-tcp-netns.client.stdout", "-t tag_bw -s 1048576 -n 500")
+UCX_TAG_BW = (DATA / "ucx_perftest" / "1.13" / "pair-slurm-netns-tag_bw.client.stdout", "")
 
 
 def step(run: Path, name: str, output: tuple[Path, str], scale: float = 1.0, nodes: list[str] = PAIR,
@@ -61,8 +61,8 @@ def failed_step(run: Path, name: str, benchmark: str, output: tuple[Path, str], 
         parse_output(benchmark, path.read_text(), shlex.split(args), ranks=2)
     b = benchmarks.get(benchmark)
     record = Record(run_id=run.name, index=len(list(run.glob("steps/*"))), suite="stack", system=ALPS.name,
-                    step=name, benchmark=benchmark, tool=b.tool, tags={"nodes": 2, "memory": "host"},
-                    metric=b.metric, unit=b.unit, verdict="fail", error_kind=e.value.kind, reason=str(e.value),
+                    step=name, benchmark=benchmark, tool=b.tool.name, tags={"nodes": 2, "memory": "host"},
+                    metric=b.metric, unit=METRICS[b.metric].unit, verdict="fail", error_kind=e.value.kind, reason=str(e.value),
                     nodelist=nodes)
     record.write(run)
     return record
@@ -131,7 +131,7 @@ def test_the_report_names_the_fabric_when_fi_pingpong_cannot_carry_what_osu_bw_s
     assert f"## Lowest layer at fault\n\n- `stack/osu_bw` on node1, node2: {said}\n" in md
     assert md.index("## Lowest layer at fault") < md.index("| step | verdict |")
     page = (run / "report" / "index.html").read_text()
-    assert f"<li><code>stack/osu_bw</code> on node1, node2: {said}</li>" in page
+    assert f"<li><code>stack/osu_bw</code> on node1, node2: {html.escape(said)}</li>" in page
 
 
 REFERENCES = f"""system: alps-gh200
@@ -166,13 +166,13 @@ def test_the_report_holds_the_fabric_to_its_own_reference(tmp_path, fabric_scale
     step(run, "osu_bw", OSU_BW_NO_CXI, refs=refs)
     page = write_report(run, refs, ALPS.nic_line_rate_MBps).read_text()
     head = "osu_bw reaches 3.12 GB/s at 4 MiB (13 % of the reference, 24.0 GB/s); "
-    assert f"<li><code>stack/osu_bw</code> on node1, node2: {head}{said}</li>" in page
+    assert f"<li><code>stack/osu_bw</code> on node1, node2: {html.escape(head + said)}</li>" in page
     assert f"on node1, node2: {head}{said}\n" in (run / "report" / "report.md").read_text()
 
 
 def test_ucx_in_the_middle_is_named_with_the_fabric_fine(tmp_path, capsys):
     """B: osu_bw without the CXI hook, ucx_perftest's tag_bw at half its real figures, fi_pingpong as in A.
-    UCX prints MiB/s (1033.62 at 1 MiB, 967.472 us a message): 1.08 GB/s, and half of it 0.542 GB/s. UCX's own
+    UCX prints MiB/s (471.79 at 1 MiB, 2119.606 us a message): 0.495 GB/s, and half of it 0.247 GB/s. UCX's own
     step is diagnosed too: it runs over the fabric."""
     a, b = tmp_path / "a", tmp_path / "b"
     for run, osu, scale in ((a, OSU_BW, 1.0), (b, OSU_BW_NO_CXI, 0.5)):
@@ -183,10 +183,10 @@ def test_ucx_in_the_middle_is_named_with_the_fabric_fine(tmp_path, capsys):
     assert rc == 1, out
     look = "UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, ucx_info -d)"
     assert findings(out) == [
-        f"stack/ucx_perftest on node1, node2: {ucx} reaches 0.542 GB/s at 1 MiB (50 % of A, 1.08 GB/s); fi_pingpong "
+        f"stack/ucx_perftest on node1, node2: {ucx} reaches 0.247 GB/s at 1 MiB (50 % of A, 0.495 GB/s); fi_pingpong "
         f"on the same nodes reaches 0.684 GB/s: the fabric is fine; look at {look}",
         f"stack/osu_bw on node1, node2: osu_bw reaches 3.12 GB/s at 4 MiB (13 % of A, 24.0 GB/s); fi_pingpong on "
-        f"the same nodes reaches 0.728 GB/s; {ucx} reaches 0.542 GB/s at 1 MiB (50 % of A): the fabric is fine; "
+        f"the same nodes reaches 0.728 GB/s; {ucx} reaches 0.247 GB/s at 1 MiB (50 % of A): the fabric is fine; "
         f"UCX: look at {look}"]
 
 
