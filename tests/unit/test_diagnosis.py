@@ -62,8 +62,8 @@ def failed_step(run: Path, name: str, benchmark: str, output: tuple[Path, str], 
     b = benchmarks.get(benchmark)
     record = Record(run_id=run.name, index=len(list(run.glob("steps/*"))), suite="stack", system=ALPS.name,
                     step=name, benchmark=benchmark, tool=b.tool.name, tags={"nodes": 2, "memory": "host"},
-                    metric=b.metric, unit=METRICS[b.metric].unit, verdict="fail", error_kind=e.value.kind, reason=str(e.value),
-                    nodelist=nodes)
+                    metric=b.metric, unit=METRICS[b.metric].unit, verdict="fail", error_kind=e.value.kind,
+                    reason=str(e.value), nodelist=nodes)
     record.write(run)
     return record
 
@@ -214,3 +214,24 @@ def test_a_lower_step_elsewhere_tells_nothing(tmp_path, capsys, fabric_nodes, os
     step(run, "osu_bw", OSU_BW_NO_CXI, nodes=osu_nodes)
     cli.main(["report", str(run)])
     assert "Lowest layer at fault" not in (run / "report" / "report.md").read_text()
+
+
+def test_a_latency_is_held_to_the_layer_below_in_microseconds(tmp_path, capsys):
+    """osu_latency between two namespace nodes (a real run, 30.74 us at 8 B), in B three times slower (a short run
+    made from it); ucx_perftest's tag_lat over tcp between two namespace nodes in both (its real output, after the
+    line the pair launcher writes first, made from its recorded client command). fi_pingpong measures a bandwidth:
+    it is not taken for a latency."""
+    lat = DATA / "osu" / "5.7" / "osu_latency-srun-nersc10-N2-n2.stdout", "-i 10000 -x 0 -m 8:8"
+    ucx = DATA / "ucx_perftest" / "1.13" / "tag_lat-8-tcp-netns.client.stdout"
+    client = "ucx_perftest 10.99.5.1 -p 13420 -t tag_lat -s 8 -n 2000"
+    (tmp_path / "tag_lat").write_text(f"# commstack pair client: {client}\n" + ucx.read_text())
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run, scale in ((a, 1.0), (b, 3.0)):
+        step(run, "fi_pingpong", FI_PINGPONG)
+        name = step(run, "ucx_perftest", (tmp_path / "tag_lat", "")).benchmark
+        step(run, "osu_latency", lat, scale=scale)
+    rc, out = compare_cli(capsys, a, b)
+    assert rc == 1, out
+    assert findings(out) == [
+        f"stack/osu_latency on node1, node2: osu_latency reaches 92.2 µs at 8 B (300 % of A, 30.7 µs); {name} on the "
+        "same nodes reaches 579 µs: UCX is fine; look at MPI's transport (UCX_TLS, OMPI_MCA_pml)"]

@@ -126,9 +126,8 @@ def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str],
         if ref is not None and ref.metric == r.metric:
             higher, medians = METRICS[r.metric].higher_is_better, r.medians()
             held = frozenset(ref.points) & set(medians)
-            out[r.key] = Yardstick("the reference", -ref.lower, held, {
-                s: (medians[s][0], ref.points[s]) for s in held if _worse(higher, medians[s][0], ref.points[s],
-                                                                           -ref.lower)})
+            short = [s for s in held if _worse(higher, medians[s][0], ref.points[s], -ref.lower)]
+            out[r.key] = Yardstick("the reference", -ref.lower, held, {s: (medians[s][0], ref.points[s]) for s in short})
         if r.verdict == "fail" and not (r.key in out and out[r.key].points):
             out[r.key] = Yardstick("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
     return out
