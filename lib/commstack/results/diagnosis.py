@@ -127,7 +127,8 @@ def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str],
             higher, medians = METRICS[r.metric].higher_is_better, r.medians()
             held = frozenset(ref.points) & set(medians)
             short = [s for s in held if _worse(higher, medians[s][0], ref.points[s], -ref.lower)]
-            out[r.key] = Yardstick("the reference", -ref.lower, held, {s: (medians[s][0], ref.points[s]) for s in short})
+            points = {s: (medians[s][0], ref.points[s]) for s in short}
+            out[r.key] = Yardstick("the reference", -ref.lower, held, points)
         if r.verdict == "fail" and not (r.key in out and out[r.key].points):
             out[r.key] = Yardstick("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
     return out
