@@ -48,8 +48,7 @@ def step(run: Path, name: str, output: tuple[Path, str], scale: float = 1.0, nod
     record = Record(run_id=run.name, index=len(list(run.glob("steps/*"))), suite="stack", system=ALPS.name,
                     step=name, benchmark=sweep.benchmark, tool=sweep.tool, tags=tags, metric=metric,
                     unit=METRICS[metric].unit, verdict=verdict.verdict, reason=verdict.reason,
-                    detail=verdict.summary(), nodelist=nodes, repeats=[sweep.rows],
-                    commands=[["srun", "-N2", f"--nodelist={','.join(nodes)}", sweep.benchmark, *shlex.split(args)]])
+                    detail=verdict.summary(), nodelist=nodes, repeats=[sweep.rows])
     record.write(run)
     return record
 
