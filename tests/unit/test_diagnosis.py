@@ -4,6 +4,7 @@ needs a short run it multiplies the figures of a real one by a factor, and says 
 
 import dataclasses
 import html
+import math
 import shlex
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from commstack.benchmarks import METRICS
 from commstack.config import load_system
 from commstack.errors import ParseError
 from commstack.paths import TOP
+from commstack.results.diagnosis import _worse, against_references, diagnose, size_text
 from commstack.results.judge import judge
 from commstack.results.parse import parse_output
-from commstack.results.records import Record
+from commstack.results.records import Record, read_run
 from commstack.results.report import write_report
 from commstack.results.references import load_references
 
@@ -234,3 +236,59 @@ def test_a_latency_is_held_to_the_layer_below_in_microseconds(tmp_path, capsys):
     assert findings(out) == [
         f"stack/osu_latency on node1, node2: osu_latency reaches 92.2 µs at 8 B (300 % of A, 30.7 µs); {name} on the "
         "same nodes reaches 579 µs: UCX is fine; look at MPI's transport (UCX_TLS, OMPI_MCA_pml)"]
+
+
+def test_a_bidirectional_bandwidth_asks_each_direction_for_half(tmp_path):
+    """osu_bibw between two namespace nodes (a real run, 1214.93 MB/s at 1 MiB both ways) is its own reference;
+    the run at half of it (a short run made from it) asks 0.607 GB/s of each direction, which fi_pingpong on the
+    same nodes (0.684 GB/s at 1 MiB, no reference of its own) carries."""
+    bibw = DATA / "osu" / "5.7" / "osu_bibw-srun-nersc10-N2-n2.stdout", "-i 1000 -x 0 -m 1048576:1048576"
+    (tmp_path / "refs.yaml").write_text(f"system: alps-gh200\nreferences:\n- {{id: bibw, benchmark: osu_bibw, tags: "
+                                        f"{{nodes: 2}}, metric: bandwidth_MBps, recorded: {bibw[0]}}}\n")
+    refs = load_references(tmp_path / "refs.yaml")
+    run = tmp_path / "run"
+    step(run, "fi_pingpong", FI_PINGPONG, refs=refs)
+    step(run, "osu_bibw", bibw, scale=0.5, refs=refs)
+    write_report(run, refs)
+    assert ("- `stack/osu_bibw` on node1, node2: osu_bibw reaches 0.607 GB/s both ways at 1 MiB (50 % of the "
+            "reference, 1.21 GB/s); fi_pingpong on the same nodes reaches 0.684 GB/s: the fabric is fine; look at "
+            "MPI's transport (UCX_TLS, OMPI_MCA_pml)\n") in (run / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("failed_in_a", [False, True])
+def test_compare_names_a_step_that_fails_in_b_only(tmp_path, capsys, failed_in_a):
+    """osu_bw with 3 ranks (a real run that aborts before any row) in B, and in A too or not."""
+    osu = DATA / "osu" / "7.2" / "osu_bw-np3.stdout"
+    (tmp_path / "transcript").write_text(osu.read_text() + osu.with_suffix(".stderr").read_text())
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run in (a, b):
+        step(run, "fi_pingpong", FI_PINGPONG)
+        if run == a and not failed_in_a:
+            step(a, "osu_bw", OSU_BW)
+        else:
+            failed_step(run, "osu_bw", "osu_bw", (tmp_path / "transcript", "-i 20 -x 2"))
+    rc, out = compare_cli(capsys, a, b)
+    assert findings(out) == ([] if failed_in_a else [
+        "stack/osu_bw on node1, node2: osu_bw failed (crashed); fi_pingpong on the same nodes reaches 1.67 GB/s at "
+        "6 MiB: the fabric is fine; look at MPI's transport (UCX_TLS, OMPI_MCA_pml)"]), out
+
+
+def test_the_first_step_of_a_layer_on_the_nodes_is_taken(tmp_path):
+    """Two fabric steps on the same nodes: fi_pingpong through the pair launcher (its six default sizes, up to
+    1 MiB: 81.91 MB/s) first, then with -S all: the first tells, at its size nearest to 4 MiB."""
+    run = tmp_path / "run"
+    step(run, "fi_pingpong", (DATA / "fi_pingpong" / "1.17" / "pair-slurm-netns.client.stdout", ""))
+    step(run, "fi_pingpong-all", FI_PINGPONG)
+    step(run, "osu_bw", OSU_BW_NO_CXI)
+    (finding,) = diagnose(read_run(run), against_references(read_run(run), REFS))
+    assert finding.message.endswith("; fi_pingpong on the same nodes reaches 0.0819 GB/s at 1 MiB: the fabric")
+
+
+def test_sizes_and_tolerances_as_the_sentences_use_them():
+    assert [size_text(s) for s in (0, 8, 1000, 1024, 1536, 65536, 6 << 20, 1 << 30, (1 << 30) + 1024)] == [
+        "0 B", "8 B", "1000 B", "1 KiB", "1536 B", "64 KiB", "6 MiB", "1 GiB", "1048577 KiB"]
+    # a rate 10 % short with a tolerance of 10 % is within it, a time 10 % long too; 0 and NaN are never
+    rates = [(0.9, 1.0, 0.1), (0.89, 1.0, 0.1), (0.5, 0.5, 0.0)]
+    times = [(1.1, 1.0, 0.1), (1.11, 1.0, 0.1), (0.5, 1.0, 0.1)]
+    assert [_worse(True, *r) for r in rates] == [_worse(False, *t) for t in times] == [False, True, False]
+    assert _worse(True, 0.0, 1.0, 0.1) and _worse(False, 0.0, 1.0, 0.1) and _worse(True, math.nan, 1.0, 0.1)

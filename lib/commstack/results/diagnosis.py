@@ -54,7 +54,7 @@ class Yardstick:
     (median, expected) in the step's unit, or the failure of a step that did not finish."""
 
     of: str                                   # what `expected` is: "the reference", "A"
-    tolerance: float                          # the relative change allowed on the bad side, e.g. 0.10
+    tolerance: float = 0.0                    # the relative change allowed on the bad side, e.g. 0.10
     held: frozenset[int] = frozenset()        # the sizes it is held to
     points: dict[int, tuple[float, float]] = field(default_factory=dict)
     failed: str = ""                          # "failed (crashed)": the step ended without reaching it
@@ -74,8 +74,7 @@ class Yardstick:
 class Finding:
     step: str                 # suite/step of the upper step
     nodes: tuple[str, ...]
-    layer: str                # the lowest layer at fault
-    message: str
+    message: str              # its figures, the lower layers' on its nodes, and the lowest layer at fault
 
     def line(self) -> str:
         return f"{self.step} on {', '.join(self.nodes)}: {self.message}"
@@ -86,11 +85,13 @@ def quantity(record: Record) -> str | None:
 
 
 def si(record: Record, value: float) -> float:
-    """`value` in the record's unit as B/s or s, per direction (a bidirectional bandwidth counts both)."""
-    kind, factor = UNITS[record.unit]
-    directions = (benchmarks.BENCHMARKS[record.benchmark].line_rate_factor or 1
-                  if kind == "bandwidth" and record.benchmark in benchmarks.BENCHMARKS else 1)
-    return value * factor / directions
+    """`value` in the record's unit as B/s or s."""
+    return value * UNITS[record.unit][1]
+
+
+def directions(record: Record) -> int:
+    """How many directions its figure counts: a bidirectional bandwidth both (the NICs' line rate it may use)."""
+    return benchmarks.get(record.benchmark).line_rate_factor or 1 if quantity(record) == "bandwidth" else 1
 
 
 def shown(kind: str, value_si: float) -> str:
@@ -130,24 +131,21 @@ def against_references(records: Iterable[Record], refs) -> dict[tuple[str, str],
             points = {s: (medians[s][0], ref.points[s]) for s in short}
             out[r.key] = Yardstick("the reference", -ref.lower, held, points)
         if r.verdict == "fail" and not (r.key in out and out[r.key].points):
-            out[r.key] = Yardstick("the reference", -ref.lower if ref else 0.0, failed=_failed(r))
+            out[r.key] = Yardstick("the reference", failed=_failed(r))
     return out
 
 
 def against_baseline(a: Iterable[Record], b: Iterable[Record], changes,
                      tolerance_of: Callable[[Record], float]) -> dict[tuple[str, str], Yardstick]:
-    """Every step of run B held to baseline A: the sizes `compare` calls regressions; a step that fails in B
-    but not in A failed. A step with no rows in A has no yardstick, unless it failed in B."""
-    base = {r.key: r for r in a}
+    """Every step of run B held to baseline A at the sizes both have: those `compare` calls regressions; a step
+    that fails in B but not in A, without such sizes, failed."""
+    failed_in_a = {r.key for r in a if r.verdict == "fail"}
     out = {}
     for r in b:
-        name, ra = f"{r.suite}/{r.step}", base.get(r.key)
-        if ra is not None and ra.repeats and r.repeats:
-            mine = [c for c in changes if c.step == name and c.size is not None]
-            out[r.key] = Yardstick("A", tolerance_of(r), frozenset(c.size for c in mine if c.change in HELD), {
-                c.size: (c.b, c.a) for c in mine if c.change == "regression"})
-        if r.verdict == "fail" and (ra is None or ra.verdict != "fail") and not (r.key in out and out[r.key].points):
-            out[r.key] = Yardstick("A", tolerance_of(r), failed=_failed(r))
+        mine = [c for c in changes if c.step == f"{r.suite}/{r.step}" and c.change in HELD]
+        points = {c.size: (c.b, c.a) for c in mine if c.change == "regression"}
+        failed = _failed(r) if r.verdict == "fail" and r.key not in failed_in_a and not points else ""
+        out[r.key] = Yardstick("A", tolerance_of(r), frozenset(c.size for c in mine), points, failed)
     return out
 
 
@@ -186,18 +184,20 @@ def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
         head, expected = f"{upper.benchmark} {short.failed}", None
     else:
         value, e = short.points[size]
-        expected = si(upper, e)
-        head = (f"{upper.benchmark} reaches {shown(kind, si(upper, value))} at {size_text(size)} "
-                f"({value / e:.0%} of {short.of}".replace("%", " %") + f", {shown(kind, expected)})")
+        expected = si(upper, e) / directions(upper)  # what one direction of the layer below must carry
+        both = " both ways" if directions(upper) > 1 else ""
+        head = (f"{upper.benchmark} reaches {shown(kind, si(upper, value))}{both} at {size_text(size)} "
+                f"({value / e:.0%} of {short.of}".replace("%", " %") + f", {shown(kind, si(upper, e))})")
     said, fine, fault = [], [], None
     for below, low in lowers:  # bottom up
         text, is_short = _lower_said(low, yardsticks.get(low.key), size, expected, short.tolerance, higher,
                                      first=not said)
         said.append(text)
-        if is_short and fault is None:
-            fault = below
-        elif not is_short and fault is None:
-            fine.append(below)
+        if fault is None:
+            if is_short:
+                fault = below
+            else:
+                fine.append(below)
     where = "; ".join(said)
     if fault == "fabric":
         verdict = NAMES["fabric"]
@@ -206,8 +206,7 @@ def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
         ok = f"{ok} {'is' if len(fine) == 1 else 'are'} fine; " if fine else ""
         at = fault or layer_of(upper)
         verdict = ok + (f"{NAMES[at]}: {LOOK[at]}" if fault else LOOK[at])
-    return Finding(f"{upper.suite}/{upper.step}", tuple(upper.nodelist), fault or layer_of(upper),
-                   f"{head}; {where}: {verdict}")
+    return Finding(f"{upper.suite}/{upper.step}", tuple(upper.nodelist), f"{head}; {where}: {verdict}")
 
 
 def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: float | None, tolerance: float,
@@ -221,8 +220,8 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
         return f"{name} left no figures", True
     if size is None:  # the upper step failed: the lower one's headline size
         size_low = max(medians) if METRICS[low.metric].higher_is_better else min(medians)
-    else:  # the same size, else the nearest on a log scale
-        size_low = min(medians, key=lambda s: (abs(math.log2(max(s, 1) / max(size, 1))), -s))
+    else:  # the same size, else the nearest power of two (the larger of two)
+        size_low = min(medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
     value = medians[size_low][0]
     at = "" if size_low == size else f" at {size_text(size_low)}"
     text = f"{name} reaches {shown(quantity(low), si(low, value))}{at}"
@@ -232,7 +231,7 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
         v, e = own.points[size_low]
         of = "its reference" if own.of == "the reference" else own.of
         return text + f" ({v / e:.0%} of {of})".replace("%", " %"), True
-    return text, expected is not None and _worse(higher, si(low, value), expected, tolerance)
+    return text, expected is not None and _worse(higher, si(low, value) / directions(low), expected, tolerance)
 
 
 def findings_text(findings: list[Finding]) -> str:
