@@ -82,7 +82,7 @@ def test_a_missing_tool_binary_says_how_to_get_it(monkeypatch):
     from commstack.tools import fi_pingpong, ucx_perftest
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(BinaryNotFoundError, match=r"fi_pingpong not found on PATH: on a workstation `apt-get install "
-                                                  r"libfabric-bin` .* `spack env activate envs/gh200-ompi`"):
+                                                  r"libfabric-bin` .*`spack env activate envs/gh200-ompi`"):
         fi_pingpong.TOOL.native(None)
     with pytest.raises(BinaryNotFoundError, match=r"ucx_perftest not found on PATH: on a workstation `apt-get install "
                                                   r"ucx-utils`"):
