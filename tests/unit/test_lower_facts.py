@@ -58,3 +58,33 @@ def test_the_probe_here_lists_this_nodes_providers_and_transports():
     (node,) = parse_probe(out)["nodes"].values()
     assert {"tcp", "shm"} <= set(node["libfabric_providers"]) and node["cxi_links"] == {}
     assert "self/memory0" in node["ucx_transports"] and any(t.startswith("tcp/") for t in node["ucx_transports"])
+
+
+def test_a_fabric_step_without_the_systems_provider_fails_whatever_its_figures():
+    from commstack.config import load_suite, load_system
+    from commstack.run.runner import conclude, new_record
+    from commstack.run.steps import expand
+    from commstack.tools import fi_pingpong
+    alps = load_system("alps-gh200")
+    s = next(s for s in expand(load_suite("stack"), alps) if s.benchmark == "fi_pingpong")
+    text = (FACTS.parent / "fi_pingpong" / "1.17" / "pair-slurm-netns.client.stdout").read_text()
+    nodes = parse_probe(probe_lines("nid1", "fi_providers", "debian12/fi_info-l.txt", re.compile(r":$")))["nodes"]
+    record = new_record("run", 0, s, alps)
+    conclude(s, record, fi_pingpong.parse(text), text, {"nodes": nodes}, alps, None)
+    assert record.verdict == "fail"
+    assert record.reason == "provider cxi not found on nid1: libfabric built without cxi, or the cxi driver not loaded"
+    assert "stack: provider cxi not found" in record.detail and "fi_pingpong [bandwidth_MBps]" in record.detail
+    assert s.step.argv[-1] == "{program} -p cxi -e rdm -S all -I 100 -P {port} {host}"  # the system's provider
+
+
+def test_a_missing_tool_binary_says_how_to_get_it(monkeypatch):
+    from commstack.errors import BinaryNotFoundError
+    from commstack.tools import fi_pingpong, ucx_perftest
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(BinaryNotFoundError, match=r"fi_pingpong not found on PATH: on a workstation `apt-get install "
+                                                  r"libfabric-bin` .*`spack env activate envs/gh200-ompi`"):
+        fi_pingpong.TOOL.native(None)
+    with pytest.raises(BinaryNotFoundError, match=r"ucx_perftest not found on PATH: on a workstation `apt-get install "
+                                                  r"ucx-utils`"):
+        ucx_perftest.TOOL.native(None)
+    assert fi_pingpong.TOOL.planned(None) == "$FI_PINGPONG"

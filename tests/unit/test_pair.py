@@ -145,7 +145,7 @@ def test_the_command_line_takes_its_role_from_slurm(tmp_path):
     assert (tmp_path / "rv").stat().st_mode & 0o777 == 0o700
     proc = subprocess.run([sys.executable, "-m", "commstack.run.pair", str(tmp_path / "rv"), "1", "--server", SLEEPER,
                            "--client", CLIENT], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 2 and "SLURM_PROCID is not 0 or 1" in proc.stderr
+    assert proc.returncode == 2 and "SLURM_PROCID (OMPI_COMM_WORLD_RANK) is not 0 or 1" in proc.stderr
 
 
 @pytest.mark.skipif(not shutil.which("fi_pingpong"), reason="no fi_pingpong (Debian: apt-get install libfabric-bin)")

@@ -265,11 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--program", default="", help="the tool's binary, {program} in both command lines")
     parser.add_argument("--server", required=True, help="the server's command line, with {port}")
     parser.add_argument("--client", required=True, help="the client's command line, with {host} and {port}")
-    parser.add_argument("--role", choices=("server", "client"), help="default: SLURM_PROCID 0 serves, 1 connects")
+    parser.add_argument("--role", choices=("server", "client"),
+                        help="default: SLURM_PROCID (mpirun: OMPI_COMM_WORLD_RANK) 0 serves, 1 connects")
     args = parser.parse_args(argv)
-    role = args.role or {"0": "server", "1": "client"}.get(os.environ.get("SLURM_PROCID", ""))
+    rank = os.environ.get("SLURM_PROCID", os.environ.get("OMPI_COMM_WORLD_RANK", ""))  # srun, or mpirun
+    role = args.role or {"0": "server", "1": "client"}.get(rank)
     if role is None:
-        parser.error("no --role and SLURM_PROCID is not 0 or 1: run it as a step of 2 tasks")
+        parser.error("no --role and SLURM_PROCID (OMPI_COMM_WORLD_RANK) is not 0 or 1: run it as a step of 2 tasks")
     deadline = time.monotonic() + args.timeout
     private_dir(args.rendezvous)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
