@@ -22,7 +22,8 @@ import pytest
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
 from commstack.tools.osu import OSU_HINT
-from commstack.slurm import DAEMONS, LocalSlurm, _exe
+from commstack.slurm.cluster import DAEMONS, LocalSlurm
+from commstack.slurm.procs import exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def no_job_left(cluster: LocalSlurm) -> None:
 
 
 def _program(pid: int) -> str:
-    return os.path.basename(_exe(pid) or "").removesuffix("-wlm")  # Debian's slurmctld-wlm, slurmd-wlm
+    return os.path.basename(exe(pid) or "").removesuffix("-wlm")  # Debian's slurmctld-wlm, slurmd-wlm
 
 
 def stopped(cluster: LocalSlurm) -> None:

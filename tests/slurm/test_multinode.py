@@ -19,7 +19,8 @@ import pytest
 from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.slurm import BRIDGE, NETNS_PREFIX, VETH_PREFIX, LocalSlurm, NamespaceError
+from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.namespaces import BRIDGE, NETNS_PREFIX, VETH_PREFIX, NamespaceError, veth
 from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
 
@@ -199,7 +200,7 @@ def test_stop_leaves_nothing_behind(cluster):
 
 def _counters(cluster: LocalSlurm) -> dict[str, dict[str, int]]:
     stats = Path("/sys/class/net")
-    return {n: {k: int((stats / cluster.veth(n) / "statistics" / f"{k}_bytes").read_text()) for k in ("rx", "tx")}
+    return {n: {k: int((stats / veth(n) / "statistics" / f"{k}_bytes").read_text()) for k in ("rx", "tx")}
             for n in cluster.node_names}
 
 
