@@ -425,7 +425,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     hypothesis.configuration.set_hypothesis_home_dir(str(tmp / "hypothesis"))
     for name in MODULES.values():
         importlib.import_module(name)
-    importlib.import_module("commstack.cli")
+    importlib.import_module("commstack.cli.main")
     found = {name: mutants(name) for name in args.modules}
     paths = {name: p for name, (p, _) in found.items()}
 

@@ -26,7 +26,7 @@ from commstack.errors import CommstackError
 from commstack.tools.osu import parse_osu
 from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 TOP = Path(__file__).resolve().parents[1]
 OSU_PREFIX = os.environ.get("COMMSTACK_OSU_PREFIX")

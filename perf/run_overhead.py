@@ -28,7 +28,7 @@ from pathlib import Path
 
 from commstack.results.records import read_run
 from commstack.run.runner import PHASES
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 TOP = Path(__file__).resolve().parents[1]
 REFRAME = "4.10.4"

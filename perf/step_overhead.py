@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from commstack.errors import SlurmUnavailableError
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 
 @pytest.fixture

@@ -2,6 +2,6 @@
 
 import sys
 
-from commstack.cli import main
+from commstack.cli.main import main
 
 sys.exit(main())

@@ -215,6 +215,7 @@ class System(Strict):
     variables: dict[VariableName, Line] = {}   # environment variables set for every step
     batch: BatchConfig = BatchConfig()
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
+    require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
     references: Path | None = None     # resolved against the system file's directory
     path: Path | None = None           # set by load_system, not written in the file
@@ -341,6 +342,7 @@ class Suite(Strict):
     description: Text = ""
     device_args: dict[Literal["pt2pt", "one-sided", "collective"], list[Line]] = {}
     steps: Annotated[list[StepSpec], Field(min_length=1)]
+    require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     path: Path | None = None
 
 

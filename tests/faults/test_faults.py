@@ -17,7 +17,7 @@ from commstack.config import load_system
 from commstack.errors import BinaryNotFoundError, ControllerLostError, StepCrashedError, StepTimeoutError
 from commstack.files import FileWriteError, UnsafePathError
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from commstack.results.records import read_run
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 from test_cli import AFTER_STEP, LONG, LONG_STEP, SMOKE_EXIT, THREE, Cli, no_job_left, records_of, stopped, \
     suite_file, wait_for_step
 

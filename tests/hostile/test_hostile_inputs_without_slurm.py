@@ -337,7 +337,7 @@ def test_escape_sequences_and_markup_in_a_record_are_shown_as_text(tmp_path):
     assert "<script" not in html and re.findall("<a [^>]*>", html) == ['<a href="rows.csv">']
     assert "[x](javascript:alert(1))" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
-    assert html.split("</table>")[0].count("<td>") == 5  # the pipe in the reason does not add a cell
+    assert html.split("</table>")[0].count("<td>") == 6  # the pipe in the reason does not add a cell
     page = (run / "report" / "index.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from commstack.cli import main
+from commstack.cli.main import main
 from commstack.results.records import read_run
 from commstack.run.batch import read_plan
-from commstack.slurm import LocalSlurm
+from commstack.slurm.cluster import LocalSlurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.multinode]
 OSU = Path(os.environ.get("COMMSTACK_OSU_PREFIX", "/opt/omb72"))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.slurm import LocalSlurm, NodeDrainedError, choose_slurm, site_slurm_answers
+from commstack.slurm.clients import choose_slurm, site_slurm_answers
+from commstack.slurm.cluster import LocalSlurm, NodeDrainedError
 
 pytestmark = pytest.mark.slurm
 
@@ -24,7 +25,7 @@ USER = textwrap.dedent('''
     from pathlib import Path
     from commstack.config import load_system
     from commstack.run.launch import Allocation, Launcher, Step
-    from commstack.slurm import LocalSlurm
+    from commstack.slurm.cluster import LocalSlurm
     root, seconds, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     cluster = LocalSlurm(Path(root), 16837, 16838)
     cluster.start()
@@ -80,7 +81,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
         from pathlib import Path
         from commstack.config import load_system
         from commstack.run.launch import Allocation
-        from commstack.slurm import LocalSlurm
+        from commstack.slurm.cluster import LocalSlurm
         cluster = LocalSlurm(Path({str(own_slurm.root)!r}), 16837, 16838)
         cluster.start()
         alloc = Allocation(load_system("local"), cluster.variables, nodes=1, ntasks=1).__enter__()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from commstack import benchmarks, cli
+from commstack import benchmarks
+from commstack.cli.main import main as commstack
 from commstack.benchmarks import METRICS
 from commstack.config import load_system
 from commstack.errors import ParseError
@@ -70,7 +71,7 @@ def failed_step(run: Path, name: str, benchmark: str, output: tuple[Path, str], 
 
 
 def compare_cli(capsys, a: Path, b: Path) -> tuple[int, str]:
-    rc = cli.main(["compare", str(a), str(b)])
+    rc = commstack(["compare", str(a), str(b)])
     return rc, capsys.readouterr().out
 
 
@@ -87,7 +88,7 @@ def test_an_mpi_run_without_a_lower_layer_names_nothing(tmp_path, capsys):
     rc, out = compare_cli(capsys, a, b)
     assert rc == 1 and "4194304    23982.180     3121.420   0.130  regression" in out
     assert "lowest layer at fault" not in out
-    cli.main(["report", str(b)])
+    commstack(["report", str(b)])
     assert "Lowest layer at fault" not in (b / "report" / "report.md").read_text()
 
 
@@ -125,7 +126,7 @@ def test_the_report_names_the_fabric_when_fi_pingpong_cannot_carry_what_osu_bw_s
     step(run, "fi_pingpong", FI_PINGPONG)
     upper = step(run, "osu_bw", OSU_BW_NO_CXI)
     assert upper.verdict == "degraded"
-    assert cli.main(["report", str(run)]) == 1
+    assert commstack(["report", str(run)]) == 1
     said = ("osu_bw reaches 3.12 GB/s at 4 MiB (13 % of the reference, 24.0 GB/s); fi_pingpong on the same "
             "nodes reaches 0.728 GB/s: the fabric")
     md = (run / "report" / "report.md").read_text()
@@ -199,7 +200,7 @@ def test_a_failed_upper_step_is_told_by_the_layer_below(tmp_path, capsys):
     text = osu.read_text() + osu.with_suffix(".stderr").read_text()
     (tmp_path / "transcript").write_text(text)
     failed_step(run, "osu_bw", "osu_bw", (tmp_path / "transcript", "-i 20 -x 2"))
-    assert cli.main(["report", str(run)]) == 1
+    assert commstack(["report", str(run)]) == 1
     assert ("- `stack/osu_bw` on node1, node2: osu_bw failed (crashed); fi_pingpong on the same nodes reaches "
             "1.67 GB/s at 6 MiB: the fabric is fine; look at MPI's transport (UCX_TLS, OMPI_MCA_pml)\n"
             ) in (run / "report" / "report.md").read_text()
@@ -213,7 +214,7 @@ def test_a_lower_step_elsewhere_tells_nothing(tmp_path, capsys, fabric_nodes, os
     run = tmp_path / "run"
     step(run, "fi_pingpong", FI_PINGPONG, nodes=fabric_nodes)
     step(run, "osu_bw", OSU_BW_NO_CXI, nodes=osu_nodes)
-    cli.main(["report", str(run)])
+    commstack(["report", str(run)])
     assert "Lowest layer at fault" not in (run / "report" / "report.md").read_text()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.cli import main
+from commstack.cli.main import main
 from commstack.paths import TOP
 from commstack.results.export import ExportError, export
 from commstack.tools.osu import parse_osu

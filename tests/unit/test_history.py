@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from commstack.cli import main
+from commstack.cli.main import main
 from commstack.paths import TOP
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_run, compare_to_history, connect,
                                        import_results, plot, trend, trend_table)

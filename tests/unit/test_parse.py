@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from commstack import benchmarks, cli
+from commstack import benchmarks
+from commstack.cli.main import main
 from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
@@ -39,7 +40,7 @@ def osu_text(name: str) -> str:
 
 def commstack_parse(capsys, path, args="", *extra):
     """`commstack parse` in this process: the same code path as the command, 130 times faster to start."""
-    rc = cli.main(["parse", str(path), f"--args={args}", *extra])
+    rc = main(["parse", str(path), f"--args={args}", *extra])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -117,7 +118,7 @@ def test_commstack_parse_as_a_user_types_it(name, kind):
     assert p.returncode == EXIT[kind], p.stderr
     assert "Traceback" not in p.stderr
     if kind == "ok":
-        assert "complete and valid" in p.stdout
+        assert ", complete, validated: " in p.stdout
     else:
         assert f": {kind}: " in p.stderr
 
@@ -130,7 +131,7 @@ def test_commstack_parse_as_a_user_types_it(name, kind):
     (["--ranks", "-3"], "commstack parse: error: --ranks -3: a run has 1 rank or more"),
 ])
 def test_commstack_parse_bad_arguments_are_named_errors(capsys, args, message):
-    rc = cli.main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
+    rc = main(["parse", str(OSU / "7.2/osu_bw.stdout"), *args])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip() == message and "Traceback" not in err
 
@@ -165,8 +166,9 @@ def test_parse_help_documents_every_exit_status():
 
 def test_json_gives_benchmark_version_columns_with_units_and_rows(capsys):
     rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_allreduce-f-c.stdout", "-i 20 -x 2 -f -c", "--json")
-    doc = json.loads(out)
+    [doc] = json.loads(out)
     assert rc == 0 and (doc["benchmark"], doc["version"], doc["meta"]["datatype"]) == ("osu_allreduce", "7.2", "MPI_CHAR")
+    assert (doc["verdict"], doc["validated"], doc["error"], doc["lines"]) == ("complete", "yes", None, [2, 25])
     assert [(c["name"], c["unit"]) for c in doc["columns"]] == [
         ("size", "B"), ("latency_us", "us"), ("min_latency_us", "us"), ("max_latency_us", "us"),
         ("iterations", None), ("validation", None)]
@@ -608,7 +610,7 @@ def test_nccl_rows_that_repeat_or_go_backwards():
 def test_nccl_a_second_run_text_after_the_end_and_another_benchmarks_end_line():
     text = seed("cscs-nccl-01.txt")
     e = raises(text + text, [])
-    assert (e.kind, e.message, e.line) == ("unknown-format", "a second nccl-tests run in one output",
+    assert (e.kind, e.message, e.line) == ("unknown-format", "2 tables in one output; a step runs one",
                                            "# Collective test starting: all_reduce_perf")
     e = raises(text + "# Avg bus bandwidth    : 19.7866\n", [])
     assert (e.kind, e.message) == ("unknown-format", "output after '# Collective test concluded'")
@@ -877,18 +879,23 @@ def raises_for(benchmark: str, text: str) -> ParseError:
 
 def test_commstack_parse_prints_rows_one_table_or_several_and_names_an_unreadable_file(capsys, tmp_path):
     rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw.stdout")
-    assert (rc, out) == (0, "osu_bw (OSU MPI Bandwidth Test v7.2): 23 rows, 1..4194304 B, complete and valid\n")
+    assert (rc, out) == (0, "lines 1-26: osu_bw (OSU MPI Bandwidth Test v7.2): 23 rows, 1..4194304 B, complete, "
+                            "validated: no\n")
     warned = tmp_path / "warned"
     warned.write_text("srun: warning: can't honor --ntasks-per-node\n" + osu_text("7.2/osu_bw.stdout"))
-    assert commstack_parse(capsys, warned)[1].endswith("complete and valid; 1 warning line(s)\n")
-    rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw.stdout", "", "--json")
-    assert rc == 0 and isinstance(json.loads(out), dict) and out.startswith('{\n "benchmark": "osu_bw",\n "tool"')
+    assert commstack_parse(capsys, warned)[1].splitlines()[1:] == [
+        "  note line 1: slurm (srun, salloc or sbatch message): srun: warning: can't honor --ntasks-per-node"]
+    rc, out, _ = commstack_parse(capsys, OSU / "7.2/osu_bw-c.stdout", "-c", "--json")
+    [doc] = json.loads(out)
+    assert rc == 0 and out.startswith('[\n {\n  "benchmark": "osu_bw",\n  "tool"') and doc["validated"] == "yes"
     two = tmp_path / "two"
     two.write_text(osu_text("7.2/osu_bw.stdout") + osu_text("7.2/osu_latency.stdout"))
     rc, out, _ = commstack_parse(capsys, two, "", "--json")
-    assert rc == 0 and [t["benchmark"] for t in json.loads(out)] == ["osu_bw", "osu_latency"]
+    assert rc == 0 and [(t["benchmark"], t["lines"]) for t in json.loads(out)] == [("osu_bw", [1, 26]),
+                                                                                    ("osu_latency", [27, 52])]
     rc, out, err = commstack_parse(capsys, two)
-    assert out.splitlines()[1] == "osu_latency (OSU MPI Latency Test v7.2): 23 rows, 1..4194304 B, complete and valid"
+    assert out.splitlines()[1] == ("lines 27-52: osu_latency (OSU MPI Latency Test v7.2): 23 rows, 1..4194304 B, "
+                                   "complete, validated: no")
     rc, _, err = commstack_parse(capsys, tmp_path / "missing")
     assert rc == 2 and "cannot read" in err and "No such file or directory" in err
 

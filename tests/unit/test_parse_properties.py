@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from commstack import benchmarks
 from commstack.tools import Benchmark, nccl_tests, osu
 from commstack.errors import ParseError
-from commstack.results.parse import parse_outputs
+from commstack.results import noise
+from commstack.results.parse import _title, parse_outputs, parse_results
 
 OSU = list(osu.BENCHMARKS.values())
 NCCL = list(nccl_tests.BENCHMARKS.values())
@@ -345,3 +346,54 @@ def test_a_failed_data_check_is_validation_failed_also_with_the_crash_after_it(o
     text = out.text + ("srun: error: nid001234: task 0: Exited with exit code 1\nsrun: Terminating StepId=1.0\n"
                        if crash else "")
     assert kind(text, out.args) == "validation-failed"
+
+
+# ------------------------------------------------------------------ issue 25: launchers' lines, several tables
+
+KNOWN_LINES = [p.example for p in noise.PATTERNS]
+
+
+@given(OUTPUTS, st.data())
+def test_known_launcher_lines_between_any_lines_are_notes_and_keep_every_row(out, data):
+    """A known launcher or runtime line (results.noise) on its own line anywhere, a table's rows among
+    them, keeps every row and is a note of the table with its source."""
+    lines = out.text.split("\n")
+    i = data.draw(st.integers(0, len(lines) - 2))
+    known = data.draw(st.sampled_from(KNOWN_LINES))
+    lines.insert(i, known)
+    results = parse_results("\n".join(lines), out.args)
+    assert [r.verdict for r in results] == ["complete"] * len(out.tables)
+    assert [r.sweep.rows for r in results] == out.tables
+    assert [(n.lineno, n.line) for r in results for n in r.notes] == [(i + 1, known)]
+
+
+@given(OUTPUTS)
+def test_tag_output_prefixes_on_every_line_keep_every_row(out):
+    tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in out.text.splitlines())
+    assert [s.rows for s in parse_outputs(tagged, out.args)] == out.tables
+
+
+@given(OUTPUTS, st.data())
+def test_a_known_line_glued_to_a_row_never_passes(out, data):
+    lines = out.text.split("\n")
+    i = data.draw(st.sampled_from(out.data))
+    known = data.draw(st.sampled_from(KNOWN_LINES))
+    lines[i] = data.draw(st.sampled_from([known + lines[i], lines[i] + known, known + " " + lines[i].strip()]))
+    assert kind("\n".join(lines), out.args) != "ok"
+
+
+@given(st.one_of(osu_outputs(), nccl_outputs()), st.data())
+def test_several_tables_per_file_each_with_its_own_verdict(out, data):
+    """A job log of the same run twice, a shell banner between them, the second cut short at one of its
+    rows: the first table is complete, the second truncated, each on its own lines."""
+    lines = out.text.rstrip("\n").split("\n")
+    cut = data.draw(st.sampled_from([i for i in out.data if i > min(out.data)] or [min(out.data)]))
+    banner = "=== the same benchmark again ==="
+    text = out.text + banner + "\n" + "\n".join(lines[:cut]) + "\n"
+    results = parse_results(text, out.args)
+    n = len(out.tables)
+    assert [r.verdict for r in results[:n]] == ["complete"] * n
+    assert [r.sweep.rows for r in results[:n]] == out.tables
+    assert results[n - 1].notes[-1].line == banner
+    title = next(i for i, line in enumerate(lines) if _title(line.rstrip()))  # the second table starts there
+    assert results[-1].verdict == "truncated" and results[n].first == len(out.text.splitlines()) + 1 + title + 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from commstack import cli
+from commstack.cli.main import main
 from commstack.config import load_system
 from commstack.paths import TOP
 from commstack.results.compare import CompareError, compare, compare_table
@@ -208,7 +208,7 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
 
 
 def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
-    import commstack.cli  # noqa: F401 - imports every module, so every error class exists
+    import commstack.cli.main  # noqa: F401 - imports every module, so every error class exists
     from commstack.errors import CommstackError, StepTimeoutError
     from commstack.run.runner import judged
 
@@ -242,7 +242,7 @@ def commstack_compare(*args) -> subprocess.CompletedProcess:
 def compare_cli(capsys):
     """`commstack compare` in this process: the command's code path, where coverage and perf/mutation.py see it."""
     def run(*args) -> subprocess.CompletedProcess:
-        rc = cli.main(["compare", *map(str, args)])
+        rc = main(["compare", *map(str, args)])
         out, err = capsys.readouterr()
         return subprocess.CompletedProcess(["commstack", "compare", *map(str, args)], rc, out, err)
     return run

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import matplotlib.image
 
-from commstack.cli import main
+from commstack.cli.main import main
 from commstack.paths import TOP
 from commstack.results.history import add_run
 from commstack.tools.osu import parse_osu

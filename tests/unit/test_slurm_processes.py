@@ -6,16 +6,16 @@ import subprocess
 import sys
 import time
 
-from commstack.slurm import _end, _start_time
+from commstack.slurm.procs import end, start_time
 
 
 def test_a_process_whose_start_time_differs_is_not_signalled():
     proc = subprocess.Popen(["sleep", "300"])
     try:
-        _end(proc.pid, "1", signal.SIGKILL, 0)  # the pid now names another process than the one checked
+        end(proc.pid, "1", signal.SIGKILL, 0)  # the pid now names another process than the one checked
         time.sleep(0.2)
         assert proc.poll() is None
-        _end(proc.pid, _start_time(proc.pid), signal.SIGTERM, 0)
+        end(proc.pid, start_time(proc.pid), signal.SIGTERM, 0)
         assert proc.wait(timeout=10) == -signal.SIGTERM
     finally:
         proc.kill()
@@ -28,7 +28,7 @@ def test_one_that_ignores_sigterm_gets_sigkill_after_the_grace_time():
     try:
         assert proc.stdout.readline() == b"ready\n"
         t0 = time.monotonic()
-        _end(proc.pid, _start_time(proc.pid), signal.SIGTERM, 1)
+        end(proc.pid, start_time(proc.pid), signal.SIGTERM, 1)
         assert proc.wait(timeout=10) == -signal.SIGKILL and 0.9 < time.monotonic() - t0 < 5
     finally:
         proc.kill()

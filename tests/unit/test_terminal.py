@@ -20,7 +20,7 @@ import pytest
 from commstack.benchmarks import METRICS
 from commstack.results.references import Reference, References
 from commstack.results.records import Record
-from commstack.terminal import figure_text, key_figure
+from commstack.terminal.figures import figure_text, key_figure
 
 SUITE = r"""name: two
 description: two OSU steps

@@ -1,7 +1,8 @@
 """A parsed table (Sweep) and the line machinery every tool's parser shares.
 
-Every line of an output is the benchmark's own, a known warning (kept in `Sweep.warnings`, also when
-it is glued to the start or end of another line, which then still counts), or an error naming its
+Every line of an output is the benchmark's own, a known launcher or runtime line (commstack.results.noise,
+kept as a note in `Sweep.notes`, also when it is glued to the start or end of another line, which then
+still counts), or an error naming its
 kind (commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
 `timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise;
 the benchmark's own failed data check comes before the crash lines that follow it. `own_lines` sorts
@@ -17,6 +18,8 @@ from typing import Any
 
 from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailedError, ParseError,
                               TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
+from commstack.results import noise
+from commstack.results.noise import Note
 
 
 @dataclass
@@ -31,12 +34,17 @@ class Sweep:
     columns: list[str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # known lines that are not the benchmark's
+    notes: list[Note] = field(default_factory=list)  # known lines that are not the benchmark's (results.noise)
     complete: bool | None = None  # the format's own end marker was seen; None: the format has none
     # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
     row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
     error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
     title_line: tuple[int, str] = (0, "")
+
+    @property
+    def warnings(self) -> list[str]:
+        """The known lines that are not the benchmark's, as printed."""
+        return [n.line for n in self.notes]
 
     @property
     def errors(self) -> list[str]:
@@ -66,7 +74,13 @@ CRASH = re.compile(
     r"|application called MPI_Abort|MPI_ABORT was invoked on rank \d+|\*\*\* An error occurred in MPI_\w+"
     r"|\*\*\* MPI_ERRORS_ARE_FATAL"
     r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
-    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure")
+    r"|^(?:Killed|Aborted)(?: \(core dumped\))?$|Test (?:NCCL|CUDA) failure"
+    # MPICH and its derivatives: Intel MPI's `Abort(N) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init`,
+    # Cray MPICH's `MPICH ERROR [Rank 0] [job id 1.0] [date] [node] - Abort(N) ...`, MPICH's `Fatal error in
+    # MPI_Win_fence: ..., error stack:` and `Assertion failed in file F at line N: ...`; UCX's
+    # `[host:pid:0:tid] Caught signal 7 (Bus error ...)`
+    r"|^Abort\(\d+\) on node \d+ |^MPICH ERROR \[Rank \d+\] |^Fatal error in P?MPI_\w+: |Caught signal \d+ \("
+    r"|^Assertion failed in file \S+ at line \d+: ")
 # mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
 EXITED = re.compile(r"returned\s+a non-zero exit code"
                     r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
@@ -86,25 +100,10 @@ SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \
                 "Slurm ended the step: a node failed"),
                (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
 
-# Warnings with a known end, stripped where they are glued to the start or end of a line.
-# OSU's mem-limit warning has no newline, so it always glues onto the next line (2>&1).
-GLUED = [
-    re.compile(r"(?:(?<!\S)\.{1,2})?/[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
-               r"\(required by /[^\s()]*\)"),
-    re.compile(r"Warning! Limiting max message size to: ?(?P<limit>\d+)\.? ?"
-               r"Increase -M, --mem-limit for higher message sizes\."),
-]
-# Warnings that run to the end of their line: known only as whole lines.
-WHOLE = [
-    re.compile(r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +WARN .*"),
-    re.compile(r"libfabric:\d+:\d+:[^<]*<warn> .*"),
-    re.compile(r"\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) .*"),
-    re.compile(r"srun: (?:warning: .*|job \d+ queued and waiting for resources|job \d+ has been allocated resources"
-               r"|Job step created|Step created for StepId=\S+)"),
-    re.compile(r"Nodes:\d+ Tasks:\d+ Per Node:\d+"),  # job-script banner (seed 004)
-]
-# a whole-line warning whose text ends like a table row may have swallowed one
+# a known line whose text ends like a table row (a size, then figures, one with a decimal point) may have
+# swallowed one; NCCL INFO lines that end in integers (ranks, channels) do not
 ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed)){1,12}\s*$")
+DECIMAL = re.compile(r"\d\.\d")
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]\d+)?")  # as printf writes them: 1.5, -1, 1.9164e+03
 # a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
 ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
@@ -115,16 +114,28 @@ class Text:
     """The benchmark's own lines of an output, with the known warnings taken out."""
 
     lines: list[tuple[int, str]]
-    warnings: list[tuple[int, str]]
+    notes: list[Note]
     cut: bool  # the output does not end with a newline: its last line may be cut short
     mem_limit: int | None = None  # OSU's "Limiting max message size to: N"
 
 
 def own_lines(text: str) -> Text:
+    """The benchmark's own lines, launchers' prefixes stripped (noise.PREFIXES); every known line that is
+    not the benchmark's a note (noise.PATTERNS, FRAMES, GLUED); crash and Slurm lines raised."""
     if not text.strip():
         raise EmptyOutputError("the output is empty")
     out = Text([], [], not text.endswith("\n"))
-    lines = [line.rstrip() for line in text.splitlines()]
+    lines, glued = [], []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = noise.strip_prefix(line.rstrip())[0]
+        for g in noise.GLUED:
+            for m in list(g.regex.finditer(line)):
+                glued.append(Note(lineno, cut(m.group(0)), g.source, g.what))
+                if m.groupdict().get("limit"):
+                    out.mem_limit = int(m.group("limit"))
+            line = g.regex.sub("", line).rstrip()
+        lines.append(line)
+    framed = noise.framed(lines)
     exited: tuple[int, str] | None = None
     # the benchmark's failed data check comes first: the crash lines after it are its consequence
     failed = next(((n, line) for n, line in enumerate(lines, 1) if VALIDATION_FAILED.search(line)), None)
@@ -139,31 +150,29 @@ def own_lines(text: str) -> Text:
                 raise ended(error, message, line, lineno)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
+            out.notes += [n for n in glued if n.lineno == lineno]
             continue
         if CRASH.search(line):
             raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
             exited = exited or (lineno, line)
-        for pattern in GLUED:
-            for m in list(pattern.finditer(line)):
-                out.warnings.append((lineno, cut(m.group(0))))
-                if m.groupdict().get("limit"):
-                    out.mem_limit = int(m.group("limit"))
-            line = pattern.sub("", line).rstrip()
-        if not line.strip():
+        out.notes += [n for n in glued if n.lineno == lineno]
+        if lineno - 1 in framed:
+            frame = framed[lineno - 1]
+            out.notes.append(Note(lineno, cut(line), frame.source, frame.what))
             continue
-        if any(p.fullmatch(line) for p in WHOLE):
-            if ROW_TAIL.search(line):
-                raise UnknownFormatError("a warning line ends like a table row: a row may be glued to it", line,
-                                         lineno)
-            out.warnings.append((lineno, cut(line)))
+        known = noise.classify(line)
+        if known is not None:
+            if ROW_TAIL.search(line) and DECIMAL.search(ROW_TAIL.search(line).group(0)):
+                raise UnknownFormatError("a known line ends like a table row: a row may be glued to it", line, lineno)
+            out.notes.append(Note(lineno, cut(line), known.source, known.what))
             continue
         out.lines.append((lineno, line))
     if exited:
         raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", exited[1], exited[0])
     if not out.lines:
-        raise EmptyOutputError(f"no benchmark output, only {len(out.warnings)} warning line(s)",
-                               out.warnings[0][1], out.warnings[0][0])
+        raise EmptyOutputError(f"no benchmark output, only {len(out.notes)} warning line(s)",
+                               out.notes[0].line, out.notes[0].lineno)
     return out
 
 
@@ -183,12 +192,12 @@ def count(text: str, line: str, lineno: int) -> int:
 
 
 def assign_warnings(sweeps: list[Sweep], t: Text) -> None:
-    """Each warning to the table it appears in (those before the first title to the first)."""
+    """Each note to the table it appears in (those before the first title to the first)."""
     # a table starts at its title; a datatype table of 7.x -T all (same title) at its first row
     starts = [-1] + [s.row_lines[0][0] if s.title_line == p.title_line else s.title_line[0]
                      for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
     for i, s in enumerate(sweeps):
-        s.warnings = [w for n, w in t.warnings if starts[i] <= n < starts[i + 1]]
+        s.notes = [n for n in t.notes if starts[i] <= n.lineno < starts[i + 1]]
 
 
 def check_last_line(t: Text, sweeps: list[Sweep]) -> None:

@@ -1,25 +1,31 @@
-"""Parse and check a run's output: its tool (commstack.tools) told by the title, its tables parsed by
-that tool's strict parser (lines shared by all: commstack.results.lines), then checked.
+"""Parse and check a run's output: its tables split at their titles, each one's tool (commstack.tools)
+told by its title, parsed by that tool's strict parser (lines shared by all: commstack.results.lines),
+then checked: each table a Result with its own verdict, its validation and its notes.
 
-`parse_output` is what the runner and `commstack parse` call: it also checks that the sweep has the
-first and last sizes its arguments (or the benchmark's defaults) ask for, and the benchmark's own
-validation.
+`parse_results` is what `commstack parse` calls, `parse_output` what the runner calls (one table per
+step): both check that each sweep has the first and last sizes its arguments (or the benchmark's
+defaults) ask for, and the benchmark's own validation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shlex
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from commstack import benchmarks, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, ParseError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError, printable)
+                              ValidationFailedError, cut, printable)
 from commstack.files import MAX_OUTPUT, read_bounded
-from commstack.results.lines import Sweep, own_lines
+from commstack.results import noise
+from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep, own_lines
+from commstack.results.noise import Note
 from commstack.tools import TOOLS, Benchmark
 
 
@@ -105,13 +111,229 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
 
 
-def parse_outputs(text: str, args: list[str], ranks: int | None = None) -> list[Sweep]:
-    """Every table of one run's output (several only with OSU 7.x `-T all`, one per datatype, or a
-    job script's transcript), each checked against `args` as in parse_output."""
-    sweeps = identify(text).tool.parse(text)
-    for s in sweeps:
-        check(benchmarks.get(s.benchmark), s, args, ranks)
-    return sweeps
+# ---------------------------------------------------------------------------------- tables of one output
+
+Validated = Literal["yes", "no", "failed"]
+# a table's data row starts with a number (OSU, nccl-tests) after blanks
+DATA_ROW = re.compile(r"\s*[-+]?\d")
+
+
+def _title(line: str) -> bool:
+    """Whether a line is a title some tool reads (a known or an unknown benchmark of its own)."""
+    for tool in TOOLS.values():
+        try:
+            if tool.title(line):
+                return True
+        except UnknownFormatError:
+            return True
+    return False
+
+
+def _outside(line: str) -> bool:
+    """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
+    or the benchmark's own failure line (those belong to the table before them); known lines stay where
+    they are, notes of the table they stand in (commstack.results.lines)."""
+    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
+        and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
+        and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
+        and not any(g.regex.search(line) for g in noise.GLUED)
+
+
+@dataclass
+class Table:
+    """The lines of one table of an output: from its title (or the output's start) to the line before the
+    next table's title, lines outside any table blanked; `offset` lines of the output come before `text`."""
+
+    first: int
+    last: int
+    text: str
+    offset: int = 0
+    outside: list[Note] = field(default_factory=list)  # lines before or after it that no table holds
+
+    def shifted(self, e: ParseError) -> ParseError:
+        """The error with the output's line number."""
+        return type(e)(e.message, e.line, e.lineno + self.offset) if self.offset and e.lineno else e
+
+    def shift(self, sweep: Sweep) -> Sweep:
+        """The sweep with the output's line numbers."""
+        if self.offset:
+            n = self.offset
+            sweep.title_line = (sweep.title_line[0] + n, sweep.title_line[1])
+            sweep.row_lines = [(i + n, line) for i, line in sweep.row_lines]
+            sweep.error_lines = [(i + n, line) for i, line in sweep.error_lines]
+            sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
+        return sweep
+
+
+def split_tables(text: str) -> list[Table]:
+    """An output cut into its tables at their titles: a title starts a table once the one before has a
+    data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
+    osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
+    row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
+    between two benchmarks). Before the first title and after the last table's last row, text is that
+    table's: an unknown line there an error, as inside a table."""
+    raw = text.splitlines()
+    lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
+    framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
+    starts: list[int] = []
+    rows = False
+    for i, line in enumerate(lines):
+        if _title(line):
+            if not starts or rows:
+                starts.append(i)
+                rows = False
+        elif starts and DATA_ROW.match(line) and noise.classify(line) is None:
+            rows = True
+    if not starts:
+        return [Table(1, len(raw), text)]
+    bounds = list(zip(starts, starts[1:] + [len(raw)]))
+    outside: set[int] = set()
+    for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
+        data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
+        tail = data[-1] + 1 if data else end
+        outside.update(i for i in range(tail, end) if i not in framed and _outside(lines[i]))
+    tables = []
+    for k, (begin, end) in enumerate(bounds):
+        start = 0 if k == 0 else begin
+        body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
+        body += "\n" if end < len(raw) or text.endswith("\n") else ""
+        notes = [Note(i + 1, cut(lines[i]), "unknown", "a line between two tables")
+                 for i in sorted(j for j in outside if start <= j < end)]
+        tables.append(Table(begin + 1, end, body, start, notes))
+    return tables
+
+
+@dataclass
+class Result:
+    """One table of an output as `commstack parse` reports it: parsed (as far as it could be) and
+    checked, with its own verdict, validation and notes."""
+
+    benchmark: str | None
+    first: int
+    last: int
+    sweep: Sweep | None          # the table, or the rows read before the line its error quotes
+    error: ParseError | None
+    notes: list[Note]
+
+    @property
+    def verdict(self) -> str:
+        return self.error.kind if self.error else "complete"
+
+    @property
+    def validated(self) -> Validated:
+        return validated(self.sweep, self.error)
+
+
+def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated:
+    """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output
+    shows one ran (a Pass/Fail column, counted wrong elements, `validation: 1`), else `no` (OSU without
+    -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
+    if isinstance(error, ValidationFailedError):
+        return "failed"
+    if sweep is None:
+        return "no"
+    wrong = [c for c in sweep.columns if COLUMNS[c].wrong]
+    if sweep.error_lines or any(r.get(c) for r in sweep.rows for c in wrong) \
+            or any(v == "Fail" for r in sweep.rows for v in r.values()):
+        return "failed"
+    if sweep.meta.get("validation") == 0:
+        return "no"
+    checked = any(v == "Pass" for r in sweep.rows for v in r.values()) \
+        or any(r.get(c) is not None for r in sweep.rows for c in wrong) or sweep.meta.get("validation") == 1
+    return "yes" if checked else "no"
+
+
+def _named(table: Table) -> Benchmark | None:
+    """The benchmark a table's first line names, where that line is a known title."""
+    lines = table.text.splitlines()
+    if len(lines) < table.first - table.offset:
+        return None
+    line = noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0]
+    for tool in TOOLS.values():
+        try:
+            bench = tool.title(line)
+        except UnknownFormatError:
+            return None
+        if bench:
+            return bench
+    return None
+
+
+def _partial(table: Table, error: ParseError) -> Sweep | None:
+    """The rows of a table read before the line its error quotes: the table up to its last data row
+    above that line, parsed (a few times over, where that cut text fails earlier still)."""
+    lines = table.text.splitlines()
+    stop = error.lineno
+    for _ in range(3):
+        if not stop:
+            return None
+        data = [i for i in range(stop - 1) if DATA_ROW.match(lines[i])]
+        if not data:
+            return None
+        text = "\n".join(lines[:data[-1] + 1]) + "\n"
+        try:
+            sweeps = identify(text).tool.parse(text)
+            return sweeps[-1] if sweeps else None
+        except ParseError as e:
+            stop = e.lineno if e.lineno and e.lineno < stop else None
+        except CommstackError:
+            return None
+    return None
+
+
+def parse_results(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
+        -> list[Result]:
+    """Every table of an output, each parsed and checked against `args` on its own: one's failure is
+    its verdict, not the others'. `benchmark` (a step's) names the tables of an output that names none."""
+    results: list[Result] = []
+    for table in split_tables(text):
+        try:
+            bench = identify(table.text)
+        except UnknownFormatError as e:
+            results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
+            continue
+        except ParseError as e:  # a crash or Slurm's end: the title still names the benchmark
+            bench = _named(table)
+            if bench is None:
+                results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
+                continue
+        try:
+            sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
+        except ParseError as e:
+            partial = _partial(table, e)
+            partial = table.shift(partial) if partial else None
+            notes = table.outside + (partial.notes if partial else [])
+            # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
+            named = partial.benchmark if partial and partial.benchmark else \
+                bench.name if bench.name in benchmarks.BENCHMARKS else None
+            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes))
+            continue
+        for i, s in enumerate(sweeps):
+            if s.benchmark is None:  # an output that names no benchmark (nccl-tests before 2.16.7): the step's
+                s.benchmark = benchmark
+            try:
+                check(benchmarks.get(s.benchmark) if s.benchmark else bench, s, args, ranks)
+                error = None
+            except ParseError as e:
+                error = e  # its line numbers are the output's: the sweep's were shifted
+            if i == 0:
+                s.notes = sorted(table.outside + s.notes, key=lambda n: n.lineno)
+            first = table.first if i == 0 else s.row_lines[0][0]
+            last = table.last if i == len(sweeps) - 1 else sweeps[i + 1].row_lines[0][0] - 1
+            results.append(Result(s.benchmark, first, last, s, error, s.notes))
+    return results
+
+
+def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
+        -> list[Sweep]:
+    """Every table of one run's output (several with OSU 7.x `-T all`, one per datatype, or a job
+    script's transcript), each checked against `args` as in parse_output; the first failure raised.
+    `benchmark` (the step's) names the tables of an output that names none."""
+    results = parse_results(text, args, ranks, benchmark)
+    for r in results:
+        if r.error:
+            raise r.error
+    return [r.sweep for r in results]
 
 
 def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int | None = None) -> Sweep:
@@ -121,10 +343,15 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     the step ran (None: the title tells). `ranks` lets the check know where OSU's memory limit
     shortens a collective's sweep."""
     if benchmark is not None:
-        lineno, line = own_lines(text).lines[0]
-        if identify(text).name != benchmark:
+        first = split_tables(text)[0].text  # a job script's echo before the title is no title
+        lineno, line = own_lines(first).lines[0]
+        named = identify(first).name
+        if named in benchmarks.BENCHMARKS and named != benchmark:
             raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
-    sweeps = parse_outputs(text, args, ranks)
+    sweeps = parse_outputs(text, args, ranks, benchmark)
+    if benchmark is not None and sweeps[0].benchmark != benchmark:  # named after its first line (nccl-tests 2.17.4+)
+        raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's",
+                                 *sweeps[0].title_line[::-1])
     if len(sweeps) > 1:
         raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
     return sweeps[0]
@@ -149,15 +376,23 @@ PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
     f"{e.exit_code} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
 
 
-def describe(sweep: Sweep) -> dict[str, Any]:
-    """What `commstack parse --json` prints for one table."""
-    return {"benchmark": sweep.benchmark, "tool": sweep.tool, "version": sweep.version, "title": sweep.title,
-            "device": sweep.device, "columns": [{"name": c, "unit": COLUMNS[c].unit} for c in sweep.columns],
-            "rows": sweep.rows, "meta": sweep.meta, "warnings": sweep.warnings}
+def describe(result: Result) -> dict[str, Any]:
+    """What `commstack parse --json` prints for one table: its lines, verdict, validation, notes, and the
+    rows read (all of them, or those before the line its error quotes)."""
+    s, e = result.sweep, result.error
+    return {"benchmark": result.benchmark, "tool": s.tool if s else None, "version": s.version if s else None,
+            "title": s.title if s else None, "device": s.device if s else None,
+            "lines": [result.first, result.last], "verdict": result.verdict, "validated": result.validated,
+            "error": {"kind": e.kind, "message": e.message, "lineno": e.lineno, "line": e.line} if e else None,
+            "columns": [{"name": c, "unit": COLUMNS[c].unit} for c in s.columns] if s else [],
+            "rows": s.rows if s else [], "meta": s.meta if s else {},
+            "notes": [{"lineno": n.lineno, "source": n.source, "what": n.what, "line": n.line} for n in result.notes]}
 
 
 def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:
-    """`commstack parse FILE`: parse and check any run's output; print the rows or the error."""
+    """`commstack parse FILE`: parse and check each table of any run's output; print each one's rows,
+    verdict, validation and notes, and each failure on stderr. Exit status: 0 when every table is
+    complete, else the first failure's."""
     text = read_bounded(Path(path), MAX_OUTPUT).decode(errors="replace")  # a regular file, at most 64 MiB
     if ranks is not None and ranks < 1:
         raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
@@ -165,17 +400,22 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
         argv = shlex.split(args)
     except ValueError as e:
         raise CommstackError(f"--args {args!r}: {e}") from None
-    try:
-        sweeps = parse_outputs(text, argv, ranks)
-    except ParseError as e:
-        print(f"commstack parse: {path}: {e.kind}: {e.message}", file=sys.stderr)
-        if e.line is not None:
-            print(f"  line {e.lineno}: {printable(e.line)}", file=sys.stderr)
-        return e.exit_code
+    results = parse_results(text, argv, ranks)
+    for r in results:
+        if r.error:
+            print(f"commstack parse: {path}: {r.error.kind}: {r.error.message}", file=sys.stderr)
+            if r.error.line is not None:
+                print(f"  line {r.error.lineno}: {printable(r.error.line)}", file=sys.stderr)
     if as_json:
-        print(json.dumps([describe(s) for s in sweeps] if len(sweeps) > 1 else describe(sweeps[0]), indent=1))
+        print(json.dumps([describe(r) for r in results], indent=1))
     else:
-        for s in sweeps:
-            print(f"{s.benchmark} ({s.title}): {len(s.rows)} rows, {s.rows[0]['size']}..{s.rows[-1]['size']} B, "
-                  f"complete and valid" + (f"; {len(s.warnings)} warning line(s)" if s.warnings else ""))
-    return 0
+        for r in results:
+            rows = r.sweep.rows if r.sweep else []
+            sizes = f", {rows[0]['size']}..{rows[-1]['size']} B" if rows else ""
+            what = f"{r.benchmark} ({r.sweep.title})" if r.sweep else (r.benchmark or "no table")
+            print(f"lines {r.first}-{r.last}: {what}: {len(rows)} rows{sizes}, {r.verdict}, validated: {r.validated}"
+                  + (f"; {len(r.notes)} note(s)" if r.notes else ""))
+            for n in r.notes:
+                print(f"  note {n}")
+    failed = next((r.error for r in results if r.error), None)
+    return failed.exit_code if failed else 0

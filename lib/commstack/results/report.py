@@ -173,6 +173,9 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
     fig.savefig(path, dpi=100)
 
 
+NOTES_SHOWN = 20  # a step's notes the report lists; its record holds them all
+
+
 def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:
     """run_dir/report/{index.html, report.md, rows.csv, *.png}; returns the HTML page's path."""
     records = read_run(run_dir)
@@ -214,14 +217,15 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
     md = [f"# {_md(head)}", "", f"{date}, run {_md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
           "Rows in [rows.csv](rows.csv).", "",
-          "| step | verdict | reason | nodes | command |", "|---|---|---|---|---|"]
+          "| step | verdict | reason | nodes | command | validated |", "|---|---|---|---|---|---|"]
     page = [f"<h1>{html.escape(head)}</h1>",
             f"<p>{date}, run <code>{html.escape(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
-            "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th></tr>"]
+            "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
+            "</tr>"]
     findings = diagnose(records, against_references(records, refs))
     if findings:  # above the table: the first thing to read after a maintenance
-        at = md.index("| step | verdict | reason | nodes | command |")
+        at = next(i for i, line in enumerate(md) if line.startswith("| step | verdict |"))
         md[at:at] = ["## Lowest layer at fault", "",
                      *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
         page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
@@ -230,12 +234,22 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
+        checked = r.validated or ""
         md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
-                  + (f"{_md_code(command)} |" if command else " |"))
+                  + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
         page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
                     f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
-                    f"<td><code>{html.escape(command)}</code></td></tr>")
+                    f"<td><code>{html.escape(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    noted = [r for r in records if r.notes]
+    if noted:  # the launchers' and runtimes' lines each output held, by line number and source
+        md += ["", "## Notes: known launcher and runtime lines", ""]
+        page.append("<h2>Notes: known launcher and runtime lines</h2>")
+        for r in noted:  # NCCL_DEBUG=INFO prints hundreds: the first ones here, every one in the record
+            more = len(r.notes) - NOTES_SHOWN
+            listed = r.notes[:NOTES_SHOWN] + ([f"... {more} more in {r.dirname}/record.json"] if more > 0 else [])
+            md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(listed), block=True), ""]
+            page.append(f"<p><code>{html.escape(r.step)}</code>:</p><pre>{html.escape(chr(10).join(listed))}</pre>")
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         if r.repeats:

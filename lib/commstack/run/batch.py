@@ -25,9 +25,10 @@ from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnava
 from commstack.files import write_atomic
 from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
+from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
+from commstack.run.launch import LOADER, Launcher, StepResult
 from commstack.run.pair import placed
-from commstack.run.launch import LOADER, Launcher, StepResult, output_limit, output_too_large
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand

@@ -1,11 +1,10 @@
 """Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked.
 
 Every step's stdout, stderr, command line, environment, node list and timings are written to
-its own directory before anything is judged, so a failure loses nothing. The output goes to disk as
-it comes, byte for byte, up to a limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default): past
-it the step is stopped, OutputTooLargeError. Each step carries a token in its environment
-(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.sweep), and a
-descendant that holds its output open does not keep the step waiting once its launcher ended.
+its own directory before anything is judged, so a failure loses nothing: the output goes to disk as
+it comes, up to a limit per stream (run.capture), and a step that did not run to its end raises the
+LaunchError that names why. Each step carries a token in its environment
+(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.procs.sweep).
 """
 
 from __future__ import annotations
@@ -14,21 +13,21 @@ import functools
 import os
 import re
 import secrets
-import select
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
-                              NodeFailureError, OutputTooLargeError, PairFailedError, SlurmUnavailableError,
-                              SrunError, StepCrashedError, StepTimeoutError, cut)
+                              NodeFailureError, PairFailedError, SlurmUnavailableError, SrunError, StepCrashedError,
+                              StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
-from commstack.slurm import client, orphans, sweep
+from commstack.run.capture import Sink, output_limit, output_too_large, pump, stop
+from commstack.slurm.clients import client
+from commstack.slurm.procs import orphans, sweep
 
 #: the token that marks every process of a step (its environment), for the sweep at its end
 STEP_TOKEN = "COMMSTACK_STEP"
@@ -37,8 +36,6 @@ LOADER = re.compile(r"LD_[A-Z_]+")
 #: the loader variables the facts probe gets too: only where libraries are found (its `ldd` of the benchmark
 #: needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT)
 SEARCH_PATH = ("LD_LIBRARY_PATH",)
-#: how long the output may stay open once the launcher ended (a descendant holds it), in s
-HELD_OPEN_S = 5.0
 
 
 @dataclass
@@ -53,21 +50,6 @@ class Step:
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
     loader: bool = True  # all loader variables reach the program; False (the probe): SEARCH_PATH alone
-
-
-def output_limit() -> int:
-    """Bytes kept of each of a step's streams (stdout, stderr): COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default."""
-    raw = os.environ.get("COMMSTACK_OUTPUT_LIMIT_MIB") or "64"
-    if not raw.isdigit() or int(raw) < 1:
-        raise LaunchError(f"COMMSTACK_OUTPUT_LIMIT_MIB={raw!r}: a whole number of MiB, 1 or more")
-    return int(raw) * 2**20
-
-
-def output_too_large(name: str, sizes: dict[str, int], limit: int, outdir: Path) -> OutputTooLargeError:
-    """The error of a step whose streams (file name -> bytes seen) went past `limit`."""
-    big = ", ".join(f"{file} {size / 2**20:.0f} MiB" for file, size in sizes.items())
-    return OutputTooLargeError(f"{name}: output past the limit of {limit // 2**20} MiB per stream ({big} and more; "
-                               "COMMSTACK_OUTPUT_LIMIT_MIB): the step was stopped", str(outdir))
 
 
 @dataclass
@@ -251,8 +233,8 @@ class Launcher:
         started = time.time()
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        sinks = {proc.stdout.fileno(): _Sink(outdir / "stdout.txt", limit),
-                 proc.stderr.fileno(): _Sink(outdir / "stderr.txt", limit)}
+        sinks = {proc.stdout.fileno(): Sink(outdir / "stdout.txt", limit),
+                 proc.stderr.fileno(): Sink(outdir / "stderr.txt", limit)}
         marks = {STEP_TOKEN: token}
 
         def end_orphans() -> None:  # mpirun waits for every holder of its ranks' output: their daemons end with them
@@ -260,16 +242,16 @@ class Launcher:
             if left:
                 sweep(marks, only=left)
         try:
-            ended = _pump(proc, sinks, t0 + step.timeout_s, tidy=end_orphans if self.kind == "mpirun" else None)
+            ended = pump(proc, sinks, t0 + step.timeout_s, tidy=end_orphans if self.kind == "mpirun" else None)
             if ended != "exited":
-                _stop(proc)
+                stop(proc)
         except BaseException:  # Ctrl-C: cancel the step, keep what it wrote
-            _stop(proc)
+            stop(proc)
             raise
         finally:
             try:
                 sweep(marks)  # what it left running here: a daemon, a rank of mpirun
-                _pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
+                pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
                 sweep(marks)
             finally:
                 for sink in sinks.values():
@@ -354,86 +336,6 @@ class Launcher:
                                    f"{_first(SIGNALLED, r.stderr) or ''}", raw)
         raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
                                f"{cut((r.stderr.strip().splitlines() or [''])[-1])!r}", raw)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """srun cancels its step on the second SIGINT within a second; then SIGKILL the group."""
-    for sig in (signal.SIGINT, signal.SIGINT):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        time.sleep(0.3)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-class _Sink:
-    """One stream of a step, written to its file as it comes, byte for byte, up to `limit` bytes; what
-    comes after is read and dropped (the step is being stopped)."""
-
-    def __init__(self, path: Path, limit: int):
-        self.path, self.limit, self.size, self.over = path, limit, 0, False
-        try:  # never through a symlink
-            self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                          0o644), "wb")
-        except OSError as e:
-            raise FileWriteError.of(path, e) from e
-
-    def write(self, chunk: bytes) -> None:
-        keep = chunk[:max(0, self.limit - self.size)]
-        self.over = self.over or len(keep) < len(chunk)
-        self.size += len(keep)
-        try:
-            self.file.write(keep)
-        except OSError as e:
-            raise FileWriteError.of(self.path, e) from e
-
-    def close(self) -> None:
-        if not self.file.closed:
-            try:
-                self.file.flush()
-                os.fsync(self.file.fileno())
-                self.file.close()
-            except OSError as e:
-                raise FileWriteError.of(self.path, e) from e
-
-    def text(self) -> str:
-        with open(self.path, "rb") as f:
-            return f.read(self.limit).decode(errors="replace")
-
-
-def _pump(proc: subprocess.Popen, sinks: dict[int, _Sink], deadline: float, watch: bool = True,
-          tidy: Callable[[], None] | None = None) -> str:
-    """Copy the step's streams to their files until both end: `exited`; or until `timeout` at the
-    deadline, or (watch=True) `too large`, a stream past its limit. A descendant that keeps them open
-    after the launcher ended is not waited for past HELD_OPEN_S: `exited` all the same (the sweep ends it).
-    `tidy` is called every second while the launcher runs."""
-    open_fds, exited_at, asked = {fd for fd, sink in sinks.items() if not sink.file.closed}, None, time.monotonic()
-    while open_fds:
-        for fd in select.select(list(open_fds), [], [], 0.2)[0]:
-            chunk = os.read(fd, 1 << 16)
-            if chunk:
-                sinks[fd].write(chunk)
-            else:
-                open_fds.discard(fd)
-        now = time.monotonic()
-        if proc.poll() is not None:
-            exited_at = exited_at or now
-            if now - exited_at > HELD_OPEN_S:
-                break
-        elif watch and any(s.over for s in sinks.values()):
-            return "too large"
-        elif tidy and now - asked > 1:
-            asked = now
-            tidy()
-        elif now > deadline:
-            return "timeout"
-    if watch:
-        proc.wait()
-    return "exited"
 
 
 def _first(pattern: re.Pattern, text: str) -> str:

@@ -174,8 +174,8 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
             status = tool.wait()
             if attempt < PORT_TRIES and any(word in tool.tail for word in IN_USE):
                 continue  # the port was taken between our pick and the server's bind: another one
-            raise PairError(f"the server ({tool.argv[0]}) exited with status {status} before it listened on port "
-                            f"{port}: {_last_line(tool.tail)}", status or 1)
+            raise PairError(f"the server ({Path(tool.argv[0]).name}) exited with status {status} before it "
+                            f"listened on port {port}: {_last_line(tool.tail)}", status or 1)
         else:
             raise PairError(f"no free port after {PORT_TRIES} tries")
         write_json(rendezvous / "server.json", {"host": host or address(), "port": port, "pid": os.getpid()})
@@ -197,7 +197,7 @@ def _wait_listening(tool: Tool, port: int, deadline: float) -> bool:
             return True
         time.sleep(POLL)
     tool.kill()
-    raise PairError(f"the server ({tool.argv[0]}) did not listen on port {port} before the step's timeout")
+    raise PairError(f"the server ({Path(tool.argv[0]).name}) did not listen on port {port} before the step's timeout")
 
 
 def _watch_server(tool: Tool, rendezvous: Path, deadline: float) -> int:

@@ -21,20 +21,21 @@ from typing import Callable
 
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
-                              StepCrashedError)
+                              StepCrashedError, ValidationFailedError)
 from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
 from commstack.results.judge import judge
 from commstack.results.references import References, references_of
 from commstack.results.lines import Sweep
-from commstack.results.parse import parse_output, validation_failure
+from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
 from commstack.run.pair import placed
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
-from commstack.slurm import LocalSlurm, choose_slurm
+from commstack.slurm.clients import choose_slurm
+from commstack.slurm.cluster import LocalSlurm
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -126,6 +127,8 @@ def judged(record: Record):
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
+        if isinstance(e, ValidationFailedError):
+            record.validated = "failed"
 
 
 @contextlib.contextmanager
@@ -182,6 +185,7 @@ def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) 
     record.nodelist = result.nodelist
     sweep = parse_output(s.benchmark, result.stdout, result.step.argv[1:], ranks=result.step.ntasks)
     record.repeats.append(sweep.rows)
+    record.notes += [f"repeat {len(record.repeats)}, {n}" for n in sweep.notes]
     return sweep
 
 
@@ -192,6 +196,13 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
     verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
     record.title, record.version = sweeps[0].title, sweeps[0].version
     record.verdict, record.reason, record.detail = verdict.verdict, verdict.reason, verdict.summary()
+    # the worst of the repeats: one that checked no data leaves the step unvalidated
+    record.validated = max((validated(sw) for sw in sweeps), key=("yes", "no", "failed").index)
+    if s.require_validation and record.validated == "no" and record.verdict != "fail":
+        record.verdict = "fail"
+        record.reason = (f"not validated: {s.benchmark} checked no data (OSU without -c, nccl-tests -c 0), and the "
+                         "suite or system requires validation (require_validation: true)")
+        record.detail += f"\n  validation: {record.reason}"
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
     tool = benchmarks.get(s.benchmark).tool
     facts, problem = tool.stack(out, system, s.tags) if tool.stack else ({}, None)

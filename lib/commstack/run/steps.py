@@ -28,6 +28,7 @@ class SuiteStep:
     tags: dict[str, Any] = field(default_factory=dict)
     repeats: int = 1
     not_run: str | None = None    # why this system cannot run the step (no GPU, too few nodes)
+    require_validation: bool = False  # the suite or the system: a step without a data check fails
 
     @property
     def metric(self) -> str:
@@ -99,7 +100,8 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             tags.update(tool.tags(environment))
             if mode:
                 tags["mode"] = mode
-            out.append(SuiteStep(name, bench, tool.name, step, tags, spec.repeats, why))
+            out.append(SuiteStep(name, bench, tool.name, step, tags, spec.repeats, why,
+                                 suite.require_validation or system.require_validation))
     return out
 
 

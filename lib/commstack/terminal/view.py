@@ -14,11 +14,9 @@ plugin given to pytest.main; plain `pytest suites/NAME.yaml` never loads it and 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,13 +27,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from commstack.benchmarks import METRICS
-from commstack.errors import CommstackError, printable
+from commstack.errors import printable
 from commstack.files import FileWriteError
 from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
-from commstack.results.judge import VERDICTS, References
+from commstack.results.judge import VERDICTS
 from commstack.results.records import Record
 from commstack.run.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
+from commstack.terminal.figures import duration, figure_text, key_figure
+from commstack.terminal.streams import Output, PytestLog
 
 LOG = "pytest.log"
 #: what each exit status of run and suite means
@@ -45,133 +44,6 @@ MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did n
            FileWriteError.exit_status: "the results could not all be written"}
 STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
          "not-run": "magenta"}
-
-
-class Output(io.TextIOBase):
-    """The view's stream: a duplicate of stdout's descriptor, out of reach of pytest's capture (which
-    points descriptor 1 at a file while a step runs). A reader that went away (`| head -1`) ends the
-    output, not the run: from then on it writes to /dev/null."""
-
-    def __init__(self) -> None:
-        try:
-            self.fd = os.dup(sys.stdout.fileno())
-            self.file = open(self.fd, "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
-        except (AttributeError, OSError, ValueError):  # a stdout without a descriptor (main() called in process)
-            self.fd, self.file = None, sys.stdout
-        self.gone = False
-
-    def _guarded(self, op, *args) -> None:
-        if self.gone:
-            return
-        try:
-            op(*args)
-        except BrokenPipeError:
-            self.gone = True
-            if self.fd is not None:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, self.fd)  # what is still buffered is flushed there, now and at exit
-                os.close(null)
-
-    def write(self, s: str) -> int:
-        self._guarded(self.file.write, s)
-        return len(s)
-
-    def flush(self) -> None:
-        self._guarded(self.file.flush)
-
-    def isatty(self) -> bool:
-        return self.file.isatty()
-
-    def fileno(self) -> int:
-        return super().fileno() if self.fd is None else self.fd  # None: io.UnsupportedOperation
-
-    def close(self) -> None:
-        self.flush()
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                self.file.close()
-        self.gone = True
-        super().close()
-
-
-class PytestLog(io.TextIOBase):
-    """pytest's own output: results/<run>/pytest.log, and `echo` (the terminal) with -v. The file is
-    made on pytest's first write, once pytest checked that the results directory is new; a file that
-    cannot be written (a full file system) costs the log, not the run."""
-
-    def __init__(self, path: Path, echo: io.TextIOBase | None):
-        self.path, self.echo = path, echo
-        self.file: io.TextIOBase | None = None
-        self.error: OSError | None = None
-
-    def write(self, s: str) -> int:
-        if self.file is None and self.error is None:
-            try:
-                self.file = open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
-            except OSError as e:
-                self.error = e
-        if self.file is not None:
-            try:
-                self.file.write(s)
-            except OSError as e:
-                self.error, self.file = e, None
-        if self.echo:
-            self.echo.write(s)
-        return len(s)
-
-    def flush(self) -> None:
-        if self.echo:
-            self.echo.flush()
-
-    def isatty(self) -> bool:
-        return False  # no colour codes in the log, nor in pytest's lines echoed beside the view's
-
-    def close(self) -> None:
-        if self.file is not None:
-            with contextlib.suppress(OSError):
-                self.file.close()
-        super().close()
-
-
-def size_text(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
-
-
-def number(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
-
-
-def duration(s: float) -> str:
-    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {s % 60:02.0f} s"
-
-
-def key_figure(record: Record, refs: References | None) -> dict | None:
-    """The figure a step's line shows: the median of the judged metric at the largest size for a rate,
-    the smallest for a time, among the sizes its reference holds where it has one; and its share of
-    that reference."""
-    medians = record.medians()
-    if record.verdict == "not-run" or not medians:
-        return None
-    try:
-        ref = refs.find(record.benchmark, record.tags) if refs else None
-    except CommstackError:  # the judge met the same error: the step's reason says it
-        ref = None
-    sizes = [s for s in medians if ref and s in ref.points] or list(medians)
-    size = max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
-    value = medians[size][0]
-    from commstack.results.report import shown  # matplotlib: the report imports it at the run's end anyway
-    _, unit, factor = shown(record.metric)
-    share = value / ref.points[size] if ref and ref.points.get(size) else None
-    return {"benchmark": record.benchmark, "size": size, "value": value * factor, "unit": unit or record.unit,
-            "of_reference": share}
-
-
-def figure_text(f: dict) -> str:
-    share = f", {f['of_reference']:.0%} of reference".replace("%", " %") if f["of_reference"] is not None else ""
-    return f"{f['benchmark']} {size_text(f['size'])}: {number(f['value'])} {f['unit']}{share}"
 
 
 class View:

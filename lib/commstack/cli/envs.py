@@ -1,0 +1,79 @@
+"""The commands about the Spack environments: `setup` (the pinned Spack), `lock`, `preflight`,
+`containerize`, `images` and `mirror`; each runs the Spack API of commstack.spack.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from commstack.spack import containers, envs, mirror, need_spack
+from commstack.spack import preflight as spack_preflight
+from commstack.spack import setup as spack_setup
+from commstack.spack.envs import ENVS, LOCKED
+
+
+def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
+    return spack_setup.setup(args.spack_source, args.packages, args.force, args.detect, args.mirror)
+
+
+def add_setup(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("setup", help="pinned Spack and package repositories")
+    s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
+    s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
+    s.add_argument("--force", action="store_true",
+                   help="accept a SPACK_ROOT of another major.minor, or a git checkout (SPACK_ROOT, --packages) "
+                        "at another commit than the pinned one")
+    s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
+    s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
+
+
+def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
+    return envs.lock(need_spack(), args.envs, args.check)
+
+
+def add_lock(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
+    s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
+    s.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 naming each env, node and field where the committed lock differs")
+
+
+def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
+    return spack_preflight.run(need_spack(), args.env)
+
+
+def add_preflight(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
+    s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
+
+
+def cmd_containerize(args: argparse.Namespace, extra: list[str]) -> int:
+    return containers.containerize(need_spack(), args.images, args.check)
+
+
+def add_containerize(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("containerize", help="render containers/<image>/ from envs/images and images.yaml")
+    s.add_argument("images", nargs="*", help="default: all")
+    s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
+
+
+def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
+    return containers.show_images()
+
+
+def add_images(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("images", help="image references and their build/push commands")
+
+
+def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
+    mirror.create(need_spack(), args.env, Path(args.dir) if args.dir else None, args.key)
+    return 0
+
+
+def add_mirror(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("mirror", help="a mirror of an env's sources (and signed binaries) for offline sites")
+    s.add_argument("action", choices=("create",))
+    s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
+    s.add_argument("dir", nargs="?", help="default: results/mirror-<env>")
+    s.add_argument("--key", help="GPG key (spack gpg list) to sign a build cache of what is installed")

@@ -1,0 +1,78 @@
+"""The commands about this machine's harness: `test` (the test tiers, through pytest) and `slurm` (the
+embedded Slurm: start, stop, status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from commstack.errors import CommstackError
+from commstack.files import own_dir
+from commstack.paths import TOP
+from commstack.slurm.cluster import LocalSlurm
+from commstack.spack import find_spack
+
+
+def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
+    """The test tiers (tests/), through pytest in its own process; JUnit XML in results/junit.xml."""
+    results = own_dir(TOP / "results", private=True)
+    spack = find_spack()
+    print(f"commstack test: spack tier {'runs with ' + str(spack) if spack else 'SKIPPED: no Spack found'}",
+          flush=True)
+    argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *args.paths]
+    for flag, value in (("-m", args.markers), ("-k", args.keywords), ("--system", args.system),
+                        ("--slurm", args.slurm), ("--launcher", args.launcher), ("--osu-prefix", args.osu_prefix)):
+        if value:
+            argv += [flag, value]
+    argv += extra
+    env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
+    return subprocess.call(argv, cwd=TOP, env=env)
+
+
+def add_test(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("test", help="run the tests; other pytest options after --")
+    s.add_argument("paths", nargs="*", help="test files or directories (default: tests/)")
+    s.add_argument("-m", dest="markers", help='tiers by marker, e.g. -m slurm, -m "not spack"')
+    s.add_argument("-k", dest="keywords", help="only tests whose names match")
+    s.add_argument("--system", help="the system the slurm tier runs on (default: local)")
+    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), help="which Slurm (default: auto)")
+    s.add_argument("--launcher", choices=("srun", "mpirun"), help="mpirun: this host, no Slurm")
+    s.add_argument("--osu-prefix", help="an OSU install for the tests that run OSU")
+
+
+def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
+    """--nodes 1 (start's default): the single-node cluster; N>1: the multi-node one (namespaces, root);
+    stop and status without --nodes: both."""
+    if args.nodes is not None and args.nodes < 1:
+        raise CommstackError("--nodes must be 1 or more")
+    n = args.nodes or (1 if args.action == "start" else None)
+    clusters = []
+    if n in (None, 1):
+        clusters.append(LocalSlurm())
+    if n != 1:
+        clusters.append(LocalSlurm.multinode(n))  # None: as many nodes as its slurm.conf names
+    for cluster in clusters:
+        what = f"local Slurm ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''})"
+        if args.action == "start":
+            cluster.start(manual=True)  # held until `slurm stop`, not by this short-lived process
+            print(f"{what} up: {', '.join(cluster.node_names)}; use it with: export SLURM_CONF={cluster.conf}")
+        elif args.action == "stop":
+            if cluster.stop(manual=True):
+                print(f"{what} stopped")
+            else:
+                print(f"{what} still used by {', '.join(cluster.leases())} (pid-start time); "
+                      "it stops when the last of them ends")
+        else:
+            print(f"{what}:\n{cluster.status()}")
+    return 0
+
+
+def add_slurm(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("slurm", help="local embedded Slurm")
+    s.add_argument("action", choices=("start", "stop", "status"))
+    s.add_argument("--nodes", type=int, default=None,
+                   help="1 (start's default): single node; N>1: N network-namespace nodes (root); "
+                        "stop/status without it: both clusters")

@@ -1,0 +1,98 @@
+"""commstack: the commands a site engineer and CI use.
+
+  run          the main job on this machine: the smoke suite on the local Slurm, judged, reported
+  test         the tests (paths, or pytest options after --), JUnit XML under results/
+  setup        the pinned Spack (toolchain.yaml) and this repo's package repository
+  lock [ENV]   re-concretize the GH200 envs and write their spack.lock; --check compares, writes nothing
+  preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
+  containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
+  images       image references and the podman commands that build and push them
+  mirror create ENV [DIR]  sources (and, with --key, a signed build cache) for an offline site
+  suite NAME   run a suite (suites/NAME.yaml) on --system, or print its srun lines with --dry-run
+  report DIR   (re)write the report of a results directory; compare A B: B against baseline A
+  slurm        start | stop | status of the local embedded Slurm
+
+Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
+3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
+2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
+file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). Whatever input put in
+what they print (names, reasons, errors) is shown with its control characters escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import commstack
+from commstack.cli import envs, local, results, run
+from commstack.errors import CommstackError, printable
+from commstack.paths import TOP
+from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
+
+#: every command, in the order --help lists them: what adds its parser, and what runs it
+COMMANDS = {
+    "run": (run.add_run, run.cmd_run),
+    "test": (local.add_test, local.cmd_test),
+    "slurm": (local.add_slurm, local.cmd_slurm),
+    "setup": (envs.add_setup, envs.cmd_setup),
+    "lock": (envs.add_lock, envs.cmd_lock),
+    "preflight": (envs.add_preflight, envs.cmd_preflight),
+    "containerize": (envs.add_containerize, envs.cmd_containerize),
+    "images": (envs.add_images, envs.cmd_images),
+    "mirror": (envs.add_mirror, envs.cmd_mirror),
+    "suite": (run.add_suite, run.cmd_suite),
+    "report": (results.add_report, results.cmd_report),
+    "status": (run.add_status, run.cmd_status),
+    "compare": (results.add_compare, results.cmd_compare),
+    "history": (results.add_history, results.cmd_history),
+    "export": (results.add_export, results.cmd_export),
+    "parse": (results.add_parse, results.cmd_parse),
+}
+
+
+def install_deps() -> None:
+    """The Debian packages that run and test need (ci/install-deps.sh says what it installs)."""
+    # its output (apt's) on stderr: stdout is the run's, possibly JSON lines
+    if subprocess.call([str(TOP / "ci" / "install-deps.sh")], stdout=sys.stderr.fileno()) != 0:
+        raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for add, _ in COMMANDS.values():
+        add(sub)
+    for s in sub.choices.values():
+        s.allow_abbrev = False  # `run --sys x` is a mistyped flag, not --system
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    p = parser()
+    args, unknown = p.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if unknown:  # a mistyped option is an error, never passed on
+        p.error(f"{args.cmd}: unrecognized arguments: {' '.join(unknown)}")
+    if extra and args.cmd not in ("test", "run", "suite"):
+        p.error(f"{args.cmd} takes no arguments after --")
+    try:
+        if args.cmd in ("run", "test") and os.environ.get("COMMSTACK_INSTALL_DEPS") == "1":
+            install_deps()  # bin/commstack's first use: once the command line is known to be right
+        return COMMANDS[args.cmd][1](args, extra)
+    except CommstackError as e:
+        print(f"commstack {args.cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
+        return getattr(e, "exit_status", EXIT_USAGE)
+    except KeyboardInterrupt:
+        print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

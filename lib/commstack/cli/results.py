@@ -1,0 +1,156 @@
+"""The commands about results already there: `report` (written again), `compare` (a run against a baseline
+run or the history), `history` (its trend, or `history import`), `export` and `parse` (one benchmark output,
+checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from commstack.cli.run import summary
+from commstack.config import known_systems, load_system
+from commstack.errors import CommstackError, printable
+from commstack.files import regular_or_missing, write_atomic
+from commstack.paths import TOP
+from commstack.results import parse
+from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
+from commstack.results.references import references_of
+from commstack.results.records import read_run
+from commstack.run.runner import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASS
+
+
+def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
+    from commstack.results.report import write_report
+    results = Path(args.results)
+    records = read_run(results)
+    system = load_system(records[0].system) if records[0].system in known_systems() else None
+    refs = references_of(system) if system else None
+    path = write_report(results, refs, system.nic_line_rate_MBps if system else None)
+    print(f"report: {path}")
+    return summary(results, args.allow_not_run)
+
+
+def add_report(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("report", help="write results/<run>/report/ (HTML, Markdown, CSV, plots) again")
+    s.add_argument("results", help="a results directory")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
+
+
+def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.baseline_from == "history":
+        return cmd_compare_history(args)
+    if args.baseline is None:
+        raise CommstackError("compare needs a baseline run (compare A B) or --baseline history")
+    a = read_run(Path(args.baseline))
+    system = load_system(a[0].system) if a[0].system in known_systems() else None
+    refs = references_of(system) if system else None
+    changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
+    findings = diagnosis(Path(args.baseline), Path(args.results), changes, args.tolerance, refs)
+    print(printable(compare_table(changes, findings), keep="\n"), end="")
+    if any(c.difference for c in changes):
+        return EXIT_FAILED
+    return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
+
+
+def cmd_compare_history(args: argparse.Namespace) -> int:
+    """A run against the median and spread of the last N runs of each step on the same system."""
+    from commstack.results import history
+    results = Path(args.results)
+    path = Path(args.history) if args.history else history.default_path(results.resolve().parent)
+    changes = history.compare_to_history(results, path, args.last,
+                                         args.tolerance if args.tolerance is not None else 0.05)
+    print(f"baseline: median of the last {args.last} runs in {path}")
+    print(printable(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), keep="\n"), end="")
+    return 1 if any(c.change in ("regression", "invalid") for c in changes) else 0
+
+
+def add_compare(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference, "
+                                       "3 when a step ran on neither side")
+    s.add_argument("baseline", nargs="?", help="the baseline run (none with --baseline history)")
+    s.add_argument("results")
+    s.add_argument("--baseline", dest="baseline_from", choices=("history",),
+                   help="history: the median and spread of the last --last runs of each step on the system")
+    s.add_argument("--tolerance", type=float, default=None,
+                   help="relative change always allowed (default: the references' lower tolerance, else 0.05)")
+    s.add_argument("--last", type=int, default=10, help="with --baseline history: how many earlier runs")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0, not 3, when a step ran on neither side")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else history.sqlite beside the run)")
+
+
+def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
+    """`history import DIR...` fills the history; `history` prints (and --plot draws) the trend."""
+    from commstack.results import history
+    path = Path(args.history) if args.history else history.default_path(TOP / "results")
+    if args.action == "import":
+        if not args.dirs:
+            raise CommstackError("history import needs results directories")
+        for d in args.dirs:
+            for run, n in history.import_results(Path(d), path).items():
+                print(f"history: {run}: {n} records")
+        print(f"history: {path}")
+        return 0
+    if args.action or args.dirs:
+        raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
+    if args.plot not in (None, "-"):
+        regular_or_missing(Path(args.plot))  # before the work, not only when it is written
+    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
+    print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
+    if to_stdout:
+        sys.stdout.buffer.write(history.plot(points))
+    elif args.plot:
+        out = Path(args.plot)
+        write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
+        print(f"plot: {out}")
+    return 0
+
+
+def add_history(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("history", help="the trend of each step's figure over runs; `history import DIR` fills it")
+    s.add_argument("action", nargs="?", help="import: add results directories (runs, or directories of runs)")
+    s.add_argument("dirs", nargs="*")
+    s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
+                   help="history file (default: $COMMSTACK_HISTORY, else results/history.sqlite)")
+    for opt in ("system", "suite", "step"):
+        s.add_argument(f"--{opt}", help=f"only this {opt}")
+    s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--plot", help="draw the trend into this file (PNG, or .svg, .pdf; - for PNG on stdout); "
+                                  "an existing one must be a regular file")
+
+
+def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
+    from commstack.results.export import export, render
+    if args.output == "-":
+        sys.stdout.write(render(read_run(Path(args.results)), args.format))
+    else:
+        if args.output:
+            regular_or_missing(Path(args.output))  # before the work, not only when it is written
+        print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
+    return 0
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("export", help="a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic")
+    s.add_argument("results", help="a results directory")
+    s.add_argument("--format", required=True, choices=("perflog", "jsonl", "bmf", "elastic"))
+    s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>; - for stdout); an existing "
+                                    "one must be a regular file")
+
+
+def cmd_parse(args: argparse.Namespace, extra: list[str]) -> int:
+    return parse.parse_command(args.file, args.args, args.json, args.ranks)
+
+
+def add_parse(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
+                       epilog=parse.PARSE_HELP)
+    s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
+    s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. --args="-m 1:1048576" '
+                                              '(default: none, so the benchmark\'s default sizes)')
+    s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")
+    s.add_argument("--json", action="store_true", help="print benchmark, version, columns with units and rows")

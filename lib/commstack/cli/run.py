@@ -1,0 +1,230 @@
+"""The commands that run a suite: `run` (the smoke suite on this machine), `suite` (through pytest in this
+process, with commstack's view; --dry-run prints its srun lines, --submit makes it one batch job) and
+`status` (a batch run's job, then its results judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from commstack.config import load_suite, load_system
+from commstack.errors import CommstackError, SlurmUnavailableError, printable
+from commstack.files import FileWriteError, own_dir
+from commstack.paths import TOP
+from commstack.pytest_plugin import SessionOf
+from commstack.results.references import references_of
+from commstack.results.records import RecordError, read_run
+from commstack.run.launch import Launcher
+from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, check_results_dir,
+                                  exit_status, given_run_dir, new_run_dir)
+from commstack.run.steps import expand
+from commstack.slurm.clients import choose_slurm, embedded
+from commstack.slurm.cluster import LocalSlurm
+from commstack.terminal.view import View
+from commstack.tools import TOOLS
+
+
+def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
+    """The main job on the embedded default: the smoke suite on the local Slurm, judged, reported."""
+    args.name = "smoke"
+    return cmd_suite(args, extra)
+
+
+def add_run(sub: argparse._SubParsersAction) -> None:
+    _run_options(sub.add_parser("run", help="the main job on this machine: the smoke suite"))
+
+
+def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
+    """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
+    system, suite = load_system(args.system), load_suite(args.name)
+    references_of(system)  # a bad references file is an error now, before anything is launched
+    if args.submit:
+        return cmd_submit(args, system, suite)
+    if args.dry_run:
+        return _dry_run(args, system, suite)
+    if args.results:
+        check_results_dir(Path(args.results))
+    if args.launcher == "srun" and embedded(system.name, args.slurm):
+        # a state directory someone else prepared, or no root, is refused now, before anything is made or tried
+        LocalSlurm.check_root()
+        LocalSlurm.for_system(system.name, system.nodes).check_state()
+    results = _results(args)
+    argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
+            "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
+            "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
+            "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
+    for opt in ("osu_prefix", "pingpong", "memory"):
+        if getattr(args, opt):
+            argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
+    argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
+    session = SessionOf()
+    launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
+    view = View(args.cmd, suite.name, system.name, launcher, results, quiet=args.quiet, json_lines=args.json,
+                pytest_output=args.pytest_output)
+    try:
+        with view.session():  # pytest's own output to results/<run>/pytest.log (and the terminal with -v)
+            rc = pytest.main(argv + extra, plugins=[session, view])
+        run = session.run
+        if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
+            if args.json:
+                view.end(list(run.records.values()), FileWriteError.exit_status)
+            else:
+                verdicts(run.records.values(), run.unsaved_records, file=view.out)
+            what = "results directory full" if run.unsaved.full else "results not saved"
+            raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
+        if rc == pytest.ExitCode.INTERRUPTED:
+            status = 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
+            with contextlib.suppress(RecordError):  # interrupted before the first record
+                view.end(read_run(results), status)
+            print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
+            return status
+        if rc == pytest.ExitCode.USAGE_ERROR:
+            return EXIT_USAGE
+        records = read_run(results)
+        history_error = getattr(run, "history_error", None) if run else None
+        status = view.end(records, EXIT_USAGE if history_error else exit_status(records, args.allow_not_run),
+                          args.allow_not_run)
+    finally:
+        view.close()
+    if history_error:  # named after the verdicts, which stand
+        print(f"commstack {args.cmd}: error: history not updated: {printable(str(history_error))}", file=sys.stderr)
+    return status
+
+
+def add_suite(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
+    s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
+    _run_options(s)
+
+
+def _results(args: argparse.Namespace) -> Path:
+    """The run's directory: --results, checked to be ours (files.own_dir) and empty, else a new
+    results/<run-id> in a results/ that only its owner (and group) can read."""
+    if args.results:
+        return given_run_dir(own_dir(Path(args.results)))
+    return new_run_dir(TOP / "results")
+
+
+def _dry_run(args: argparse.Namespace, system, suite) -> int:
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong,
+                               build_dir=TOP / "results" / "<run>" / "build", build=False), {}
+    for tool in (t for t in TOOLS.values() if t.planned):
+        try:
+            given[tool.name] = tool.planned(binaries)
+        except CommstackError as e:
+            print(f"# {tool.name}: {e}")
+    steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
+    launcher = Launcher(system, args.launcher, {})
+    for s in steps:
+        if s.not_run:
+            print(printable(f"# not run on {system.name}: {s.id}: {s.not_run}"))
+        else:
+            print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
+    print(f"# suite {suite.name} on {system.name}: {len(steps)} steps, "
+          f"{sum(1 for s in steps if s.not_run)} not runnable here")
+    return 0
+
+
+def verdicts(records, unsaved=frozenset(), file=None) -> None:
+    """One line per step: its verdict and reason, and whether its record was saved."""
+    for r in sorted(records, key=lambda r: r.index):
+        print(printable(f"  {r.verdict:12s} {r.suite}/{r.step}" + (f": {r.reason}" if r.reason else ""))
+              + (" (record not saved)" if r.key in unsaved else ""), file=file)
+
+
+def summary(results: Path, allow_not_run: bool) -> int:
+    """A results directory's verdicts, where its report is, and the exit status of its run (status, report)."""
+    records = read_run(results)
+    verdicts(records)
+    status = exit_status(records, allow_not_run)
+    print(f"results: {results} (report: {results / 'report' / 'index.html'}); exit {status}")
+    return status
+
+
+def cmd_submit(args: argparse.Namespace, system, suite) -> int:
+    """The suite as one batch job (sbatch); --dry-run prints its script, --wait waits and judges."""
+    from commstack.run import batch
+    plan = batch.Plan(system=str(system.path), suite=str(suite.path), memory=args.memory,
+                      native_only=args.native_only, osu_prefix=args.osu_prefix, pingpong=args.pingpong)
+    if args.dry_run:
+        with tempfile.TemporaryDirectory() as tmp:  # where mpi-pingpong is built for the look, then dropped
+            results = Path(args.results or TOP / "results" / "RUN")
+            binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
+            print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
+        return 0
+    results = _results(args)
+    binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
+                        build=not args.no_build)
+    out = batch.submit(results, system, suite, binaries, plan, batch_variables(system, args.slurm))
+    print(f"submitted batch job {out}; results in {results}; `commstack status {results}` polls it", flush=True)
+    args.results = str(results)
+    return cmd_status(args, []) if args.wait else 0
+
+
+def batch_variables(system, mode: str) -> dict[str, str]:
+    """Slurm clients' environment for a batch job: the site's Slurm, or the local one, started under
+    the manual lease so that it outlives this command (`commstack slurm stop` gives it back)."""
+    which = choose_slurm(system.name, mode)
+    if which == "off":
+        raise SlurmUnavailableError("a batch job needs Slurm (--slurm off)")
+    if which == "site":
+        return dict(os.environ)
+    cluster = LocalSlurm.for_system(system.name, system.nodes)
+    cluster.start(manual=True)
+    return cluster.variables
+
+
+def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
+    """A batch run's job; once it ended: its results judged, the report, the exit status of the run."""
+    from commstack.run import batch
+    from commstack.results.report import write_report
+    results = Path(args.results)
+    plan = batch.read_plan(results)
+    system = load_system(plan.system)
+    records = batch.status(results, batch_variables(system, getattr(args, "slurm", "auto")), wait=args.wait)
+    if records is None:
+        return EXIT_PENDING
+    write_report(results, references_of(system),
+                 system.nic_line_rate_MBps)
+    return summary(results, args.allow_not_run)
+
+
+def add_status(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("status", help="a batch run: its job's state; once it ended, its results judged")
+    s.add_argument("results", help="the run's results directory (printed by --submit)")
+    s.add_argument("--wait", action="store_true", help="block until the job ends")
+    s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
+
+
+def _run_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
+    s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
+    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+                   help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
+    s.add_argument("--pingpong", help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--no-build", action="store_true",
+                   help="never set up Spack or build OSU; steps without their binaries are not run")
+    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",
+                   help="auto: a reachable cluster, else the local one; local; external; off")
+    s.add_argument("--launcher", choices=("srun", "mpirun"), default="srun", help="mpirun: this host, no Slurm")
+    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
+    s.add_argument("--native-only", action="store_true", help="drop the container runs")
+    s.add_argument("--allow-not-run", action="store_true",
+                   help="exit 0 when every step that ran passed, even if some did not run")
+    s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")
+    s.add_argument("--submit", action="store_true", help="submit the suite as one batch job (sbatch) and return")
+    s.add_argument("--wait", action="store_true", help="with --submit: wait for the job, exit with the run's status")
+    shown = s.add_mutually_exclusive_group()
+    shown.add_argument("-v", "--pytest-output", action="store_true",
+                       help="show pytest's own output too (always in results/<run>/pytest.log)")
+    shown.add_argument("-q", "--quiet", action="store_true", help="only the summary and the exit status")
+    shown.add_argument("--json", action="store_true",
+                       help="one JSON object per line: run-started, step-started, step-ended, note, error, run-ended")

@@ -1,0 +1,209 @@
+"""Known launcher and runtime lines: what MPI launchers, Slurm, UCX, libfabric, NCCL, ssh, X11 and job
+scripts print around and inside a benchmark's table (issue 25).
+
+One table, `PATTERNS`: each known whole line with its source and an example line from the corpus
+(tests/data/corpus), which the unit tests match. Three more kinds of knowledge sit beside it:
+`PREFIXES`, per-line prefixes a launcher adds to the program's own lines (strip the prefix, keep the
+line); `FRAMES`, rule lines that frame a block of text (an Open MPI help box, a job script's banner),
+whose every line is the frame's; and nothing else: a line that matches none is unknown, and the
+parser that meets it inside a table quotes it as an error.
+
+A pattern here matches a whole line only: a known line glued to a row is no longer that line, so it
+stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.results.parse
+tells them first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pattern:
+    source: str        # who prints it: open-mpi, intel-mpi, mpich, cray-mpich, mvapich, slurm, ucx, ...
+    what: str          # what the line is, in a few words
+    regex: re.Pattern  # matches the whole line (fullmatch)
+    example: str       # a line of that kind, from the corpus or the source named in its index
+
+
+@dataclass(frozen=True)
+class Note:
+    """A known line of an output that is not the benchmark's: kept in the result, never dropped."""
+
+    lineno: int
+    line: str
+    source: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"line {self.lineno}: {self.source} ({self.what}): {self.line}"
+
+
+def _p(source: str, what: str, regex: str, example: str) -> Pattern:
+    return Pattern(source, what, re.compile(regex), example)
+
+
+_HOST = r"\[[\w.-]+:\d+\]"  # Open MPI's [host:pid]
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d"
+
+PATTERNS: tuple[Pattern, ...] = (
+    # ------------------------------------------------------------------ Open MPI (mpirun, prterun)
+    _p("open-mpi", "aggregated help messages",
+       _HOST + r" \d+ more process(?:es)? ha(?:s|ve) sent help message \S+ / .+",
+       "[lxbk1039:106838] 11 more processes have sent help message help-mpi-btl-openib.txt / ib port not selected"),
+    _p("open-mpi", "how to see every help message",
+       _HOST + r' Set MCA parameter "\w+" to 0 to see all help / error messages',
+       '[lxbk1039:106838] Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages'),
+    _p("open-mpi", "--report-bindings", r"(?:" + _HOST + r" )?MCW rank \d+ (?:bound to .+|is not bound.*)",
+       "MCW rank 0 bound to socket 0[core 0[hwt 0-1]]: [BB/../../../../../../../../../../../../../../../../..]"
+       "[../../../../../../../../../../../../../../../../../..]"),
+    _p("open-mpi", "--report-bindings (PRRTE)", _HOST + r" Rank \d+ bound to .+",
+       "[node1:12345] Rank 0 bound to package[0][core:0]"),
+    _p("open-mpi", "MCA component verbose line", _HOST + r" (?:\w+\.c:\d+ .+|mca: \w+: .+)",
+       "[c36a-s39.ufhpc:252547] pml_ucx.c:313 connecting to proc. 8"),
+    _p("open-mpi", "an environment variable set for the job (PRRTE)", _HOST + r" SET \w+=.*",
+       "[b5302.betzy.sigma2.no:2889223] SET FI_PROVIDER=shm"),
+    _p("open-mpi", "--display-map job map", r" (?:Data for JOB \[\d+,\d+\] offset \d+ Total slots allocated \d+"
+       r"|=+ +JOB MAP +=+|Data for node: .+|\tProcess OMPI jobid: .+|=+)",
+       " ========================   JOB MAP   ========================"),
+    # ------------------------------------------------------------------ Intel MPI (I_MPI_DEBUG)
+    _p("intel-mpi", "I_MPI_DEBUG startup line", r"\[-?\d+\] MPI startup\(\): .*",
+       "[0] MPI startup(): Intel(R) MPI Library, Version 5.1.3  Build 20160120 (build id: 14053)"),
+    _p("intel-mpi", "I_MPI_DEBUG internal function line",
+       r"\[\d+\] (?:MPID\w*|init_tmi_\w+|MPIU\w*|DAPL startup)\(\): .*",
+       "[1] MPID_nem_tmi_init(): pg=0x61e740, pg_rank=1"),
+    # ------------------------------------------------------------------ MPICH, Hydra
+    _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
+       "[proxy:0:0@node1] got pmi command (from 0): init"),
+    # ------------------------------------------------------------------ Cray MPICH (its aborts are crash lines)
+    _p("cray-mpich", "GPU transport layer (GTL) debug line", r"\(GTL DEBUG: \d+\) .+",
+       "(GTL DEBUG: 1) cuIpcOpenMemHandle: invalid argument, CUDA_ERROR_INVALID_VALUE, line no 272"),
+    # ------------------------------------------------------------------ MVAPICH
+    _p("mvapich", "registration cache warning",
+       r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing without InfiniBand registration cache "
+       r"support\.",
+       "WARNING: Error in initializing MVAPICH2 ptmalloc library.Continuing without InfiniBand registration cache "
+       "support."),
+    # ------------------------------------------------------------------ Slurm (errors are crash lines)
+    _p("slurm", "srun, salloc or sbatch message", r"(?:srun|salloc|sbatch): (?!error: ).+",
+       "srun: job 4123 queued and waiting for resources"),
+    # ------------------------------------------------------------------ UCX, libfabric
+    _p("ucx", "UCX log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
+       "[1738722441.247410] [3ccd0b10e5b5:8    :0]            sock.c:515  UCX  WARN  unable to read somaxconn "
+       "value from /proc/sys/net/core/somaxconn file"),
+    _p("libfabric", "libfabric log line",
+       r"libfabric:[^<]*<(?:warn|info|debug|trace)> .*",
+       "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
+    # ------------------------------------------------------------------ NCCL, RCCL
+    _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
+    _p("nccl", "NCCL_DEBUG line", r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?[NR]CCL (?:INFO|WARN|TRACE) .*",
+       "server2:23920:24013 [7] NCCL INFO comm 0x7f5780001ca0 rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE"),
+    # ------------------------------------------------------------------ ssh, X11
+    _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",
+       "Warning: Permanently added 'compute-st-c6gn16xlarge-2,172.31.27.158' (ECDSA) to the list of known hosts."),
+    _p("x11", "X11 forwarding message", r"(?:X11 connection rejected because of wrong authentication\.|Authorization "
+       r"required, but no authorization protocol specified|/usr/bin/xauth: .+)",
+       "Authorization required, but no authorization protocol specified"),
+    # ------------------------------------------------------------------ job scripts
+    _p("shell", "set -x trace line", r"\++ \S.*", "+ echo '=== osu_latency ==='"),
+    _p("shell", "prompt and command line", r"\$ \S.*", "$ srun -N1 -n2 osu_bw"),
+    _p("shell", "banner line", r"(?:#{2,}(?: .*)?|(?P<r>={3,}|-{3,}|\*{3,}) \S.*? (?P=r))", "=== osu_latency ==="),
+    _p("shell", "date line", _DAY + r" \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}", "Tue Nov 14 09:12:01 MST 2023"),
+    _p("shell", "job-script banner (seed 004)", r"Nodes:\d+ Tasks:\d+ Per Node:\d+", "Nodes:2 Tasks:2 Per Node:1"),
+)
+
+#: known text with a known end, also where it is glued to the start or end of another line (no newline
+#: after it), which then still counts: matched anywhere in a line (finditer), taken out of it
+GLUED: tuple[Pattern, ...] = (
+    _p("loader", "a shared library's version warning",
+       # a program path glued after a unit (`Messages/s/usr/...`) starts at its own `/`, not at the unit's
+       # (nor from nccl-tests' N/A: a path glued after it starts after it)
+       r"(?:(?<!\S)\.{1,2})?(?<!N)/(?!s/)[^\s()]*: (?:\.{1,2})?/[^\s()]*: no version information available "
+       r"\(required by /[^\s()]*\)",
+       "/nccl-tests-2.17.1/build/all_reduce_perf: /usr/lib/aarch64-linux-gnu/libnl-3.so.200: no version information "
+       "available (required by /usr/lib64/libcxi.so.1)"),
+    # OSU 6.2-7.4's memory-limit warning has no newline: it always glues onto the next line (2>&1); 6.2's
+    # names no size
+    _p("osu", "memory limit warning", r"Warning! Limiting max message size(?: to: ?(?P<limit>\d+))?\.? ?"
+       r"Increase -M, --mem-limit for higher message sizes\.",
+       "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
+    # rccl-tests on MI300 print it without a newline, glued to the version line
+    _p("rccl", "FP8 types message", r"On gfx\w+ architecture, using FNUZ FP8 types",
+       "On gfx942 architecture, using FNUZ FP8 types"),
+    # printed by the X library without a newline, once per connection attempt
+    _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
+)
+
+#: per-line prefixes that launchers add: the rest of the line is the program's own
+PREFIXES: tuple[Pattern, ...] = (
+    _p("open-mpi", "--tag-output / --output tag prefix", r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?",
+       "[1,0]<stdout>:# OSU MPI Latency Test v7.1"),
+    _p("slurm", "srun --label prefix", r"\d+: ", "0: # OSU MPI Latency Test v5.3"),
+)
+
+#: rule lines that open and close a block of text: the block's lines are the frame's
+FRAMES: tuple[Pattern, ...] = (
+    _p("open-mpi", "help box", r"-{74}", "-" * 74),
+    _p("mpich", "Hydra termination box", r"={79,83}", "=" * 83),
+    _p("shell", "banner box", r"#{20,}|={20,}|\*{20,}", "#" * 45),
+)
+FRAME_MAX_LINES = 60  # a help box longer than this is no box: its lines are looked at one by one
+# a benchmark's own line: a frame around one is no frame (a job script's rules around a table)
+_BENCHMARK_LINE = re.compile(r"\s*\d+\s+[-+\d.]|# (?:OSU |Collective test |nThread |nccl-tests )")
+
+
+def strip_prefix(line: str) -> tuple[str, Pattern | None]:
+    """The line without a launcher's prefix, and that prefix's pattern (None where there is none)."""
+    for p in PREFIXES:
+        m = p.regex.match(line)
+        if m:
+            return line[m.end():], p
+    return line, None
+
+
+def classify(line: str) -> Pattern | None:
+    """The known pattern a whole line matches (its trailing blanks ignored), or None."""
+    text = line.rstrip()
+    return next((p for p in PATTERNS if p.regex.fullmatch(text)), None)
+
+
+def framed(lines: list[str]) -> dict[int, Pattern]:
+    """Index (0-based) -> frame of every line inside or on a frame: a rule line, the lines up to the
+    same rule line at most FRAME_MAX_LINES later, and that closing line; none around a benchmark's own
+    line. Open MPI prints two boxes back to back (a closing rule, then an opening one): each pairs with
+    its own."""
+    out: dict[int, Pattern] = {}
+    i = 0
+    while i < len(lines):
+        text = lines[i].rstrip()
+        frame = next((f for f in FRAMES if f.regex.fullmatch(text)), None)
+        if frame is not None and i not in out:
+            end = next((j for j in range(i + 1, min(len(lines), i + 1 + FRAME_MAX_LINES))
+                        if lines[j].rstrip() == text), None)
+            if end is not None and not any(_BENCHMARK_LINE.match(lines[k]) for k in range(i + 1, end)):
+                out.update((k, frame) for k in range(i, end + 1))
+                i = end + 1
+                continue
+        i += 1
+    return out
+
+
+def notes(lines: list[str], first_lineno: int = 1) -> tuple[list[tuple[int, str]], list[Note]]:
+    """Split lines into the program's own (lineno, line), launchers' prefixes stripped, and the notes
+    of every known line. Crash lines must be told before: this module knows none."""
+    own: list[tuple[int, str]] = []
+    out: list[Note] = []
+    stripped = [strip_prefix(line) for line in lines]
+    boxes = framed([text for text, _ in stripped])
+    for i, (text, prefix) in enumerate(stripped):
+        lineno = first_lineno + i
+        if i in boxes:
+            out.append(Note(lineno, text, boxes[i].source, boxes[i].what))
+            continue
+        known = classify(text)
+        if known is not None:
+            out.append(Note(lineno, text, known.source, known.what))
+        else:
+            own.append((lineno, text))
+    return own, out

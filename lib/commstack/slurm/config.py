@@ -1,0 +1,178 @@
+"""A local cluster's files: its private directory, its ports, slurm.conf, the munge key and the TaskEpilog.
+
+The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
+(COMMSTACK_SLURM_DIR overrides it; the multi-node cluster's is .../slurm-mn, COMMSTACK_SLURM_MN_DIR):
+created 0700, refused when it is a symlink, someone else's or open to others. Its ports are chosen free
+when it starts and recorded in its slurm.conf there (no fixed port another local user could take first;
+COMMSTACK_SLURM_PORT fixes them, slurmd's the next one). Every file in it is written atomically, the
+munge key 0400 from the start. Nothing outside it is touched: munge gets its own key and socket,
+slurmctld and slurmd their own state, spool, logs and ports; clients reach it through SLURM_CONF.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+from commstack.errors import SlurmUnavailableError
+from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
+from commstack.slurm import namespaces
+
+CONF_MARK = "# written by commstack localslurm"
+
+
+def state_home() -> Path:
+    """Where commstack keeps per-user state: $XDG_RUNTIME_DIR/commstack, else ~/.local/state/commstack."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
+
+
+def given_port() -> int | None:
+    """slurmctld's port when COMMSTACK_SLURM_PORT fixes it (slurmd's is the next one); else None: chosen."""
+    raw = os.environ.get("COMMSTACK_SLURM_PORT")
+    if raw and not (raw.isdigit() and 1024 <= int(raw) < 65535):
+        raise SlurmUnavailableError(f"COMMSTACK_SLURM_PORT={raw!r}: a port number from 1024 to 65534")
+    return int(raw) if raw else None
+
+
+def multinode_dir() -> Path:
+    return Path(os.environ.get("COMMSTACK_SLURM_MN_DIR") or state_home() / "slurm-mn")
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports nobody listens on now, as the kernel hands out for port 0."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def private_tree(path: Path) -> Path:
+    """`path` as a private directory under parents nobody else can change; a missing commstack state
+    home above it is made private too."""
+    home = state_home()
+    if path.parent == home:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    safe_parents(path)
+    return private_dir(path)
+
+
+def conf_path(root: Path) -> Path:
+    """Its slurm.conf, the file its clients name in SLURM_CONF."""
+    return root / "etc" / "slurm.conf"
+
+
+def pidfile(root: Path, daemon: str) -> Path:
+    """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
+    return root / "run" / f"{daemon}.pid"
+
+
+def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int) -> None:
+    """The private subdirectories of the cluster in `root`, its slurm.conf (replacing whatever is in its place),
+    the TaskEpilog script and, unless one is there already, the munge key; a key that is not a private file of
+    ours is refused."""
+    r, nodes = root, len(node_names)
+    subdirs = ["etc", "run", "log", "state", "spool", "munge", "tmp"]
+    if nodes > 1:
+        subdirs += [*(f"spool/{n}" for n in node_names), *(f"tmp/{n}" for n in node_names)]
+    for sub in subdirs:
+        private_dir(r / sub)
+    host = socket.gethostname().split(".")[0]
+    cpus = os.cpu_count() or 1
+    mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    if nodes == 1:
+        # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
+        # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
+        ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
+            "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
+        node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
+        part_nodes = host
+    else:
+        # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
+        # per step and node, and all nodes share one file system).
+        # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
+        ctld_addr, slurmd_pid, spool, slurmd_log = \
+            f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
+        extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
+        node_lines = "\n".join(f"NodeName={n} NodeAddr={namespaces.address(n)} CPUs={cpus} "
+                               f"RealMemory={mem_mb // nodes} State=UNKNOWN" for n in node_names)
+        part_nodes = ",".join(node_names)
+    for own in (conf_path(r), r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
+        if own.is_symlink():
+            own.unlink()
+    write_atomic(conf_path(r), f"""{CONF_MARK}; state lives in {r}
+ClusterName=commstack-local
+SlurmctldHost={host}({ctld_addr})
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={r}/munge/munge.sock
+StateSaveLocation={r}/state
+SlurmdSpoolDir={spool}
+SlurmctldPidFile={pidfile(r, 'slurmctld')}
+SlurmdPidFile={slurmd_pid}
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={slurmd_log}
+# no cgroups in a container or CI sandbox
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+# what a task leaves running ends with it (proctrack/linuxproc only follows parents)
+TaskEpilog={task_epilog(r)}
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=5
+InactiveLimit=0
+MinJobAge=30
+{extra}{node_lines}
+PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
+""")
+    key = r / "munge" / "munge.key"
+    try:
+        st = os.lstat(key)
+    except FileNotFoundError:
+        write_atomic(key, os.urandom(1024), 0o400)  # private before its first byte
+    else:
+        if not (key.is_file() and not key.is_symlink()) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise UnsafePathError(f"{key} is not a private file of yours (mode {st.st_mode & 0o7777:04o}, "
+                                  f"uid {st.st_uid}); remove it and start again")
+
+
+def task_epilog(root: Path) -> Path:
+    """The TaskEpilog: this Python, its commstack, no loader or Python variables of the task's."""
+    path = root / "etc" / "task-epilog"
+    write_atomic(path, f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT "
+                       f"{shlex.quote(sys.executable)} -I -m commstack.slurm task-epilog\n", 0o700)
+    return path
+
+
+def is_ours(conf: Path) -> bool:
+    """Whether a slurm.conf is one a cluster of ours wrote (its first line is our mark)."""
+    try:
+        with open(conf, errors="replace") as f:
+            return f.readline().startswith(CONF_MARK)
+    except OSError:
+        return False

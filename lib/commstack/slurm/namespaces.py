@@ -1,0 +1,90 @@
+"""The nodes of the multi-node local cluster: network namespaces on a bridge of this host.
+
+With nodes=N>1 (LocalSlurm.multinode(N), root only) every node is a network namespace cs-node<i>
+(and its own UTS namespace, hostname node<i>) with one veth, eth0 = 10.77.0.(10+i)/24, on the
+bridge csbr0 (10.77.0.1 on the host side). slurmctld and munged run on the host; each node runs its
+own slurmd inside its namespace. One such cluster per machine: the names and the subnet are fixed.
+A host whose firewall drops bridged forwarding (br_netfilter with FORWARD policy DROP) breaks
+node-to-node traffic.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+from commstack.errors import SlurmUnavailableError
+from commstack.slurm import procs
+
+BRIDGE, SUBNET, NETNS_PREFIX, VETH_PREFIX = "csbr0", "10.77.0", "cs-node", "csv-node"
+IP_TIMEOUT = 30.0  # s for `ip`: a hung one must not hang the start or the clean-up
+
+
+class NamespaceError(SlurmUnavailableError):
+    """The namespaces, veths or bridge of the multi-node cluster could not be made (not root, no iproute2)."""
+
+
+def netns(node: str) -> str:
+    return NETNS_PREFIX + node.removeprefix("node")
+
+
+def veth(node: str) -> str:
+    """The host-side end of a node's veth: its RX counts what the node sent, its TX what it received."""
+    return VETH_PREFIX + node.removeprefix("node")
+
+
+def address(node: str) -> str:
+    return f"{SUBNET}.{10 + int(node.removeprefix('node'))}"
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`ip ARGS`; with check=True a failure is a NamespaceError."""
+    proc = subprocess.run([shutil.which("ip", path=procs.sbin_path()) or "ip", *args], capture_output=True, text=True,
+                          timeout=IP_TIMEOUT)
+    if check and proc.returncode != 0:
+        hint = "" if os.geteuid() == 0 else " (network namespaces need root)"
+        raise NamespaceError(f"`ip {' '.join(args)}` failed (exit {proc.returncode}): {proc.stderr.strip()}{hint}")
+    return proc
+
+
+def present() -> list[str]:
+    """The network namespaces of this host."""
+    return ip("netns", "list", check=False).stdout.split()
+
+
+def up(nodes: list[str]) -> None:
+    """The bridge, and for each node its namespace and veth, addressed and up."""
+    ip("link", "add", BRIDGE, "type", "bridge")
+    ip("addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
+    ip("link", "set", BRIDGE, "up")
+    for n in nodes:
+        ns = netns(n)
+        ip("netns", "add", ns)
+        ip("link", "add", veth(n), "type", "veth", "peer", "name", "eth0", "netns", ns)
+        ip("link", "set", veth(n), "master", BRIDGE, "up")
+        ip("-n", ns, "addr", "add", f"{address(n)}/24", "dev", "eth0")
+        ip("-n", ns, "link", "set", "eth0", "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+
+
+def down() -> None:
+    """Every cs-node namespace (and what still runs in it), csv-node veth and the bridge, whatever N was."""
+    if not shutil.which("ip", path=procs.sbin_path()):
+        return
+    for ns in re.findall(rf"^({NETNS_PREFIX}\d+)\b", ip("netns", "list", check=False).stdout, re.M):
+        # slurmstepd and tasks outlive their slurmd: end everything left in the namespace
+        for _ in range(50):
+            pids = {int(p): procs.start_time(int(p)) for p in ip("netns", "pids", ns, check=False).stdout.split()}
+            if not pids:
+                break
+            for pid, start in pids.items():
+                procs.end(pid, start, signal.SIGKILL, 0)
+            time.sleep(0.1)
+        ip("netns", "del", ns, check=False)
+    links = ip("-o", "link", "show", check=False).stdout
+    for name in re.findall(rf"^\d+: ({VETH_PREFIX}\d+|{BRIDGE})[@:]", links, re.M):
+        ip("link", "del", name, check=False)

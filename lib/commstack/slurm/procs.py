@@ -1,0 +1,174 @@
+"""Processes on this host, known through /proc: which are ours, and how they are ended.
+
+A process named by a pid is trusted or signalled only when it is what we expect (its executable, its
+uid, a reference to our directory), and it is signalled through a pidfd after its start time was
+checked, so that a pid reused in between is never hit.
+
+A step's processes end with it: the TaskEpilog (`python -m commstack.slurm task-epilog`, run by
+slurmstepd as each task ends, before the step's output is closed) kills what the task left behind,
+found by the task's SLURM_CONF, job, step and rank in their environment, so that a benchmark's daemon
+neither outlives it nor keeps its output open. proctrack/cgroup would do it by the kernel's count,
+but its cgroup v1 path (freezer/slurm/uid_U/job_J/step_S) has no per-cluster part: two clusters on
+one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's.
+The launcher sweeps a step's processes the same way, by the token in their environment.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import time
+from pathlib import Path
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot: with the pid, names one process for good."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def euid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[2])
+    except OSError:
+        pass
+    return None
+
+
+def refers_to(pid: int, root: Path) -> bool:
+    """The process names `root` on its command line, works in it or holds a file of it open
+    (slurmstepd rewrites its command line; its working directory and log stay ours)."""
+    inside = str(root) + os.sep
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        if inside in cmdline.replace("\0", " ") or (os.readlink(f"/proc/{pid}/cwd") + os.sep).startswith(inside):
+            return True
+        fds = f"/proc/{pid}/fd"
+        return any(os.readlink(f"{fds}/{fd}").startswith(inside) for fd in os.listdir(fds))
+    except OSError:
+        return False
+
+
+def descendants(parents: list[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in pids():
+        parent = ppid(pid)
+        if parent is not None:
+            children.setdefault(parent, []).append(pid)
+    out, todo = [], list(parents)
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
+    """Signal a process we checked is ours (pid and start time, as it was checked); after grace_s, SIGKILL
+    it if it still runs. Through a pidfd: a pid reused in between, by the time of either signal, is never
+    signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if start is None or start_time(pid) != start:  # another process has the pid now
+            return
+        signal.pidfd_send_signal(fd, sig)
+        if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(fd)
+
+
+#: what names a task's processes in their environment: its cluster, job, step and rank
+TASK_MARKS = ("SLURM_CONF", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID")
+
+
+def leftovers(marks: dict[str, str]) -> list[int]:
+    """Processes of ours (our uid), but this one and its parents, whose environment holds every one of
+    `marks` (name -> value), as they were started."""
+    want = {f"{k}={v}".encode() for k, v in marks.items()}
+    mine, pid = set(), os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        pid = ppid(pid) or 1
+    found = []
+    for pid in pids():
+        if pid in mine or euid(pid) != os.geteuid():
+            continue
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if want <= environ:
+            found.append(pid)
+    return found
+
+
+def orphans(marks: dict[str, str], launcher: int) -> list[int]:
+    """The processes with `marks` that left the tree of `launcher` (a daemon), once none of its
+    descendants has them any more (its ranks ended); [] while they run."""
+    marked = set(leftovers(marks)) - {launcher}
+    inside = set(descendants([launcher]))
+    return [] if marked & inside else sorted(marked)
+
+
+def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
+    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found), or (`only`) those
+    of them; how many there were."""
+    if not marks:
+        return 0
+    ended: set[int] = set()
+    for _ in range(50):
+        left = {pid: start_time(pid) for pid in leftovers(marks) if only is None or pid in only}
+        if not left:
+            break
+        for pid, start in left.items():
+            end(pid, start, signal.SIGKILL, 0)
+        ended |= set(left)
+        time.sleep(0.05)
+    return len(ended)
+
+
+def task_epilog() -> None:
+    """slurmstepd's TaskEpilog, in the ended task's environment: what the task left behind ends too."""
+    marks = {k: os.environ[k] for k in TASK_MARKS if os.environ.get(k)}
+    if len(marks) == len(TASK_MARKS):
+        sweep(marks)
+
+
+def ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def program_path(program: str) -> str | None:
+    found = shutil.which(program, path=sbin_path())
+    return os.path.realpath(found) if found else None
+
+
+def sbin_path() -> str:
+    return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
