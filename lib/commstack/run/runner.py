@@ -340,8 +340,8 @@ class Run:
         step = launched_step(s, argv)
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
-        stack = self.facts(launcher, step, record.dirname)
-        record.nodelist = launcher.nodelist(step)  # a step that fails keeps them too: the diagnosis needs its nodes
+        # the nodes before it runs: a step that fails keeps them too (the diagnosis matches steps by them)
+        stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)
         sweeps, out = [], ""
         for r in range(s.repeats):
             outdir = self.raw_dir(record.dirname, f"repeat-{r}")
