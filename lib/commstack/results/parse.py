@@ -86,6 +86,9 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     if sweep.complete is False:
         raise TruncatedError(f"{bench.name}: the output ends before the benchmark's end line", last_line,
                              last_lineno)
+    if bench.tool.sizes_check:
+        bench.tool.sizes_check(bench, sweep, args)
+        return
     lo, hi = expected_sizes(bench, sweep, args, ranks)
     last = sweep.rows[-1]["size"]
     if sweep.meta.get("step_kind") == "bytes":  # nccl-tests -i: linear steps
