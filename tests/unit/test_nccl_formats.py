@@ -324,3 +324,15 @@ def test_ncclgetlasterror_printed_bare_by_2_13_4_to_2_17_2_only_as_the_last_line
     for after in ("some error\nmore\n", "#\n", "          32             8     float     sum\n", "32 wrong\n",
                   "NET/IB : x\n" + ROWS[0] + "\n"):
         assert refused(text + after)[:2] == ("unknown-format", "output after the footer ('# Avg bus bandwidth')")
+
+
+def test_rounding_repeats_size_0_of_a_doubling_sweep_and_no_other():
+    """reduce_scatter with 8 ranks from 1 B prints 0 B for 1..16 B (whole elements per rank): 0 may repeat;
+    a non-zero size may not, in a doubling sweep."""
+    params = ("# nThread 1 nGpus 1 minBytes 1 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+              "validation: 1 graph: 0")
+    rows = [row(0), row(0), row(0), row(8), row(16)]
+    [s] = parse_outputs(run(None, marker=True, params=params, rows=rows, footer=FOOTER + END), ["-b", "1", "-e", "16"])
+    assert s.sizes == [0, 0, 0, 8, 16]
+    assert refused(run(None, marker=True, params=params, rows=rows[:3] + [row(8), row(8)], footer=FOOTER + END))[:2] \
+        == ("unknown-format", "message sizes do not increase")
