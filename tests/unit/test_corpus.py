@@ -16,7 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from commstack import cli
+from commstack.cli import main as cli
 from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from commstack import cli
+from commstack.cli import main as cli
 from commstack.config import Suite, System, load_system
 from commstack.paths import TOP
 from commstack.results.parse import parse_output, parse_results, validated
