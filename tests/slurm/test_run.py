@@ -97,6 +97,7 @@ def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp
         pytest.skip(f"OSU 7.2 fails this check; {OSU} is another version")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (record.verdict, record.error_kind) == ("fail", "validation-failed"), record.reason
+    assert len(record.nodelist) == 1  # known though the step failed (the diagnosis matches steps by their nodes)
     assert "on message size 64." in record.reason and "the step then exited non-zero" in record.reason
 
 

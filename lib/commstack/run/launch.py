@@ -261,7 +261,7 @@ class Launcher:
         timed_out, too_large = ended == "timeout", any(sink.over for sink in sinks.values())
         elapsed = time.monotonic() - t0
         out, err = (sink.text() for sink in sinks.values())
-        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
+        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self.nodelist(step), outdir)
         try:
             if too_large:
                 raise output_too_large(step.name, {s.path.name: s.size for s in sinks.values() if s.over}, limit,
@@ -274,7 +274,8 @@ class Launcher:
         write_json(outdir / "step.json", result.record())
         return result
 
-    def _nodelist(self, step: Step) -> list[str]:
+    def nodelist(self, step: Step) -> list[str]:
+        """The nodes `step` runs on, known before it runs."""
         if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
             return [os.uname().nodename]
         return self._hosts_for(step) or self.allocation.hosts

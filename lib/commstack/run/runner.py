@@ -334,7 +334,7 @@ class Run:
         step = launched_step(s, argv)
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
-        stack = self.facts(launcher, step, record.dirname)
+        stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
         sweeps, out = [], ""
         for r in range(s.repeats):
             outdir = self.raw_dir(record.dirname, f"repeat-{r}")
