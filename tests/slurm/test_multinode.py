@@ -20,6 +20,7 @@ from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm import namespaces
 from commstack.slurm.namespaces import BRIDGE, NETNS_PREFIX, VETH_PREFIX, NamespaceError, veth
 from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
@@ -120,7 +121,8 @@ def test_the_lower_layers_pair_crosses_the_virtual_network(cluster, env, system,
     from commstack import benchmarks
     from commstack.config import load_suite
     from commstack.results.parse import parse_output
-    from commstack.run.runner import launched_step, repeat_step, substitute
+    from commstack.run.pair import repeat_step
+    from commstack.run.runner import launched_step, substitute
     from commstack.run.steps import expand
     tool = benchmarks.get(benchmark).tool
     if not shutil.which(tool.name):
@@ -137,8 +139,8 @@ def test_the_lower_layers_pair_crosses_the_virtual_network(cluster, env, system,
     payload = sum(sweep.sizes) * sweep.rows[0]["iterations"]  # one way at least
     grown = {n: {k: after[n][k] - before[n][k] for k in ("rx", "tx")} for n in after}
     print(dict(command=result.command, rows=sweep.rows, server=server, veth_bytes=grown))
-    assert sorted(result.nodelist) == ["node1", "node2"] and cluster.address("node1") in server
-    assert sweep.meta["args"][-1 if benchmark == "fi_pingpong" else 0] == cluster.address("node1")
+    assert sorted(result.nodelist) == ["node1", "node2"] and namespaces.address("node1") in server
+    assert sweep.meta["args"][-1 if benchmark == "fi_pingpong" else 0] == namespaces.address("node1")
     assert grown["node1"]["tx"] >= payload and grown["node2"]["rx"] >= payload, (grown, payload)
 
 

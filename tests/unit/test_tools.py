@@ -9,7 +9,8 @@ import pytest
 from commstack import benchmarks, tools
 from commstack.config import load_suite, load_system
 from commstack.run.launch import Step
-from commstack.run.runner import launched_step, repeat_step
+from commstack.run.pair import repeat_step
+from commstack.run.runner import launched_step
 from commstack.run.steps import SuiteStep, expand
 from commstack.tools.base import LAUNCHES, LAYERS
 

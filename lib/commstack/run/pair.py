@@ -24,6 +24,7 @@ with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat (`p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -67,6 +68,12 @@ def placed(argv: list[str], rendezvous: Path, step_timeout_s: int) -> list[str]:
     the pair names its error before Slurm or the runner end the step. Other argvs hold no placeholder."""
     own = max(1, step_timeout_s - max(5, step_timeout_s // 10))
     return [str(rendezvous) if a == RENDEZVOUS else str(own) if a == TIMEOUT else a for a in argv]
+
+
+def repeat_step(step, outdir: Path):
+    """One repeat of a launch.Step: a pair tool's launcher gets the repeat's rendezvous directory (outdir/pair)
+    and its timeout; an MPI program's argv has no placeholder for them."""
+    return dataclasses.replace(step, argv=placed(step.argv, outdir / "pair", step.timeout_s))
 
 
 def free_ports() -> Iterator[int]:

@@ -31,7 +31,7 @@ from commstack.results.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
-from commstack.run.pair import placed
+from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm.clients import choose_slurm
@@ -149,12 +149,6 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
     so that its output names the net plugin)."""
     tool = benchmarks.get(s.benchmark).tool
     return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **dict(tool.variables)})
-
-
-def repeat_step(step: Step, outdir: Path) -> Step:
-    """One repeat of `step`: a pair tool's launcher gets the repeat's rendezvous directory and its timeout
-    (commstack.run.pair.placed; an MPI program's argv has no placeholder for them)."""
-    return dataclasses.replace(step, argv=placed(step.argv, outdir / "pair", step.timeout_s))
 
 
 def probe_step(step: Step) -> Step:
