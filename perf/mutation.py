@@ -1,5 +1,5 @@
-"""Mutation score of the verdict code: does a test fail when a tool's parser (tools.osu, .nccl_tests,
-.mpi_pingpong), the shared lines, parse's checks, references, judge, compare (or history) is wrong?
+"""Mutation score of the verdict code: does a test fail when a tool's parser (tools.osu, .nccl_tests and
+.nccl_tables, .mpi_pingpong), the shared lines, parse's checks, references, judge, compare (or history) is wrong?
 
 Each mutant is one small change to one function of a module, made by rewriting its syntax tree:
   comparison flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
@@ -18,7 +18,7 @@ collected) or times out, survives when all pass, and is skipped when perf/mutati
 it with the reason no test can tell it from the code. The score is killed / (mutants - equivalent) per
 module.
 
-  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu nccl_tests mpi_pingpong lines parse
+  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu nccl_tests nccl_tables mpi_pingpong lines parse
       references judge compare history]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
       [--recheck OUTPUT-OF-AN-EARLIER-RUN]
@@ -54,7 +54,7 @@ TOP = Path(__file__).resolve().parents[1]
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
 #: (history on demand); a module's key is its file's name
 MODULES = {"osu": "commstack.tools.osu", "osu_format": "commstack.tools.osu_format",
-           "nccl_tests": "commstack.tools.nccl_tests",
+           "nccl_tests": "commstack.tools.nccl_tests", "nccl_tables": "commstack.tools.nccl_tables",
            "mpi_pingpong": "commstack.tools.mpi_pingpong", "lines": "commstack.results.lines",
            "parse": "commstack.results.parse", "references": "commstack.results.references",
            "judge": "commstack.results.judge", "compare": "commstack.results.compare",

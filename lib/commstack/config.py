@@ -196,6 +196,13 @@ class BatchConfig(Strict):
     sbatch_flags: list[Line] = []
 
 
+class Fabric(Strict):
+    """What the lower layers' steps run over, and what every node must have (commstack.run.facts)."""
+
+    provider: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]   # libfabric's: fi_pingpong -p, and in fi_info -l
+    ucx_transports: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []  # each in ucx_info -d
+
+
 class System(Strict):
     """A system file: the machine a suite runs on, and how steps are launched there."""
 
@@ -209,6 +216,7 @@ class System(Strict):
     batch: BatchConfig = BatchConfig()
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
+    fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
     references: Path | None = None     # resolved against the system file's directory
     path: Path | None = None           # set by load_system, not written in the file
 

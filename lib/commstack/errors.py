@@ -130,8 +130,10 @@ class BinaryNotFoundError(LaunchError):
     pass
 
 
-class UnsupportedLaunchError(LaunchError):
-    """A tool launched in a way this runner does not implement yet (commstack.tools: launch `pair`)."""
+class PairFailedError(LaunchError):
+    """A server/client step whose pair did not meet or run (commstack.run.pair's named error)."""
+
+    kind = "pair-failed"
 
 
 class StepTimeoutError(LaunchError):

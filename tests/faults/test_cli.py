@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
 PORT = 16847  # beside the shared cluster (16817) and own_slurm's (16837)
 OSU = "/opt/omb72" if Path("/opt/omb72/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency").is_file() else None
-SMOKE_EXIT = 0 if OSU else 3  # without OSU only mpi-pingpong runs, the OSU steps are not-run
+SMOKE_EXIT = 0 if OSU else 3  # without OSU fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run
 
 LONG = """name: long
 description: a ping-pong that runs for minutes, then one that never starts
@@ -177,9 +178,12 @@ def test_run_without_osu_shows_its_own_view_and_each_reason_once(cli, tmp_path):
     proc = cli.run("run", "--no-build", "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[:2] == ["commstack run: suite smoke on system local, 5 steps, srun --mpi=pmix", f"results: {results}"]
-    assert re.fullmatch(r"pass {9}mpi-pingpong-cpu-N1-n2-host-native  mpi-pingpong 1 MiB: [0-9.]+ GiB/s  [0-9.]+ s",
+    assert lines[:2] == ["commstack run: suite smoke on system local, 7 steps, srun --mpi=pmix", f"results: {results}"]
+    assert re.fullmatch(r"pass {9}fi_pingpong-N1-n2-host-native  fi_pingpong 1 MiB: [0-9.]+ GB/s  [0-9.]+ s",
                         lines[3]), proc.stdout
+    for shown in (r"pass {9}ucx_perftest-tag_lat-N1-n2-host-native  ucx_perftest-tag_lat 8 B: [0-9.]+ µs  [0-9.]+ s",
+                  r"pass {9}mpi-pingpong-cpu-N1-n2-host-native  mpi-pingpong 1 MiB: [0-9.]+ GiB/s  [0-9.]+ s"):
+        assert any(re.fullmatch(shown, line) for line in lines), proc.stdout
     reason = [i for i, line in enumerate(lines) if "no OSU micro-benchmarks here" in line]
     assert len(reason) == 1, proc.stdout
     assert lines[reason[0]:reason[0] + 2] == [f"not-run: no OSU micro-benchmarks here: {OSU_HINT}",
@@ -198,13 +202,13 @@ def test_run_json_is_one_object_per_line(cli, tmp_path):
     assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [e["event"] for e in events if e["event"] != "note"] == \
-        ["run-started"] + ["step-started", "step-ended"] * 5 + ["run-ended"]
+        ["run-started"] + ["step-started", "step-ended"] * 7 + ["run-ended"]
     ended = {e["step"]: e for e in events if e["event"] == "step-ended"}
     pingpong = ended["mpi-pingpong-cpu-N1-n2-host-native"]
     assert pingpong["verdict"] == "pass" and pingpong["figure"]["unit"] == "GiB/s" and pingpong["figure"]["value"] > 0
     assert [ended[s]["verdict"] for s in OSU_STEPS] == ["pass" if OSU else "not-run"] * 4
-    assert events[-1]["exit"] == SMOKE_EXIT and events[-1]["counts"] == ({"pass": 5} if OSU else
-                                                                         {"pass": 1, "not-run": 4})
+    assert events[-1]["exit"] == SMOKE_EXIT and events[-1]["counts"] == ({"pass": 7} if OSU else
+                                                                         {"pass": 3, "not-run": 4})
     assert "test session starts" in (results / "pytest.log").read_text()
     stopped(cli.cluster)
 
@@ -217,7 +221,7 @@ def test_run_into_a_reader_that_goes_away_ends_cleanly(cli, tmp_path):
                            "run", *cli.no_build, "--results", str(results)], env=cli.env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr  # pipefail: commstack's status
-    assert proc.stdout == "commstack run: suite smoke on system local, 5 steps, srun --mpi=pmix\n"
+    assert proc.stdout == "commstack run: suite smoke on system local, 7 steps, srun --mpi=pmix\n"
     assert "BrokenPipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert len(read_run(results)) == 5 and (results / "report" / "index.html").is_file()
     stopped(cli.cluster)
@@ -292,7 +296,7 @@ def test_results_on_a_full_file_system(cli, small_fs, pingpong):
     assert (f"commstack run: error: results directory full: cannot write {results}/steps/"
             in proc.stderr), proc.stderr
     verdicts = [line.split() for line in proc.stdout.splitlines() if line.startswith("  ") and "smoke/" in line]
-    assert len(verdicts) == 5 and [v[1] for v in verdicts][0] == "smoke/mpi-pingpong-cpu-N1-n2-host-native:"
+    assert len(verdicts) == 7 and [v[1] for v in verdicts][0] == "smoke/fi_pingpong-N1-n2-host-native:"
     assert "not saved" in proc.stdout  # the verdicts say that their records could not be written
     stopped(cli.cluster)  # the allocation released, the daemons stopped (audit: job 1 stayed RUNNING)
     assert not list(small_fs.rglob("*.tmp")), "a temporary file was left"
@@ -304,12 +308,12 @@ def test_a_missing_benchmark_binary(cli, tmp_path):
     proc = cli.run("run", "--osu-prefix", "/nonexistent", "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     records = read_run(results)
-    assert [r.verdict for r in records] == ["pass"] + ["not-run"] * 4
-    assert {r.reason for r in records[1:]} == {
+    assert [r.verdict for r in records] == ["pass"] * 3 + ["not-run"] * 4
+    assert {r.reason for r in records[3:]} == {
         "/nonexistent is not an OSU install (no /nonexistent/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency): "
         "give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` build "
         "it with the pinned Spack (without --no-build)"}
-    assert "5 steps: 1 pass, 4 not-run" in (results / "report" / "index.html").read_text()
+    assert "7 steps: 3 pass, 4 not-run" in (results / "report" / "index.html").read_text()
     no_job_left(cli.cluster)
     assert cli.cluster.stop() is True
     stopped(cli.cluster)
@@ -411,3 +415,49 @@ def test_a_system_that_names_the_site_runs_on_the_site(cli, site, tmp_path):
     assert env["SLURM_CONF"] == str(conf)
     assert "JobName=commstack\n" in scontrol_jobs(site_cluster)
     assert not cli.cluster.root.exists()  # the embedded cluster was never started
+
+
+SERVERLESS = """name: serverless
+description: fi_pingpong whose server never starts listening
+steps:
+- {benchmark: fi_pingpong, nodes: 1, ranks_per_node: 2, args: [-e, rdm, -I, 5], timeout_s: 30}
+"""
+
+
+def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli, tmp_path):
+    """fi_pingpong's server replaced by one that never listens (first on PATH): the client waits for its
+    address until the pair's deadline, short of the step's timeout; the step fails with the pair's own
+    error, and neither the client, the server nor any job is left."""
+    if not shutil.which("fi_pingpong"):
+        pytest.skip("no fi_pingpong (Debian: apt-get install libfabric-bin)")
+    fake = tmp_path / "bin" / "fi_pingpong"
+    fake.parent.mkdir()
+    # the server's command line has -B PORT, the client's -P PORT HOST; 4242.5 marks our sleeper
+    fake.write_text(f"#!/bin/sh\ncase \" $* \" in *\" -B \"*) exec sleep 4242.5;; esac\n"
+                    f"exec {shutil.which('fi_pingpong')} \"$@\"\n")
+    fake.chmod(0o755)
+    cli.cluster.start()
+    results = tmp_path / "r"
+    t0 = time.monotonic()
+    proc = cli.run("suite", str(suite_file(tmp_path, SERVERLESS)), "--results", str(results),
+                   env={"PATH": f"{fake.parent}:{cli.env['PATH']}"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (record,) = read_run(results)
+    assert (record.verdict, record.error_kind) == ("fail", "pair-failed")
+    # whichever side met the deadline first names it; the client then says the server did not start
+    assert re.match(r"fi_pingpong-N1-n2-host-native: (client: the server never published its address before the "
+                    r"step's timeout|(client: the server did not start: |server: )the server \(fi_pingpong\) did not "
+                    r"listen on port \d+ before the step's timeout)", record.reason), record.reason
+    step = json.loads((results / record.outputs[0] / "step.json").read_text())
+    assert 25 <= step["elapsed_s"] < 30 and time.monotonic() - t0 < 120  # the pair's 25 s, within the step's 30
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and b"4242.5" in _cmdline(p)]
+    no_job_left(cli.cluster)
+    assert cli.cluster.stop() is True
+    stopped(cli.cluster)
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -20,6 +20,7 @@ from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm import namespaces
 from commstack.slurm.namespaces import BRIDGE, NETNS_PREFIX, VETH_PREFIX, NamespaceError, veth
 from commstack.tools.mpi_pingpong import parse_pingpong
 from commstack.config import load_system
@@ -111,6 +112,36 @@ def test_pingpong_crosses_the_virtual_network(cluster, env, system, pingpong, st
         assert g["rx"] >= payload and g["tx"] >= payload, f"{node}: {g} < {payload} payload bytes"
     cross = {(a, btl, b) for a, btl, b in used if a != b}
     assert cross == {("node1", "tcp", "node2"), ("node2", "tcp", "node1")}, used
+
+
+@pytest.mark.parametrize("benchmark", ["fi_pingpong", "ucx_perftest-tag_bw"])
+def test_the_lower_layers_pair_crosses_the_virtual_network(cluster, env, system, step_dir, benchmark):
+    """The stack suite's fabric and UCX steps: the server on node1, the client on node2 reaching it at
+    node1's address, the payload over the veths."""
+    from commstack import benchmarks
+    from commstack.config import load_suite
+    from commstack.results.parse import parse_output
+    from commstack.run.pair import repeat_step
+    from commstack.run.runner import launched_step, substitute
+    from commstack.run.steps import expand
+    tool = benchmarks.get(benchmark).tool
+    if not shutil.which(tool.name):
+        pytest.skip(f"no {tool.name} (Debian: apt-get install libfabric-bin ucx-utils)")
+    s = next(s for s in expand(load_suite("stack"), system, {}, "host") if s.benchmark == benchmark)
+    step = launched_step(s, substitute(s.step.argv, {tool.placeholder: tool.native(None)}))
+    with Allocation(system, env, nodes=2, ntasks=2) as alloc:
+        launcher = Launcher(system, "srun", slurm_variables=env, allocation=alloc)
+        before = _counters(cluster)
+        result = launcher.run(repeat_step(step, step_dir), step_dir)
+        after = _counters(cluster)
+    sweep = parse_output(benchmark, result.stdout, step.argv[1:])
+    server = (step_dir / "pair" / "server.json").read_text()
+    payload = sum(sweep.sizes) * sweep.rows[0]["iterations"]  # one way at least
+    grown = {n: {k: after[n][k] - before[n][k] for k in ("rx", "tx")} for n in after}
+    print(dict(command=result.command, rows=sweep.rows, server=server, veth_bytes=grown))
+    assert sorted(result.nodelist) == ["node1", "node2"] and namespaces.address("node1") in server
+    assert sweep.meta["args"][-1 if benchmark == "fi_pingpong" else 0] == namespaces.address("node1")
+    assert grown["node1"]["tx"] >= payload and grown["node2"]["rx"] >= payload, (grown, payload)
 
 
 def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir):

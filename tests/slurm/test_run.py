@@ -28,16 +28,18 @@ def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: P
                           capture_output=True, text=True, timeout=900, env=env)
     records = {r.step: r for r in read_run(tmp_path / "r")}
     assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
-    assert records.pop("mpi-pingpong-cpu-N1-n2-host-native").verdict == "pass"
+    for ran in ("fi_pingpong-N1-n2-host-native", "ucx_perftest-tag_lat-N1-n2-host-native",
+                "mpi-pingpong-cpu-N1-n2-host-native"):
+        assert records.pop(ran).verdict == "pass", proc.stdout
     assert {r.verdict for r in records.values()} == {"not-run"} and len(records) == 4
     assert all("--osu-prefix PREFIX" in r.reason for r in records.values())  # the way out
     assert proc.stdout.count("no OSU micro-benchmarks here") == 1  # the reason once, with the steps it covers
     assert ("\nnot-run: no OSU micro-benchmarks here: give an OSU install with --osu-prefix PREFIX" in proc.stdout
             and "\n    4 steps: osu_latency-N1-n2-host-native, osu_bw-N1-n2-host-native, " in proc.stdout)
     junit = (tmp_path / "r" / "junit.xml").read_text()
-    assert junit.count("<testcase ") == 5 and junit.count("<skipped ") == 4
+    assert junit.count("<testcase ") == 7 and junit.count("<skipped ") == 4
     page = (tmp_path / "r" / "report" / "index.html").read_text()
-    assert "5 steps: 1 pass, 4 not-run" in page
+    assert "7 steps: 3 pass, 4 not-run" in page
 
 
 def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm_variables):
@@ -71,7 +73,7 @@ def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_variables):
     proc = commstack("run", "--results", str(tmp_path / "r"), "--osu-prefix", OSU, env=slurm_variables)
     records = read_run(tmp_path / "r")
     assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
-    assert [r.verdict for r in records] == ["pass"] * 5
+    assert [r.verdict for r in records] == ["pass"] * 7
     for r in records:
         assert r.repeats and r.repeats[0] and r.commands[0][0] == "srun"
         raw = tmp_path / "r" / r.outputs[0] / "stdout.txt"
@@ -95,6 +97,7 @@ def test_a_failed_data_check_is_validation_failed_not_the_crash_that_follows(tmp
         pytest.skip(f"OSU 7.2 fails this check; {OSU} is another version")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (record.verdict, record.error_kind) == ("fail", "validation-failed"), record.reason
+    assert len(record.nodelist) == 1  # known though the step failed (the diagnosis matches steps by their nodes)
     assert "on message size 64." in record.reason and "the step then exited non-zero" in record.reason
 
 

@@ -14,7 +14,7 @@ from commstack import benchmarks
 from commstack.tools import Benchmark, nccl_tests, osu
 from commstack.errors import ParseError
 from commstack.results import noise
-from commstack.results.parse import _title, parse_outputs, parse_results
+from commstack.results.parse import _title, parse_outputs, parse_results, validated
 
 OSU = [b for b in osu.BENCHMARKS.values() if b.directory in ("pt2pt", "one-sided", "collective")]  # MPI tables
 NCCL = list(nccl_tests.BENCHMARKS.values())
@@ -199,40 +199,83 @@ def osu_outputs(draw, fail: bool = False, bench: str | None = None, version: str
     return Output("\n".join(lines) + "\n", args, tables, data, failed)
 
 
+# nccl-tests' formats by family (commstack.tools.nccl_tests' docstring, from the sources of each tag)
+NCCL_FAMILIES = ["2.0", "2.13", "2.17.1", "2.17.3", "2.17.5", "2.19"]
+
+
+def nccl_wrong(draw, family: str, fail: bool) -> tuple[str, int]:
+    """A wrong count as the family prints it (%5g, %6g from 2.17.3), and its value."""
+    n = draw(st.sampled_from([1, 3, 96, 4096, 1048576, 16777216])) if fail else 0
+    return ("%5g" if family in ("2.13", "2.17.1") else "%6g") % n, round(float("%g" % n))
+
+
 @st.composite
 def nccl_outputs(draw, fail: bool = False):
-    """nccl-tests as the seeds print it: parameters, devices, the two-level header, rows, summary."""
+    """nccl-tests as each family prints it: 2.0's error column without title, 2.13's #wrong without markers,
+    the markers of 2.16.7, 2.17.3's %6g, 2.17.4's version line, 2.17.7's trailing `#`; -c 0's N/A columns."""
+    family = draw(st.sampled_from(NCCL_FAMILIES))
     bench = draw(st.sampled_from(NCCL))
+    checked = fail or draw(st.booleans())
     lo = 8 << draw(st.integers(0, 10))
     hi = lo << draw(st.integers(0, 8))
-    lines = [f"# Collective test starting: {bench.name}",
-             f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 1 iters: 20 "
-             "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    old = family == "2.0"
+    version = {"2.17.5": "2.17.5", "2.19": f"2.19.{draw(st.integers(0, 6))}"}.get(family)
+    lines = [f"# nccl-tests version {version} nccl-headers=22803 nccl-library=22803"] if version else []
+    if family != "2.0" and family != "2.13":
+        lines.append(f"# Collective test starting: {bench.name}")
+    lines.append(f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 5 iters: 20 "
+                 + (f"validation: {int(checked)} " if old else f"agg iters: 1 validation: {int(checked)} graph: 0"
+                    + " unalign: 0" * (family == "2.19")))
+    lines += ["#", "# Using devices"]
     ranks = draw(st.integers(1, 8))
-    lines += [f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on  nid{r // 4:06d} device {r % 4:2d} [00{r % 4}9:01:00] "
-              "NVIDIA GH200 120GB" for r in range(ranks)]
-    lines += ["#", "#" + " " * 62 + "out-of-place                       in-place",
-              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw "
-              "  busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s) "
-              " (GB/s)"]
+    lines += [f"#   Rank {r:2d} Pid {1000 + r:6d} on  nid{r // 4:06d} device {r % 4:2d} [0x{r:02x}] Tesla V100"
+              if old else f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on  nid{r // 4:06d} device {r % 4:2d} "
+              f"[00{r % 4}9:01:00] NVIDIA GH200 120GB" for r in range(ranks)]
+    if old:  # all_reduce's columns in 2.0-2.9
+        lines += ["#", "#" + " " * 53 + "out-of-place                       in-place",
+                  "#       size         count    type   redop     time   algbw   busbw  error     time   algbw"
+                  "   busbw  error",
+                  "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+                  "  (GB/s)"]
+    else:
+        lines += ["#", "#" + " " * 62 + "out-of-place                       in-place",
+                  "#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+                  "   algbw   busbw #wrong",
+                  "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)"
+                  "  (GB/s)  (GB/s)"]
     rows, data, size = [], [], lo
     fail_at = draw(st.integers(0, 8)) if fail else -1
     while size <= hi:
         t, alg, bus = (round(draw(st.floats(0.1, 1e5)), 1), round(draw(st.floats(0, 500)), 2),
                        round(draw(st.floats(0, 500)), 2))
-        wrong = draw(st.integers(1, 99)) if len(rows) == fail_at else 0
-        row = {"size": size, "count": size // 4, "type": "float", "redop": "sum", "root": -1, "oop_time_us": t,
-               "oop_algbw_GBps": alg, "oop_busbw_GBps": bus, "oop_wrong": wrong, "ip_time_us": t,
-               "ip_algbw_GBps": alg, "ip_busbw_GBps": bus, "ip_wrong": 0}
+        row = {"size": size, "count": size // 4, "type": "float", "redop": "sum"}
+        if old:
+            error = draw(st.sampled_from([0.0, 1e-06, 2e-07])) if checked else None
+            shown = "%5.0e" % error if checked else "  N/A"
+            row.update(oop_time_us=t, oop_algbw_GBps=alg, oop_busbw_GBps=bus, oop_error=error, ip_time_us=t,
+                       ip_algbw_GBps=alg, ip_busbw_GBps=bus, ip_error=error)
+            line = (f"{size:12d}  {size // 4:12d}   float     sum  {t:7.1f}  {alg:6.2f}  {bus:6.2f}  {shown}  {t:7.1f}"
+                    f"  {alg:6.2f}  {bus:6.2f}  {shown}")
+        else:
+            shown, wrong = nccl_wrong(draw, family, len(rows) == fail_at)
+            ok = ("%5g" if family in ("2.13", "2.17.1") else "%6g") % 0
+            if not checked:
+                shown, wrong, ok = "  N/A" if family in ("2.13", "2.17.1") else "   N/A", None, "  N/A"
+            row.update(root=-1, oop_time_us=t, oop_algbw_GBps=alg, oop_busbw_GBps=bus, oop_wrong=wrong, ip_time_us=t,
+                       ip_algbw_GBps=alg, ip_busbw_GBps=bus, ip_wrong=None if wrong is None else 0)
+            line = (f"{size:12d}  {size // 4:12d}     float     sum      -1  {t:7.1f}  {alg:6.2f}  {bus:6.2f}  "
+                    f"{shown}  {t:7.1f}  {alg:6.2f}  {bus:6.2f}  {ok}")
         rows.append(row)
         data.append(len(lines))
-        lines.append(f"{size:12d}  {size // 4:12d}     float     sum      -1  {t:7.1f}  {alg:6.2f}  {bus:6.2f}  "
-                     f"{wrong:5d}  {t:7.1f}  {alg:6.2f}  {bus:6.2f}      0")
+        lines.append(line)
         size *= 2
-    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {draw(st.floats(0, 500)):.4f}", "#",
-              f"# Collective test concluded: {bench.name}"]
-    failed = any(r["oop_wrong"] for r in rows)
+    failed = any(r.get("oop_wrong") for r in rows)
+    oob = "1 FAILED" if fail and old else ("1 FAILED" if failed else "0 OK")
+    failed = failed or (fail and old)
+    lines += [f"# Out of bounds values : {oob}", f"# Avg bus bandwidth    : {draw(st.floats(0, 500)):.4f} ", "#"]
+    if family != "2.0" and family != "2.13":
+        lines.append(f"# Collective test concluded: {bench.name}")
+    lines += ["#"] * (family == "2.19") + [""] * (family != "2.0")  # NCCL's last error: an empty line
     return Output("\n".join(lines) + "\n", ["-b", str(lo), "-e", str(hi), "-f", "2"], [rows], data, failed)
 
 
@@ -358,6 +401,21 @@ def test_a_failed_data_check_is_validation_failed_also_with_the_crash_after_it(o
     text = out.text + ("srun: error: nid001234: task 0: Exited with exit code 1\nsrun: Terminating StepId=1.0\n"
                        if crash else "")
     assert kind(text, out.args) == "validation-failed"
+
+
+@given(nccl_outputs(), st.integers(1, 3))
+def test_nccl_validation_is_a_fact_and_each_datatype_a_table(out, types):
+    """`validation: 0` (N/A columns) is complete and not validated, a checked run validated; with -d all the
+    sweep again per datatype (the same rows, another type name) is a table of its own."""
+    lines = out.text.split("\n")
+    rows = [lines[i] for i in out.data]
+    more_types = ("int32", "uint32")[:types - 1]
+    more = [r.replace("   float", f"{t:>8s}") for t in more_types for r in rows]  # as -d all prints them
+    last = out.data[-1] + 1
+    sweeps = parse_outputs("\n".join(lines[:last] + more + lines[last:]), out.args)
+    want = "yes" if "validation: 1" in out.text else "no"
+    assert [(s.meta["type"], s.rows == out.tables[0] if not i else len(s.rows), validated(s))
+            for i, s in enumerate(sweeps)] == [("float", True, want)] + [(t, len(rows), want) for t in more_types]
 
 
 # ------------------------------------------------------------------ issue 25: launchers' lines, several tables

@@ -30,6 +30,6 @@ def test_loader_variables_are_set_for_the_benchmark_alone(tmp_path):
                       + "variables:\n  LD_PRELOAD: /opt/lib/hook.so\n  LD_LIBRARY_PATH: /opt/lib\n  FI_PROVIDER: tcp\n")
     proc = commstack("suite", "smoke", "--system", str(system), "--pingpong", "/bin/true", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("srun"))
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("srun") and "/bin/true" in line)
     assert " --overcommit env LD_PRELOAD=/opt/lib/hook.so LD_LIBRARY_PATH=/opt/lib /bin/true -m cpu" in line
     assert "FI_PROVIDER" not in line

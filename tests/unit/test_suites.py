@@ -52,7 +52,7 @@ def normal(argv: list[str], hooks: dict | None = None) -> tuple:
 
 
 def test_every_suite_loads():
-    assert set(known_suites()) == {"nersc10", "cscs-images", "container-vs-native", "pingpong", "smoke"}
+    assert set(known_suites()) == {"nersc10", "cscs-images", "container-vs-native", "pingpong", "smoke", "stack"}
     for name in known_suites():
         assert load_suite(name).steps
 
@@ -94,7 +94,7 @@ def test_odd_rule_keeps_an_odd_product(tmp_path):
 
 def test_smoke_fits_local_and_nersc10_is_kept_with_reasons():
     local = load_system("local")
-    assert [s.not_run for s in expand(load_suite("smoke"), local)] == [None] * 5
+    assert [s.not_run for s in expand(load_suite("smoke"), local)] == [None] * 7
     nersc = expand(load_suite("nersc10"), local)
     assert len(nersc) == 16 and all(s.not_run for s in nersc)
     assert nersc[0].not_run == "needs 2 nodes, system local has 1"

@@ -7,15 +7,16 @@ import dataclasses
 import pytest
 
 from commstack import benchmarks, tools
-from commstack.config import load_system
+from commstack.config import load_suite, load_system
 from commstack.run.launch import Step
-from commstack.run.runner import judged, launched_step, new_record
-from commstack.run.steps import SuiteStep
+from commstack.run.pair import repeat_step
+from commstack.run.runner import launched_step
+from commstack.run.steps import SuiteStep, expand
 from commstack.tools.base import LAUNCHES, LAYERS
 
 
 def test_every_benchmark_belongs_to_a_registered_tool_that_prints_its_metric():
-    assert list(tools.TOOLS) == ["osu", "nccl-tests", "mpi-pingpong"]
+    assert list(tools.TOOLS) == ["osu", "nccl-tests", "mpi-pingpong", "fi_pingpong", "ucx_perftest"]
     for m in tools.MODULES:
         assert m.TOOL.layer in LAYERS and m.TOOL.launch in LAUNCHES
         for name, b in m.BENCHMARKS.items():
@@ -30,22 +31,22 @@ def test_a_tool_with_an_unknown_layer_or_launch_is_refused():
         dataclasses.replace(osu, layer="transport")
     with pytest.raises(ValueError, match="launch 'ssh'"):
         dataclasses.replace(osu, launch="ssh")
-    with pytest.raises(Exception, match="unknown tool 'fi_pingpong'; known: osu, nccl-tests, mpi-pingpong"):
-        tools.get("fi_pingpong")
+    with pytest.raises(Exception, match="unknown tool 'ib_write_bw'; known: osu, nccl-tests, mpi-pingpong, "
+                                        "fi_pingpong, ucx_perftest"):
+        tools.get("ib_write_bw")
 
 
-def test_a_pair_tool_is_not_run_with_the_reason_until_the_runner_launches_pairs(monkeypatch):
-    bench = benchmarks.get("mpi-pingpong")
-    pair = dataclasses.replace(bench, tool=dataclasses.replace(bench.tool, launch="pair"))
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "mpi-pingpong", pair)
-    s = SuiteStep("pp-N2-n2", "mpi-pingpong", "mpi-pingpong", Step("pp", ["/bin/pp", "-m", "cpu"], nodes=2, ntasks=2),
-                  tags={"suite": "t"})
-    record = new_record("run", 0, s, load_system("local"))
-    with judged(record):
-        launched_step(s, s.step.argv)
-    assert (record.verdict, record.error_kind) == ("not-run", "unsupported-launch")
-    assert record.reason == ("mpi-pingpong: mpi-pingpong is launched as a pair (a server and a client), which this "
-                             "runner does not launch yet")
+def test_a_pair_tool_runs_the_pair_launcher_with_each_repeats_rendezvous(tmp_path):
+    steps = {s.benchmark: s for s in expand(load_suite("stack"), load_system("local-multinode"), {}, "host")}
+    s = steps["fi_pingpong"]
+    assert (s.step.nodes, s.step.ntasks, s.step.ntasks_per_node) == (2, 2, 1)
+    step = repeat_step(launched_step(s, s.step.argv), tmp_path / "repeat-0")
+    assert step.argv[1:7] == ["-m", "commstack.run.pair", str(tmp_path / "repeat-0" / "pair"),
+                              str(s.step.timeout_s - 30), "--program", "$FI_PINGPONG"]
+    assert step.argv[7:] == ["--server", "{program} -p tcp -e rdm -S all -I 100 -B {port}",
+                             "--client", "{program} -p tcp -e rdm -S all -I 100 -P {port} {host}"]
+    lat = steps["ucx_perftest-tag_lat"].step.argv
+    assert lat[-1] == "{program} {host} -p {port} -t tag_lat -s 8 -n 10000" and lat[-3] == "{program} -p {port}"
 
 
 def test_an_mpi_tool_is_launched_with_the_variables_it_needs():

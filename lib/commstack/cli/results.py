@@ -16,7 +16,7 @@ from commstack.errors import CommstackError, printable
 from commstack.files import regular_or_missing, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
-from commstack.results.compare import NOT_RUN, compare, compare_table
+from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
 from commstack.results.references import references_of
 from commstack.results.records import read_run
 from commstack.run.runner import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASS
@@ -48,7 +48,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     system = load_system(a[0].system) if a[0].system in known_systems() else None
     refs = references_of(system) if system else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
-    print(printable(compare_table(changes), keep="\n"), end="")
+    findings = diagnosis(Path(args.baseline), Path(args.results), changes, args.tolerance, refs)
+    print(printable(compare_table(changes, findings), keep="\n"), end="")
     if any(c.difference for c in changes):
         return EXIT_FAILED
     return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from commstack.errors import CommstackError
 from commstack.benchmarks import METRICS
+from commstack.results.diagnosis import Finding, against_baseline, diagnose, findings_text
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, read_run
@@ -79,6 +80,14 @@ def compare(a_dir: Path, b_dir: Path, tolerance: float | None = None,
     return out
 
 
+def diagnosis(a_dir: Path, b_dir: Path, changes: list[Change], tolerance: float | None = None,
+              refs: References | None = None) -> list[Finding]:
+    """The lowest layer at fault for every step of B that regressed or failed, where a lower layer ran on its
+    nodes in B (results.diagnosis)."""
+    b = read_run(b_dir)
+    return diagnose(b, against_baseline(read_run(a_dir), b, changes, lambda r: _tolerance(r, tolerance, refs)))
+
+
 def _said(r: Record, side: str) -> str:
     """What a side's record says of a step it has no rows for."""
     kind = f" ({r.error_kind})" if r.error_kind else ""
@@ -114,7 +123,8 @@ def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
     return out
 
 
-def compare_table(changes: list[Change]) -> str:
+def compare_table(changes: list[Change], findings: list[Finding] = ()) -> str:
+    """The table of changes, its counts, then the lowest layer at fault of each step that got worse."""
     def num(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
     lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  change"]
@@ -126,4 +136,4 @@ def compare_table(changes: list[Change]) -> str:
     not_run = sum(c.change == NOT_RUN for c in changes)
     lines.append(f"{len(changes)} points, {sum(c.change == 'regression' for c in changes)} regressions, "
                  f"{n} differences" + (f", {not_run} step{'s' * (not_run > 1)} {NOT_RUN}" if not_run else ""))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + findings_text(findings)

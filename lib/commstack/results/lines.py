@@ -85,14 +85,16 @@ CRASH = re.compile(
 EXITED = re.compile(r"returned\s+a non-zero exit code"
                     r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"
                     r"|^mpirun detected that one or more processes exited with non-zero status")
+# a non-zero nccl-tests wrong-element count as %g prints it: 96, 1.04858e+06 (not 2.0's deviation 2e+00)
+NCCL_WRONG = r"(?:[1-9]\d*|[1-9](?:\.\d+)?e\+(?:0[6-9]|[1-9]\d))"
 # The benchmark's own word that its data check failed: OSU 7.x (`DATA VALIDATION ERROR: <path> exited
 # with status 1 on message size 64.`, after a Fail row, then it exits 1) and mpi-pingpong print it
 VALIDATION_ERROR = re.compile(r"^DATA VALIDATION ERROR: ")
 # a Fail row (OSU: Fail or failed in the last column; mpi-pingpong: Check: Fail; nccl-tests: wrong
 # elements out of place or in place, out-of-bounds values), or that line
 VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|failed)$|, Check: Fail$"
-                               r"|^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){3}\s+"
-                               r"(?:[1-9]\d*(?:\s+\S+){4}|(?:\S+\s+){4}[1-9]\d*)$"
+                               r"|^\s*\d+\s+\d+\s+\w+\s+(?:\w+\s+)?-?\d+(?:\s+\S+){3}\s+(?:"
+                               + NCCL_WRONG + r"(?:\s+\S+){4}|(?:\S+\s+){4}" + NCCL_WRONG + "|" + NCCL_WRONG + ")$"
                                r"|^# Out of bounds values : \d+ FAILED$")
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
@@ -106,7 +108,8 @@ ROW_TAIL = re.compile(r"(?:^|\s)\d+(?:\s+(?:[-+]?[\d.]+(?:[eE][-+]?\d+)?|Pass|Fa
 DECIMAL = re.compile(r"\d\.\d")
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]\d+)?")  # as printf writes them: 1.5, -1, 1.9164e+03
 # a field of a table row: a number, a Pass/Fail word, or nccl-tests' type, op, root and N/A
-ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer|[a-z]+\d*")
+ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|passed|failed|N/A|Transfer"
+                       r"|[a-z][a-z0-9_]*")
 
 
 @dataclass

@@ -80,6 +80,8 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     if sweep.complete is False:
         raise TruncatedError(f"{bench.name}: the output ends before the benchmark's end line", last_line,
                              last_lineno)
+    if bench.tool.sizes_check:  # the tool's own sizes (fi_pingpong's lists, ucx_perftest's one size)
+        return bench.tool.sizes_check(bench, sweep, args)
     lo, hi = expected_sizes(bench, sweep, args, ranks)
     last = sweep.rows[-1]["size"]
     if sweep.meta.get("step_kind") == "bytes":  # nccl-tests -i: linear steps

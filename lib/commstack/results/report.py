@@ -28,6 +28,7 @@ from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import COLUMNS, METRICS
+from commstack.results.diagnosis import against_references, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, read_run
@@ -222,6 +223,14 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
             "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
             "</tr>"]
+    findings = diagnose(records, against_references(records, refs))
+    if findings:  # above the table: the first thing to read after a maintenance
+        at = next(i for i, line in enumerate(md) if line.startswith("| step | verdict |"))
+        md[at:at] = ["## Lowest layer at fault", "",
+                     *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
+        page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
+            f"<li><code>{html.escape(f.step)}</code> on {html.escape(', '.join(f.nodes))}: {html.escape(f.message)}"
+            f"</li>" for f in findings), "</ul>"]
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
@@ -288,6 +297,7 @@ tr.pass td:nth-child(2) {{ background: #d9f2d9; }}
 tr.fail td:nth-child(2), tr.degraded td:nth-child(2) {{ background: #f8d0d0; }}
 tr.unstable td:nth-child(2), tr.no-reference td:nth-child(2) {{ background: #fdf1c7; }}
 tr.not-run td:nth-child(2) {{ background: #e4e4e4; }}
+ul.fault li {{ border-left: 4px solid #d33; padding-left: 0.5em; margin: 0.4em 0; }}
 img {{ max-width: 100%; }}
 pre {{ background: #f6f6f6; padding: 0.6em; overflow-x: auto; }}
 </style></head><body>

@@ -28,6 +28,7 @@ from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import LOADER, Launcher, StepResult
+from commstack.run.pair import placed
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
@@ -99,9 +100,10 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
         at = probe.index(PROBE)  # the probe script once, at the top, not in every step
         lines.append(shlex.join(["run_step", str(where / "probe"), "120", *probe[:at]]) + ' "$COMMSTACK_PROBE" '
                      + shlex.join(probe[at + 1:]))
-        for r in range(s.repeats):
+        for r in range(s.repeats):  # a pair tool's launcher: the repeat's rendezvous directory
             lines.append(shlex.join(["run_step", str(where / f"repeat-{r}"), str(step.timeout_s),
-                                     *(["env", *env] if env else []), *command]))
+                                     *(["env", *env] if env else []),
+                                     *placed(command, where / f"repeat-{r}" / "pair", step.timeout_s)]))
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from commstack.errors import ParseError
+from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 
 #: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
 #: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts).
@@ -32,12 +32,18 @@ oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/o
   | p ompi_info
 command -v fi_info >/dev/null && { fi_info 2>/dev/null | grep -m1 '^provider:' | p fi_selected
   fi_info -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+command -v fi_info >/dev/null && fi_info -l 2>/dev/null | grep -qx 'cxi:' && fi_info -v -p cxi 2>/dev/null \
+  | grep -E '^(fi_info:|    fi_domain_attr:|        name: .*|    fi_fabric_attr:|        prov_name: .*|    nic:.*'\
+'|        fi_link_attr:|            (state|speed): .*)$' | p fi_cxi
+command -v ucx_info >/dev/null && ucx_info -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
+  | p ucx_info
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | p gpus
 ls /sys/class/net 2>/dev/null | grep -vx lo | p nics
 ls /sys/class/cxi 2>/dev/null | p cxi
 exit 0
 """
-PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (variables|libmpi|ompi_info|fi_selected|fi_providers|gpus|nics|cxi) (.*)")
+PROBE_LINE = re.compile(r"@@ (\d+) (\S+) (variables|libmpi|ompi_info|fi_selected|fi_providers|fi_cxi|ucx_info|gpus|nics"
+                        r"|cxi) (.*)")
 NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;+:-]+)")
 NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
 
@@ -68,7 +74,11 @@ def parse_probe(text: str) -> dict:
         get = lambda section: raw.get((host, section), [])  # noqa: E731
         facts = {"gpus": get("gpus"), "nics": get("nics"), "cxi_devices": get("cxi"),
                  "libfabric_providers": sorted({p.rstrip(":") for p in get("fi_providers")}),
-                 "libfabric_provider": next((v.split(":", 1)[1].strip() for v in get("fi_selected")), None)}
+                 "libfabric_provider": next((v.split(":", 1)[1].strip() for v in get("fi_selected")), None),
+                 # cxi's NICs (fi_info -v -p cxi): domain and link state; UCX's transports/devices (ucx_info -d)
+                 "cxi_links": {n["domain"]: n.get("link_state") for n in nics("\n".join(get("fi_cxi")))},
+                 "ucx_transports": sorted({f"{t['transport']}/{t['device']}"
+                                           for t in transports("\n".join(get("ucx_info")))})}
         libmpi = next(iter(get("libmpi")), None)
         facts.update(_mpi(libmpi, "\n".join(get("ompi_info"))) if libmpi else {"libmpi": None})
         nodes[host] = facts
@@ -123,3 +133,133 @@ def nccl_plugin_problem(required: str | None, tags: dict, nets: dict[str, dict])
         return (f"NCCL did not select the OFI net plugin on {', '.join(without)} (network: {used}), "
                 "whatever its bandwidth")
     return None
+
+
+# ---------------------------------------------------------------------------------- fi_info
+
+LIST_NAME = re.compile(r"^(?P<name>[\w;]+):$")
+LIST_VERSION = re.compile(r"^    version: (?P<version>\d+\.\d+)$")
+
+
+def providers(text: str) -> dict[str, str]:
+    """`fi_info -l` (util/info.c, the same in 1.17 and 1.22): provider name -> its version (1.17's are
+    117.0). An unknown line is an error quoting it."""
+    out: dict[str, str] = {}
+    name = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if (m := LIST_NAME.match(line)) and name is None:
+            name = m.group("name")
+        elif (m := LIST_VERSION.match(line)) and name is not None:
+            out[name], name = m.group("version"), None
+        elif line.strip():
+            raise UnknownFormatError("not a line of fi_info -l", line, lineno)
+    if name is not None:
+        raise TruncatedError(f"fi_info -l: the output ends after provider {name}, before its version")
+    return out
+
+
+SECTION = re.compile(r"^(?P<indent> {4}| {8})(?P<name>fi_\w+|nic):(?: (?P<value>.*))?$")
+FIELD = re.compile(r"^(?P<indent> +)(?P<key>\w+): ?(?P<value>.*)$")
+
+
+def nics(text: str) -> list[dict[str, str]]:
+    """`fi_info -v -p PROVIDER` (fi_tostr of each fi_info, `---` between them): per entry the provider,
+    the domain (cxi0 ...) and, where the provider reports its NIC (cxi does; tcp prints `nic: (nil)`),
+    the link state (FI_LINK_UP, FI_LINK_DOWN, FI_LINK_UNKNOWN) and speed."""
+    out: list[dict[str, str]] = []
+    section: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line in ("---", ""):
+            continue
+        if line == "fi_info:":
+            out.append({})
+            section = []
+            continue
+        if not out:
+            raise UnknownFormatError("fi_info -v: a line before the first `fi_info:`", line, lineno)
+        if (m := SECTION.match(line)):
+            depth = len(m.group("indent")) // 4
+            section = section[:depth - 1] + [m.group("name")]
+            continue
+        m = FIELD.match(line)
+        if not m:
+            raise UnknownFormatError("not a line of fi_info -v", line, lineno)
+        depth = len(m.group("indent")) // 4
+        where, key, value = section[:depth - 1], m.group("key"), m.group("value")
+        if where == ["fi_fabric_attr"] and key == "prov_name":
+            out[-1]["provider"] = value
+        elif where == ["fi_domain_attr"] and key == "name":
+            out[-1]["domain"] = value
+        elif where == ["nic", "fi_link_attr"] and key in ("state", "speed"):
+            out[-1][f"link_{key}"] = value
+        elif where == [] and key == "nic" and value == "(nil)":
+            section = []
+    return out
+
+
+# ------------------------------------------------------------------------------- ucx_info -d
+
+MD = re.compile(r"^# Memory domain: (?P<md>\S+)$")
+TRANSPORT = re.compile(r"^#\s+Transport: (?P<tl>\S+)$")
+DEVICE = re.compile(r"^#\s+Device: (?P<dev>\S+)$")
+INFO_LINE = re.compile(r"^#.*$")
+
+
+def transports(text: str) -> list[dict[str, str]]:
+    """`ucx_info -d`: each transport and device with its memory domain (the same lines in 1.13 and 1.19),
+    e.g. {"md": "cuda_cpy", "transport": "cuda_copy", "device": "cuda"}. Every line is a comment line
+    of ucx_info; anything else is an error quoting it."""
+    out: list[dict[str, str]] = []
+    md = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if (m := MD.match(line)):
+            md = m.group("md")
+        elif (m := TRANSPORT.match(line)):
+            if md is None:
+                raise UnknownFormatError("ucx_info -d: a transport before any memory domain", line, lineno)
+            out.append({"md": md, "transport": m.group("tl")})
+        elif (m := DEVICE.match(line)):
+            if not out or "device" in out[-1]:
+                raise UnknownFormatError("ucx_info -d: a device without its transport", line, lineno)
+            out[-1]["device"] = m.group("dev")
+        elif not INFO_LINE.match(line) and line.strip():
+            raise UnknownFormatError("not a line of ucx_info -d", line, lineno)
+    if out and "device" not in out[-1]:
+        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", *_last(text))
+    return out
+
+
+def _last(text: str) -> tuple[str, int]:
+    lines = text.splitlines()
+    return (lines[-1] if lines else ""), len(lines)
+
+
+#: why a UCX transport may be missing, by transport
+UCX_WHY = {"cuda_copy": "UCX built without CUDA (+cuda), or no GPU driver", "cuda_ipc": "UCX built without CUDA "
+           "(+cuda), or no GPU driver", "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not "
+           "loaded"}
+
+
+def lower_layer_problem(layer: str, provider: str | None, ucx_transports: list[str], nodes: dict[str, dict]) -> \
+        str | None:
+    """Why a step of the `fabric` or `ucx` layer fails on its nodes' stack facts, whatever its figures, or None:
+    the libfabric provider the system expects is not listed by fi_info (or, for cxi, a NIC's link is not
+    up), or a UCX transport the system expects is not in ucx_info -d."""
+    problems = []
+    if layer == "fabric" and provider:
+        without = sorted(h for h, f in nodes.items() if provider not in f.get("libfabric_providers", []))
+        if without:
+            problems.append(f"provider {provider} not found on {', '.join(without)}: libfabric built without "
+                            f"{provider}, or the {provider} driver not loaded")
+        down = sorted(f"{d} on {h} ({state or 'no state'})" for h, f in nodes.items()
+                      for d, state in f.get("cxi_links", {}).items() if state != "FI_LINK_UP")
+        if provider == "cxi" and down:
+            problems.append(f"cxi link not up: {', '.join(down)}")
+    if layer == "ucx":
+        for tl in ucx_transports:
+            without = sorted(h for h, f in nodes.items()
+                             if not any(t.split("/", 1)[0] == tl for t in f.get("ucx_transports", [])))
+            if without:
+                problems.append(f"UCX transport {tl} not found on {', '.join(without)}: "
+                                f"{UCX_WHY.get(tl, f'UCX built without {tl}, or its device missing')}")
+    return "; ".join(problems) or None

@@ -22,8 +22,8 @@ from typing import Any
 
 from commstack.config import System
 from commstack.errors import (AllocationLostError, BinaryNotFoundError, ControllerLostError, LaunchError,
-                              NodeFailureError, SlurmUnavailableError, SrunError, StepCrashedError, StepTimeoutError,
-                              cut)
+                              NodeFailureError, PairFailedError, SlurmUnavailableError, SrunError, StepCrashedError,
+                              StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
 from commstack.run.capture import Sink, output_limit, output_too_large, pump, stop
 from commstack.slurm.clients import client
@@ -78,6 +78,7 @@ SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|inval
                           r"Requested node configuration is not available|.*unrecognized option)|"
                           r"srun: unrecognized option|srun: fatal:")
 # srun may exit 0 when the step never started on a node
+PAIR_FAILED = re.compile(r"^commstack pair: error: .*$", re.M)  # commstack.run.pair: why a pair did not meet
 NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
 SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)|"
                        r"exited on signal|signal \d+")
@@ -260,7 +261,7 @@ class Launcher:
         timed_out, too_large = ended == "timeout", any(sink.over for sink in sinks.values())
         elapsed = time.monotonic() - t0
         out, err = (sink.text() for sink in sinks.values())
-        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self._nodelist(step), outdir)
+        result = StepResult(step, cmd, proc.returncode, out, err, started, elapsed, self.nodelist(step), outdir)
         try:
             if too_large:
                 raise output_too_large(step.name, {s.path.name: s.size for s in sinks.values() if s.over}, limit,
@@ -273,7 +274,8 @@ class Launcher:
         write_json(outdir / "step.json", result.record())
         return result
 
-    def _nodelist(self, step: Step) -> list[str]:
+    def nodelist(self, step: Step) -> list[str]:
+        """The nodes `step` runs on, known before it runs."""
         if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
             return [os.uname().nodename]
         return self._hosts_for(step) or self.allocation.hosts
@@ -324,6 +326,9 @@ class Launcher:
             raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
         if r.returncode == 0:
             return
+        if PAIR_FAILED.search(r.stderr):
+            raise PairFailedError(f"{name}: {_first(PAIR_FAILED, r.stderr).removeprefix('commstack pair: error: ')}",
+                                  raw)
         if SRUN_REFUSED.search(r.stderr) and not r.stdout.strip():
             raise SrunError(f"{name}: srun refused the step: {_first(SRUN_REFUSED, r.stderr)}", raw)
         if r.returncode < 0 or SIGNALLED.search(r.stderr):

@@ -21,7 +21,7 @@ from typing import Callable
 
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
-                              StepCrashedError, UnsupportedLaunchError, ValidationFailedError)
+                              StepCrashedError, ValidationFailedError)
 from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
 from commstack import benchmarks
 from commstack.benchmarks import METRICS
@@ -30,7 +30,8 @@ from commstack.results.references import References, references_of
 from commstack.results.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
-from commstack.run.facts import parse_probe, probe_argv
+from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
+from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm.clients import choose_slurm
@@ -122,7 +123,7 @@ def judged(record: Record):
     """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
     try:
         yield
-    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError, UnsupportedLaunchError) as e:
+    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
@@ -147,9 +148,6 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
     """The step as launched: real binaries, and the variables its tool needs (nccl-tests: NCCL_DEBUG=INFO,
     so that its output names the net plugin)."""
     tool = benchmarks.get(s.benchmark).tool
-    if tool.launch != "mpi":
-        raise UnsupportedLaunchError(f"{s.benchmark}: {tool.name} is launched as a {tool.launch} (a server and a "
-                                     "client), which this runner does not launch yet")
     return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **dict(tool.variables)})
 
 
@@ -201,12 +199,15 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
         record.detail += f"\n  validation: {record.reason}"
     record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
     tool = benchmarks.get(s.benchmark).tool
-    if tool.stack:
-        facts, problem = tool.stack(out, system, s.tags)
-        record.stack.update(facts)
-        if problem:
-            record.verdict, record.reason = "fail", problem
-            record.detail += f"\n  stack: {problem}"
+    facts, problem = tool.stack(out, system, s.tags) if tool.stack else ({}, None)
+    record.stack.update(facts)
+    # the provider and transports the system expects, on the nodes of a step of their layer
+    fabric = system.fabric
+    problem = problem or (fabric and lower_layer_problem(tool.layer, fabric.provider, fabric.ucx_transports,
+                                                         stack.get("nodes", {})))
+    if problem:
+        record.verdict, record.reason = "fail", problem
+        record.detail += f"\n  stack: {problem}"
 
 
 class Run:
@@ -333,13 +334,13 @@ class Run:
         step = launched_step(s, argv)
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
-        stack = self.facts(launcher, step, record.dirname)
+        stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
         sweeps, out = [], ""
         for r in range(s.repeats):
             outdir = self.raw_dir(record.dirname, f"repeat-{r}")
             try:
                 with validation_first(s, step, outdir):
-                    result = launcher.run(step, outdir)
+                    result = launcher.run(repeat_step(step, outdir), outdir)
             except BaseException:  # interrupted or failed: the output it kept is named all the same
                 if (outdir / "stdout.txt").exists():
                     record.outputs.append(str(outdir.relative_to(self.dir)))

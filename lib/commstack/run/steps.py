@@ -86,7 +86,7 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             if why is None and ntasks < b.min_ranks:
                 why = (f"{ntasks} rank{'s' if ntasks > 1 else ''} on {n_nodes} node{'s' if n_nodes > 1 else ''}: "
                        f"{bench} needs at least {b.min_ranks}")
-            argv = _program(b, spec, memory, environment, binaries, mode, suite.device_args)
+            argv = _program(b, spec, memory, environment, binaries, mode, suite.device_args, system)
             parts = [spec.id or bench, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
             name = "-".join(str(p) for p in parts if p)
             step = Step(name=name, argv=argv, nodes=n_nodes, ntasks=ntasks,
@@ -106,7 +106,8 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
 
 
 def _program(b: benchmarks.Benchmark, spec: StepSpec, memory: str, environment: str, binaries: dict,
-             mode: str | None, device_args: dict[str, list[str]]) -> list[str]:
+             mode: str | None, device_args: dict[str, list[str]], system: System) -> list[str]:
     size_args = b.sizes.args(*spec.sizes) if spec.sizes else []
     return b.tool.program(b, Program(spec.argv, size_args, memory, environment != "native",
-                                     binaries.get(b.tool.name, b.tool.placeholder), mode, device_args))
+                                     binaries.get(b.tool.name, b.tool.placeholder), mode, device_args,
+                                     system.fabric.provider if system.fabric else None))

@@ -2,12 +2,13 @@
 its `TOOL` (a `Tool`), and its benchmarks. `run` and `results` ask the tool; they hold no per-tool
 branch.
 
-The contract a tool module follows (see osu, nccl_tests, mpi_pingpong):
+The contract a tool module follows (see osu, nccl_tests, mpi_pingpong; fi_pingpong and ucx_perftest
+are `pair` tools):
 
 - `TOOL = Tool(name, label, layer, launch, COLUMNS, placeholder, program, parse, title, ...)`:
   - `layer`: the stack layer it measures, one of fabric, ucx, mpi, nccl (the diagnosis compares layers);
   - `launch`: `mpi`, one program of N ranks, or `pair`, a server (task 0) and a client (task 1) on a
-    node pair. The runner implements `mpi`; a `pair` step is refused with a named error until it does;
+    node pair: its argv is commstack.run.pair's `command()`, the launcher each task runs;
   - `COLUMNS`: canonical column name -> `Column` (unit, direction for a metric, how a report shows it,
     whether it counts wrong elements); the parser names its columns from it, a benchmark's metric is one;
   - `program(benchmark, Program) -> argv`: the binary (natively under `Program.home`, the native path or
@@ -25,7 +26,8 @@ The contract a tool module follows (see osu, nccl_tests, mpi_pingpong):
     on, and the stack facts its output tells with the problem they show;
   - the completeness check's hooks: `family(version)` (the key of `Benchmark.default_sizes`),
     `printed_range` (meta keys of the range an output says it ran), `zero_lo_is_default`,
-    `first_size(benchmark, sweep, lo)`, `last_size(benchmark, sweep, args, ranks, hi)` (OSU: its memory limit).
+    `first_size(benchmark, sweep, lo)`, `last_size(benchmark, sweep, args, ranks, hi)` (OSU: its memory limit);
+    or `sizes_check(benchmark, sweep, args)`, the tool's own.
 - `BENCHMARKS = {name: Benchmark(name, TOOL, titles, metric, SizeFlags(...), default_sizes, ...)}`.
 - registry entries: the module in MODULES below (the order `commstack parse` tries titles in is this
   order), and its recorded real outputs under tests/data with their index.
@@ -36,12 +38,12 @@ Adding a tool is one module, its entry here, and its recorded outputs.
 from __future__ import annotations
 
 from commstack.errors import ConfigError
-from commstack.tools import mpi_pingpong, nccl_tests, osu
+from commstack.tools import fi_pingpong, mpi_pingpong, nccl_tests, osu, ucx_perftest
 from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 
 __all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get"]
 
-MODULES = (osu, nccl_tests, mpi_pingpong)
+MODULES = (osu, nccl_tests, mpi_pingpong, fi_pingpong, ucx_perftest)
 #: tool name -> Tool
 TOOLS: dict[str, Tool] = {m.TOOL.name: m.TOOL for m in MODULES}
 

@@ -73,6 +73,9 @@ class SizeFlags:
     plain: str | None = None
 
     def args(self, lo: int | str, hi: int | str) -> list[str]:
+        if not (self.range_flags or self.lo_flags):
+            raise ConfigError(f"sizes {lo}..{hi}: this benchmark takes no size range; give its sizes in its own "
+                              "arguments (fi_pingpong -S, ucx_perftest -s)")
         if self.range_flags:
             return [self.range_flags[0], f"{lo}:{hi}"]
         return [self.lo_flags[0], str(lo), self.hi_flags[0], str(hi), *self.extra]
@@ -107,6 +110,7 @@ class Program:
     home: str                  # the native binary or prefix, or the tool's placeholder for the dry run
     mode: str | None           # one of the tool's modes, for a tool that has them
     device_args: dict[str, list[str]]  # the suite's device arguments per benchmark directory
+    provider: str | None = None  # the system's libfabric provider (System.fabric), for the fabric's tools
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,9 @@ class Tool:
     first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
     #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
     last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = _last_row
+    #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)
+    #: range's (fi_pingpong's fixed size lists, ucx_perftest's one size); None: the range's
+    sizes_check: Callable[[Benchmark, Sweep, list[str]], None] | None = None
 
     def __post_init__(self):
         if self.layer not in LAYERS or self.launch not in LAUNCHES:

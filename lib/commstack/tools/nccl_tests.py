@@ -1,172 +1,80 @@
-"""nccl-tests (all_reduce_perf, ...): the NCCL layer's benchmarks, one MPI program of N ranks on GPUs.
+"""nccl-tests (all_reduce_perf, ...) and AMD's rccl-tests: the NCCL layer's benchmarks, one MPI program of N
+ranks on GPUs. It runs with NCCL_DEBUG=INFO, whose lines say which net plugin NCCL used (the stack facts).
 
-`# Collective test starting: NAME` names the benchmark; the parameters line prints the size range it
-runs (minBytes, maxBytes), so a run without size arguments needs no learnt defaults; each row holds an
-out-of-place and an in-place half. It runs with NCCL_DEBUG=INFO, whose lines say which net plugin NCCL
-used (the stack facts). No native install on the local systems: it runs in the nccl-tests image.
+The formats of nccl-tests 2.0-2.19 and rccl-tests, as their sources print them (NVIDIA/nccl-tests tags
+v2.0.0-v2.19.6: src/common.cu, src/util.cu, each binary's print_header; ROCm/rccl-tests develop 2024 and
+ROCm/rocm-systems projects/rccl-tests 2026):
+
+  versions       first own line                         columns, wrong count         after the footer
+  2.0-2.11       # nThread ... validation: N            per binary: size count type  #
+                                                        [redop] [root]; `error`, a
+                                                        deviation (%5.0le), no count
+  2.13-2.16.6    # nThread ... agg iters: N             size count type redop root;  #, NCCL's last error
+                 validation: N graph: N                 #wrong %5g (1.04858e+06)     (an empty line)
+  2.16.7-2.17.3  # Collective test starting: BINARY     as 2.13; 2.17.3: %6g         #, concluded, error
+  2.17.4-2.19    # nccl-tests version V [(hash)]        as 2.13 (2.18.2: unalign:;   concluded (2.17.7: #),
+                 nccl-headers=N nccl-library=N          per-iteration, timestamp)    an empty line or `# error`
+  rccl-tests     its base's, with `rccl-tests: Version  as 2.13; in-place or out-    `# Errors with asterisks
+                 B:HASH` (no #) or `# rccl-tests        of-place only (-O), hipevt,  ...` before the footer
+                 version ...`                           algo proto nchannels
+
+Before 2.16.7 (rccl-tests before 2025) the output names no binary: its sweeps have no benchmark and the
+step's is taken (results.parse). The footer (`# Out of bounds values`, `# Avg bus bandwidth`) ends a run
+without markers. `-c 0` prints `validation: 0` and N/A for each wrong count: complete, not validated. A
+non-zero wrong count, or `Out of bounds values : N FAILED`, is a failed data check wherever it stands.
+`-d all`, `-o all` and `-r -1` repeat the size sweep per (type, op, root) under one header: a table each.
+Printed sizes are rounded down to whole elements per rank, so with many ranks the first rows may print 0.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
-from commstack.results.lines import (Sweep, Text, assign_warnings, check_last_line, count, cut_number, cut_row, number,
-                                     own_lines)
+from commstack.errors import BinaryNotFoundError, UnknownFormatError
+from commstack.results.lines import Sweep
 from commstack.run.facts import nccl_net, nccl_plugin_problem
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, Program, SizeFlags, Tool
-
-#: the out-of-place (oop) and in-place (ip) halves of each row
-COLUMNS = {
-    "size": Column("B"),
-    "count": Column(None),
-    "type": Column(None),
-    "redop": Column(None),
-    "root": Column(None),
-    "oop_time_us": Column("us", False),
-    "oop_algbw_GBps": Column("GB/s", True),
-    "oop_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0)),
-    "oop_wrong": Column(None, wrong=True),
-    "ip_time_us": Column("us", False),
-    "ip_algbw_GBps": Column("GB/s", True),
-    "ip_busbw_GBps": Column("GB/s", True),
-    "ip_wrong": Column(None, wrong=True),
-}
-
-NCCL_START = re.compile(r"^# Collective test starting: (\S+)$")
-NCCL_END = re.compile(r"^# Collective test concluded: (\S+)$")
-NCCL_PARAMS = re.compile(r"^# nThread .*")
-NCCL_DEVICE = re.compile(
-    r"^#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
-    r" \[(?P<pci>[0-9a-fA-Fx:.]+)\] (?P<name>.+)$")
-NCCL_OOB = re.compile(r"^# Out of bounds values : (\d+) (OK|FAILED)$")
-NCCL_AVG = re.compile(r"^# Avg bus bandwidth\s+: (\S+)\s*$")
-NCCL_HEADER = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-               "busbw", "#wrong"]
-NCCL_SUBHEADERS = (["out-of-place", "in-place"],
-                   ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)"])
-NCCL_COLUMNS = ["size", "count", "type", "redop", "root",
-                "oop_time_us", "oop_algbw_GBps", "oop_busbw_GBps", "oop_wrong",
-                "ip_time_us", "ip_algbw_GBps", "ip_busbw_GBps", "ip_wrong"]
+from commstack.tools.nccl_tables import PARAMS, START, VERSION, read
 
 
-def _nccl_params(line: str) -> dict[str, Any]:
-    # "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 1 iters: 20 ..."
-    body = line[1:].replace(":", " ")
-    body = re.sub(r"(\d+)\((\w+)\)", r"\1 \2", body)
-    out: dict[str, Any] = {}
-    key: list[str] = []
-    for tok in body.split():
-        if re.fullmatch(r"-?\d+", tok):
-            out["_".join(key) or "value"] = int(tok)
-            key = []
-        elif tok in ("factor", "bytes") and out:
-            out["step_kind"] = tok
-        else:
-            key.append(tok)
-    return out
+def _half(h: str) -> dict[str, Column]:
+    return {f"{h}_time_us": Column("us", False), f"{h}_cputime_us": Column("us", False),
+            f"{h}_hipevt_us": Column("us", False), f"{h}_algbw_GBps": Column("GB/s", True),
+            f"{h}_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0) if h == "oop" else None),
+            f"{h}_wrong": Column(None, wrong=True), f"{h}_error": Column(None),
+            f"{h}_i_min_us": Column("us"), f"{h}_i_max_us": Column("us"), f"{h}_i_p99_us": Column("us"),
+            f"{h}_i_cv_pct": Column("%")}
+
+
+#: the out-of-place (oop) and in-place (ip) halves of each row; `error` is 2.0-2.11's largest deviation
+COLUMNS = {"size": Column("B"), "count": Column(None), "type": Column(None), "redop": Column(None),
+           "root": Column(None), **_half("oop"), **_half("ip"), "algo": Column(None), "proto": Column(None),
+           "nchannels": Column(None), "timestamp": Column(None)}
+
+
+def parse(text: str) -> list[Sweep]:
+    """Every table of one nccl-tests or rccl-tests output (commstack.tools.nccl_tables)."""
+    return read(text, TOOL.name, BENCHMARKS)
 
 
 def parse_nccl(text: str) -> Sweep:
-    t = own_lines(text)
-    try:
-        return _nccl_table(t)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
-
-
-def _nccl_table(t: Text) -> Sweep:
-    sweep: Sweep | None = None
-    in_devices = False
-    for lineno, line in t.lines:
-        m = NCCL_START.match(line)
-        if m:
-            if sweep is not None:
-                raise UnknownFormatError("a second nccl-tests run in one output", line, lineno)
-            if m.group(1) not in BENCHMARKS:
-                raise UnknownFormatError("unknown nccl-tests benchmark", line, lineno)
-            sweep = Sweep(TOOL.name, m.group(1), line[2:], None, "CUDA", [], title_line=(lineno, line))
-            sweep.meta["devices"] = []
-            sweep.complete = False
-            continue
-        if sweep is None:
-            raise UnknownFormatError("text before '# Collective test starting'", line, lineno)
-        if sweep.complete:
-            raise UnknownFormatError("output after '# Collective test concluded'", line, lineno)
-        if (m := NCCL_END.match(line)):
-            if m.group(1) != sweep.benchmark:  # also a cut end line
-                raise UnknownFormatError(f"the end line names another benchmark than {sweep.benchmark}", line, lineno)
-            sweep.complete = True
-            continue
-        if NCCL_PARAMS.match(line):
-            sweep.meta.update(_nccl_params(line))
-            continue
-        if line.strip() == "# Using devices":
-            in_devices = True
-            continue
-        if (m := NCCL_DEVICE.match(line)):
-            if not in_devices:
-                raise UnknownFormatError("device line outside '# Using devices'", line, lineno)
-            d = m.groupdict()
-            sweep.meta["devices"].append({"rank": int(d["rank"]), "host": d["host"], "device": int(d["device"]),
-                                          "pci": d["pci"], "name": d["name"].strip()})
-            continue
-        if (m := NCCL_OOB.match(line)):
-            sweep.meta["out_of_bounds"] = int(m.group(1))
-            if m.group(2) != "OK":
-                sweep.error_lines.append((lineno, line))
-            continue
-        if (m := NCCL_AVG.match(line)):
-            sweep.meta["avg_busbw_GBps"] = number(m.group(1), line, lineno)
-            continue
-        if line.startswith("#"):
-            toks = line[1:].split()
-            if not toks:
-                in_devices = False
-            elif toks == NCCL_HEADER:
-                sweep.columns = list(NCCL_COLUMNS)
-            elif toks not in NCCL_SUBHEADERS:
-                raise UnknownFormatError("unknown nccl-tests header line", line, lineno)
-            continue
-        if not sweep.columns:
-            raise UnknownFormatError("data row before the nccl-tests column header", line, lineno)
-        fields = line.split()
-        if len(fields) != len(NCCL_COLUMNS):
-            raise cut_row(t, lineno, line, f"row has {len(fields)} fields, nccl-tests rows have {len(NCCL_COLUMNS)}",
-                          len(NCCL_COLUMNS))
-        row: dict[str, Any] = {}
-        for col, val in zip(NCCL_COLUMNS, fields):
-            if col in ("size", "count"):
-                row[col] = count(val, line, lineno)
-            elif col in ("type", "redop"):
-                row[col] = val
-            elif col == "root":
-                row[col] = int(number(val, line, lineno))
-            elif col.endswith("_wrong"):
-                row[col] = None if val == "N/A" else count(val, line, lineno)
-            else:
-                row[col] = number(val, line, lineno)
-        if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
-            raise UnknownFormatError("message sizes do not increase", line, lineno)
-        if row["oop_wrong"] or row["ip_wrong"]:
-            sweep.error_lines.append((lineno, line))
-        sweep.rows.append(row)
-        sweep.row_lines.append((lineno, line))
-    if not sweep.rows:  # (sweep is set: a first line that does not start the run is an error above)
-        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
-    return sweep
+    """The one table of a run that sweeps one type, op and root (no `-d all`, `-o all`, `-r -1`)."""
+    sweeps = parse(text)
+    if len(sweeps) > 1:
+        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0][::-1])
+    return sweeps[0]
 
 
 def title(line: str) -> Benchmark | None:
-    m = NCCL_START.match(line)
-    if not m:
-        return None
-    if m.group(1) not in BENCHMARKS:
-        raise UnknownFormatError("unknown nccl-tests benchmark", line, 0)
-    return BENCHMARKS[m.group(1)]
+    """The benchmark a first line names: the start marker's; a version or parameter line names none yet
+    (UNNAMED: the parser reads the name where the output prints one)."""
+    if (m := START.match(line)):
+        if m.group(1) not in BENCHMARKS:
+            raise UnknownFormatError("unknown nccl-tests benchmark", line, 0)
+        return BENCHMARKS[m.group(1)]
+    if VERSION.match(line) or PARAMS.match(line):
+        return UNNAMED
+    return None
 
 
 def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
@@ -196,17 +104,18 @@ def stack(out: str, system: Any, step_tags: dict) -> tuple[dict, str | None]:
     return {"nccl_net": nets}, nccl_plugin_problem(system.nccl_net_plugin, step_tags, nets)
 
 
-def parse(text: str) -> list[Sweep]:
-    return [parse_nccl(text)]
-
-
 TOOL = Tool("nccl-tests", "nccl-tests", "nccl", "mpi", COLUMNS, "$NCCL_TESTS", program, parse, title,
             native=native, variables=(("NCCL_DEBUG", "INFO"),), gpus=True, tags=tags, stack=stack,
             printed_range=("minBytes", "maxBytes"), first_size=first_size)
 SIZES = SizeFlags(lo_flags=("-b", "--minbytes"), hi_flags=("-e", "--maxbytes"), extra=("-f", "2"))
-# no default sizes: nccl-tests prints the range it runs (minBytes, maxBytes); min_ranks 1: one rank may
-# drive every GPU
+#: each binary as `make` names it: NAME_perf, and NAME_perf_mpi where built with NAME_SUFFIX=_mpi (2.15.1+,
+#: the README's MPI example). No default sizes: nccl-tests prints the range it runs (minBytes, maxBytes);
+#: min_ranks 1: one rank may drive every GPU
 BENCHMARKS: dict[str, Benchmark] = {
-    name: Benchmark(name, TOOL, (name,), "oop_busbw_GBps", SIZES, min_ranks=1)
-    for name in ("all_reduce_perf", "all_gather_perf", "alltoall_perf", "broadcast_perf", "reduce_perf",
-                 "reduce_scatter_perf", "sendrecv_perf")}
+    name + suffix: Benchmark(name + suffix, TOOL, (name + suffix,), "oop_busbw_GBps", SIZES, min_ranks=1)
+    for name in ("all_reduce_perf", "all_gather_perf", "alltoall_perf", "alltoallv_perf", "broadcast_perf",
+                 "gather_perf", "hypercube_perf", "reduce_perf", "reduce_scatter_perf", "scatter_perf",
+                 "sendrecv_perf")
+    for suffix in ("", "_mpi")}
+#: an output that does not name its binary (before 2.16.7): the same sizes and metric as every binary's
+UNNAMED = Benchmark("nccl-tests", TOOL, (), "oop_busbw_GBps", SIZES, min_ranks=1)

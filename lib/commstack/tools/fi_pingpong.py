@@ -1,0 +1,292 @@
+"""libfabric's fi_pingpong (util/pingpong.c): a server and a client ping-pong over one provider.
+
+Its table is the same in libfabric 1.17 (Debian 12) and 1.22 (the pin): a header line, then one row per
+size, `size #sent =#ack total time MB/sec usec/xfer Mxfers/sec`, sizes and byte totals abbreviated by
+size_str() (`1.5k`, `4m`: powers of 1024, one decimal below 10) and counts by cnt_str() (`1k`: powers of
+1000). No title and no end line: the sizes it runs tell whether it ran them all. Without -S they are
+64, 256, 1k, 4k, 64k and 1m; with `-S all` 0, 1, then every power of two and the half-way size up to
+6 MiB; with `-S N` only N. The provider's largest message (udp's dgram: 1472 B) ends a sweep early.
+
+Errors go to stderr: PP_PRINTERR (`fi_getinfo(): util/pingpong.c:1489, ret=-61 (No data available)`) and
+PP_ERR (`[error] util/pingpong.c:408 : failed to connect: Connection refused`); PP_DEBUG lines (-v) are
+notes. commstack's pair launcher (commstack.run.pair) writes the client's command line first
+(`# commstack pair client: fi_pingpong ...`), so the output tells its own arguments.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from typing import Any
+
+from commstack.errors import (BadNumberError, BinaryNotFoundError, CrashedError, EmptyOutputError, TruncatedError,
+                              UnknownFormatError, ValidationFailedError)
+from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.run import pair
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
+
+NAME = "fi_pingpong"
+COLUMNS = {
+    "size": Column("B"),
+    "iterations": Column(None),
+    "acked": Column(None),         # =N: every message acknowledged; +N, -N: lost or doubled
+    "total_B": Column("B"),
+    "elapsed_s": Column("s"),
+    # MB/sec is bytes per microsecond (10^6 B/s) and usec/xfer one way, as OSU's
+    "bandwidth_MBps": Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)),
+    "latency_us": Column("us", False, ("latency", "µs", 1.0)),
+    "rate_Mxfers": Column("Mxfers/s"),
+}
+HEADER = ["bytes", "#sent", "#ack", "total", "time", "MB/sec", "usec/xfer", "Mxfers/sec"]
+DEFAULT_SIZES = [64, 256, 1024, 4096, 65536, 1048576]
+MAX_DATA_MSG = (1 << 22) + (1 << 21)  # PP_MAX_DATA_MSG: 6 MiB, the largest size of -S all
+DEFAULT_ITERATIONS = 10
+
+#: the line the pair launcher writes before the client's output (commstack.run.pair.CLIENT_LINE)
+PAIR_CLIENT = re.compile(r"^# commstack pair client: (?P<argv>.+)$")
+SIZE = re.compile(r"(?P<int>\d+)(?:\.(?P<frac>\d))?(?P<mag>[kmg]?)")
+COUNT = re.compile(r"(?P<n>\d+)(?P<mag>[kmb]?)")
+ACK = re.compile(r"(?P<sign>[=+-])(?P<n>\d+[kmb]?)")
+TIME = re.compile(r"\d+\.\d\ds")
+FLOAT = re.compile(r"-?\d+\.\d\d|-?(?:inf|nan)")
+PRINTERR = re.compile(r"^(?P<call>[\w/()]+)\(\): (?P<file>\S+):(?P<line>\d+)\s*, ret=(?P<ret>-?\d+) \((?P<why>.*)\)$")
+ERR = re.compile(r"^\[error\] (?P<file>\S+):(?P<line>\d+)\s*: (?P<why>.*)$")
+DEBUG = re.compile(r"^\[debug\] \S+:\d+\s*: ")
+OPTION_ERROR = re.compile(r"^(?:Unknown endpoint : .*|Error parsing \".*\": .*|Usage:)$")
+#: what a known error means, by its text
+MEANING = [
+    (re.compile(r"^fi_getinfo\(\).*ret=-61 "),
+     "libfabric has no provider for the asked provider and endpoint type (fi_getinfo: -61, no data): the provider "
+     "is not built in or not loaded, or it lacks the endpoint type (-e rdm|msg|dgram)"),
+    (re.compile(r"failed to connect: Connection refused$"),
+     "the client found no server listening on its control port (connection refused)"),
+    (re.compile(r"ctrl/read: no data or remote connection closed$"),
+     "the other side closed the control connection: it failed first"),
+]
+
+
+def size_str(size: int) -> str:
+    """util/pingpong.c's size_str(): how a size is printed."""
+    for shift, mag in ((30, "g"), (20, "m"), (10, "k"), (0, "")):
+        base = 1 << shift
+        if size >= base or shift == 0:
+            break
+    fraction = (size % base) * 10 // base if size // base < 10 else 0
+    return f"{size // base}.{fraction}{mag}" if fraction else f"{size // base}{mag}"
+
+
+def cnt_str(cnt: int) -> str:
+    """util/pingpong.c's cnt_str(): how a count is printed."""
+    for base, mag in ((10 ** 9, "b"), (10 ** 6, "m"), (10 ** 3, "k")):
+        if cnt >= base:
+            return f"{cnt // base}{mag}"
+    return str(cnt)
+
+
+def all_sizes(limit: int = MAX_DATA_MSG) -> list[int]:
+    """The sizes of -S all up to `limit`: 0, 1, then 2^i and 1.5 * 2^i (generate_test_sizes)."""
+    out = []
+    i = 0
+    while True:
+        power = 0 if i == 0 else 1 << i
+        half = 1 if i == 0 else power + power // 2
+        if power > limit:
+            return out
+        out.append(power)
+        if half > limit:
+            return out
+        out.append(half)
+        i += 1
+
+
+def _decode(text: str, pattern: re.Pattern, bases: dict[str, int], line: str, lineno: int) -> int:
+    m = pattern.fullmatch(text)
+    if not m:
+        raise BadNumberError(f"{text!r} is not a size or count as fi_pingpong prints them", line, lineno)
+    whole = m.group("int") if "int" in m.groupdict() else m.group("n")
+    base = bases[m.group("mag")]
+    frac = int(m.groupdict().get("frac") or 0)
+    return int(whole) * base + frac * base // 10
+
+
+SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+COUNT_BASES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9}
+
+
+def client_argv(line: str) -> list[str] | None:
+    """The client's arguments from the pair launcher's line, without the program."""
+    m = PAIR_CLIENT.match(line)
+    if not m:
+        return None
+    argv = shlex.split(m.group("argv"))
+    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == NAME else None
+
+
+def _tool_error(lineno: int, line: str) -> CrashedError:
+    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), "fi_pingpong reported an error")
+    return CrashedError(f"fi_pingpong: {why}", line, lineno)
+
+
+def parse_pingpong(text: str) -> Sweep:
+    """The one table of an fi_pingpong output (client or server side), no completeness check."""
+    if not text.strip():
+        raise EmptyOutputError("the output is empty")
+    t = own_lines(text)
+    sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
+    sweep.meta["size_texts"] = []
+    header = False
+    for lineno, line in t.lines:
+        if (argv := client_argv(line)) is not None:
+            if header or "args" in sweep.meta:
+                raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
+            sweep.meta["args"] = argv
+            continue
+        if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
+            raise _tool_error(lineno, line)
+        if DEBUG.match(line):
+            sweep.warnings.append(line)
+            continue
+        fields = line.split()
+        if fields == HEADER:
+            if header:
+                raise UnknownFormatError("a second header: two outputs in one", line, lineno)
+            header = True
+            continue
+        if not header:
+            raise UnknownFormatError("not an fi_pingpong line (its header, `bytes #sent #ack ...`, comes first)",
+                                     line, lineno)
+        if len(fields) != len(HEADER):
+            if t.cut and lineno == t.lines[-1][0]:
+                raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
+            raise cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
+                          len(HEADER))
+        sweep.rows.append(_row(fields, line, lineno, sweep))
+        sweep.meta["size_texts"].append(fields[0])
+        sweep.row_lines.append((lineno, line))
+    if not sweep.rows:
+        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+    check_last_line(t, [sweep])
+    assign_warnings([sweep], t)
+    return sweep
+
+
+def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, Any]:
+    size, sent, ack, total, time, mbps, usec, rate = fields
+    for text, pattern in ((time, TIME), (mbps, FLOAT), (usec, FLOAT), (rate, FLOAT)):
+        if not pattern.fullmatch(text):
+            raise BadNumberError(f"not a number as fi_pingpong prints it: {text!r}", line, lineno)
+    if not ACK.fullmatch(ack):
+        raise BadNumberError(f"{ack!r} is not an ack count (=N, +N or -N)", line, lineno)
+    row = {"size": _decode(size, SIZE, SIZE_BASES, line, lineno),
+           "iterations": _decode(sent, COUNT, COUNT_BASES, line, lineno),
+           "acked": ack,
+           "total_B": _decode(total, SIZE, SIZE_BASES, line, lineno),
+           "elapsed_s": float(time[:-1]), "bandwidth_MBps": float(mbps), "latency_us": float(usec),
+           "rate_Mxfers": float(rate)}
+    _decode(ack[1:], COUNT, COUNT_BASES, line, lineno)
+    if ack[0] != "=":
+        # show_perf: +N acks missing, -N more acks than sends; either way messages were lost or doubled
+        sweep.error_lines.append((lineno, line))
+    if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
+        raise UnknownFormatError(f"size {size} after {sweep.meta['size_texts'][-1]}: fi_pingpong's sizes grow",
+                                 line, lineno)
+    return row
+
+
+def asked(args: list[str]) -> tuple[list[int], int]:
+    """The sizes (before the provider's limit) and iterations `args` ask for, as getopt reads -S and -I."""
+    sizes, iterations = DEFAULT_SIZES, DEFAULT_ITERATIONS
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg in ("-S", "-I") and i + 1 < len(args) else None
+        if value is None and len(arg) > 2 and arg[:2] in ("-S", "-I"):
+            arg, value = arg[:2], arg[2:]
+        if value is None:
+            continue
+        if arg == "-S":
+            sizes = all_sizes() if value == "all" else [_plain(value, "-S")]
+        elif arg == "-I":
+            iterations = _plain(value, "-I")
+    return sizes, iterations
+
+
+def _plain(value: str, flag: str) -> int:
+    if not value.isascii() or not value.isdigit():
+        raise UnknownFormatError(f"{flag} {value}: not a plain number")
+    return int(value)
+
+
+def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = None) -> None:
+    """Raise the first problem of a parsed sweep against the arguments it ran with (those the pair
+    launcher's line gives, else `args`): a lost message, a size missing or not asked for, fewer
+    iterations. `max_size`: the provider's largest message (fi_info's max_msg_size), which ends the
+    sweep early."""
+    if sweep.error_lines:
+        lineno, line = sweep.error_lines[0]
+        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
+    sizes, iterations = asked(sweep.meta.get("args", args or []))
+    want = [s for s in sizes if max_size is None or s <= max_size]
+    for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
+        if i >= len(want) or size_str(want[i]) != text:
+            expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
+            raise UnknownFormatError(f"fi_pingpong: size {text} where {expected}: the output of other arguments",
+                                     line, lineno)
+        row["size"] = want[i]
+        if row["iterations"] != iterations and cnt_str(iterations) != cnt_str(row["iterations"]):
+            raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
+                                     lineno)
+    if len(sweep.rows) < len(want):
+        lineno, line = sweep.row_lines[-1]
+        raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
+                             f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
+                             line, lineno)
+
+
+def parse_output(text: str, args: list[str] | None = None, max_size: int | None = None) -> Sweep:
+    """An fi_pingpong output parsed and checked (see check)."""
+    sweep = parse_pingpong(text)
+    check(sweep, args, max_size)
+    return sweep
+
+
+def is_own(line: str) -> bool:
+    """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
+    of its error lines."""
+    return (line.split() == HEADER or client_argv(line) is not None or bool(PRINTERR.match(line))
+            or bool(ERR.match(line) and "pingpong" in line))
+
+
+def title(line: str) -> Benchmark | None:
+    return BENCHMARKS[NAME] if is_own(line) else None
+
+
+def parse(text: str) -> list[Sweep]:
+    return [parse_pingpong(text)]
+
+
+def program(b: Benchmark, p: Program) -> list[str]:
+    """The pair launcher with fi_pingpong as server and client, over the system's provider (-p): the
+    server on the control port the launcher picks (-B), the client to it (-P, then the server's host)."""
+    common = shlex.join([*(["-p", p.provider] if p.provider else []), *p.args])
+    return pair.command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
+
+
+HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-packages.txt), on a system the env that "
+       "builds libfabric (`spack env activate envs/gh200-ompi`: its view has fi_pingpong)")
+
+
+def native(binaries: Any) -> str:
+    found = shutil.which(NAME)
+    if not found:
+        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
+    return found
+
+
+def planned(binaries: Any) -> str:
+    return shutil.which(NAME) or TOOL.placeholder
+
+
+TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, "$FI_PINGPONG", program, parse, title, native=native,
+            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args))
+BENCHMARKS: dict[str, Benchmark] = {
+    NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

@@ -1,0 +1,283 @@
+"""UCX's ucx_perftest (src/tools/perf): a server and a client, one message size per run.
+
+The client prints the results (perftest_run.c print_header, print_progress): a five-line header (`latency`
+or `overhead` (usec), bandwidth (MB/s: MiB/s, it divides by 1024 * 1024), message rate), a progress row
+every second (`[thread 0]` first where UCX was built with OpenMP, as Debian's is, else nothing) and a
+`Final:` row: iterations, then the latency percentile, average and overall, bandwidth average and
+overall, message rate average and overall. The server prints `Waiting for connection...`, `Accepted
+connection from ...` and a box with the test, the memory types and the message size; UCX 1.19 adds a
+`Window size:` line to the box, the rows are the same as 1.13's. Neither side's table names the message
+size: it comes from the server's box in a transcript, or from the client's `-s` (the sum of its
+scatter-gather list; 8 when not given) on the pair launcher's line (`# commstack pair client:
+ucx_perftest ...`, commstack.run.pair). UCX's own log lines (`[time] [host:pid:tid] file.c:N UCX
+ERROR ...`) go to stdout: an ERROR is the run's failure, a WARN a note.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from typing import Any
+
+from commstack.errors import BadNumberError, BinaryNotFoundError, CrashedError, TruncatedError, UnknownFormatError
+from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.run import pair
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
+
+NAME = "ucx_perftest"
+TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
+#: the row's figures in print order; then bandwidth_MBps, the overall bandwidth in MB/s (x 1.048576) as
+#: OSU's and fi_pingpong's, so that layers compare
+PRINTED = ["iterations", "latency_pct_us", "latency_avg_us", "latency_us", "bandwidth_avg_MiBps",
+           "bandwidth_MiBps", "message_rate_avg", "message_rate"]
+COLUMNS = {
+    "size": Column("B"),
+    "iterations": Column(None),
+    "latency_pct_us": Column("us"),     # the -R percentile (50 %)
+    "latency_avg_us": Column("us"),     # of the last report interval
+    "latency_us": Column("us", False, ("latency", "µs", 1.0)),   # overall; tag_bw: the overhead per message
+    "bandwidth_avg_MiBps": Column("MiB/s"),
+    "bandwidth_MiBps": Column("MiB/s"),
+    "bandwidth_MBps": Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)),
+    "message_rate_avg": Column("msg/s"),
+    "message_rate": Column("msg/s", True, ("message rate", "messages/s", 1.0)),
+}
+DEFAULT_SIZE = 8  # perftest.c: msg_size_list {8}
+
+PAIR_CLIENT = re.compile(r"^# commstack pair client: (?P<argv>.+)$")
+TOP = "+--------------+--------------+------------------------------+---------------------+-----------------------+"
+BORDER = "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+"
+OUTER = "+" + "-" * 106 + "+"
+GROUPS = re.compile(r"^\|\s+\|\s+\|\s+(?P<lat>latency|overhead) \(usec\)\s+\|\s+bandwidth \(MB/s\)\s+\|"
+                    r"\s+message rate \(msg/s\)\s+\|$")
+NAMES = re.compile(r"^\|\s+(?:Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \| average \| overall \|"
+                   r"\s+average \|\s+overall \|\s+average\s+\|\s+overall\s+\|$")
+BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Message size|Window size|AM header size):"
+                 r" +(?P<value>.*?) *\|$")
+SERVER = re.compile(r"^(?:Waiting for connection\.\.\.|Accepted connection from \S+)$")
+ROW = re.compile(r"^(?P<prefix>Final:|\[thread \d+\])?\s*(?P<values>[\d.\s]+)$")
+ROW_START = re.compile(r"^(?:Final:|\[thread |\s*\d)")
+FLOAT = re.compile(r"\d+(?:\.\d+)?")
+UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL|WARN|DIAG) +(?P<msg>.*)$")
+FATAL = re.compile(r"^\[[^\]]+:\d+ *:\d+:\d+\] +\S+:\d+ |^==== backtrace \(tid: *\d+\) ====$")
+USAGE = re.compile(r"^\s+Usage: ucx_perftest ")
+MEANING = [
+    (re.compile(r"no usable transports/devices"),
+     "UCX found none of the transports asked for (UCX_TLS, UCX_NET_DEVICES): not built in, or no such device"),
+    (re.compile(r"connect\(\) failed: Connection refused"),
+     "the client found no server listening (connection refused)"),
+    (re.compile(r"unsupported memory type"), "this UCX lacks the memory type asked for (-m): built without it"),
+    (re.compile(r"Invalid option argument|missing test name"), "ucx_perftest refused its arguments"),
+]
+
+
+def client_argv(line: str) -> list[str] | None:
+    m = PAIR_CLIENT.match(line)
+    if not m:
+        return None
+    argv = shlex.split(m.group("argv"))
+    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == NAME else None
+
+
+def asked(args: list[str]) -> tuple[str | None, int]:
+    """The test (-t) and message size (-s: the sum of its list) that `args` ask for."""
+    test, size = None, DEFAULT_SIZE
+    for i, arg in enumerate(args):
+        if arg in ("-t", "-s") and i + 1 < len(args):
+            flag, value = arg, args[i + 1]
+        elif arg[:2] in ("-t", "-s") and len(arg) > 2:
+            flag, value = arg[:2], arg[2:]
+        else:
+            continue
+        if flag == "-t":
+            test = value
+        else:
+            parts = value.split(",")
+            if not all(p.isascii() and p.isdigit() for p in parts):
+                raise UnknownFormatError(f"-s {value}: not a list of sizes in bytes")
+            size = sum(int(p) for p in parts)
+    return test, size
+
+
+def _error(lineno: int, line: str, what: str) -> CrashedError:
+    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), what)
+    return CrashedError(f"ucx_perftest: {why}", line, lineno)
+
+
+def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
+    """The result of one ucx_perftest run (the client's output, or a server and client transcript),
+    no completeness check beyond its Final row. `args`: the client's, where the output has no pair
+    launcher's line."""
+    t = own_lines(text)
+    sweep = Sweep(NAME, NAME, NAME, None, None, ["size", *PRINTED, "bandwidth_MBps"], title_line=t.lines[0])
+    box: dict[str, str] = {}
+    header: list[str] = []
+    progress: list[list[float]] = []
+    final = None
+    for lineno, line in t.lines:
+        if (argv := client_argv(line)) is not None:
+            if header or "args" in sweep.meta:
+                raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
+            sweep.meta["args"] = argv
+        elif (m := UCX_LOG.match(line)):
+            if m.group("level") in ("ERROR", "FATAL"):
+                raise _error(lineno, line, f"UCX {m.group('level')}: {m.group('msg')}")
+            sweep.warnings.append(line)
+        elif FATAL.match(line):
+            raise _error(lineno, line, "UCX stopped on a fatal error (a backtrace follows)")
+        elif USAGE.match(line):
+            raise _error(lineno, line, "ucx_perftest printed its usage: it refused its arguments")
+        elif SERVER.match(line):
+            sweep.meta.setdefault("server", []).append(line)
+        elif (m := BOX.match(line)):
+            box[m.group("key")] = m.group("value")
+        elif line == OUTER:
+            continue
+        elif final is not None:
+            raise UnknownFormatError("output after the Final row", line, lineno)
+        elif len(header) < 5 and _header_line(len(header), line, sweep):
+            header.append(line)
+        elif (m := ROW.match(line)) and len(header) == 5:
+            values = _values(t, m.group("values"), line, lineno)
+            if m.group("prefix") == "Final:":
+                final = (lineno, line, values)
+            else:
+                progress.append(values)
+        elif len(header) == 5 and ROW_START.match(line):
+            raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 9)
+        else:
+            raise UnknownFormatError("not a ucx_perftest line", line, lineno)
+    if len(header) < 5:
+        raise TruncatedError("the output ends before ucx_perftest's table header", *t.lines[-1][::-1])
+    if args is not None:
+        sweep.meta.setdefault("args", args)
+    test, size = _test_and_size(sweep, box, t)
+    sweep.benchmark, sweep.meta["test"] = f"{NAME}-{test}", test
+    sweep.meta["progress_rows"] = len(progress)
+    sweep.meta.update({k.lower().replace(" ", "_"): v for k, v in box.items()})
+    if final is None:
+        raise TruncatedError(f"ucx_perftest: the output ends before its Final row ({len(progress)} progress rows)",
+                             *t.lines[-1][::-1])
+    lineno, line, values = final
+    sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
+    sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
+    sweep.row_lines.append((lineno, line))
+    sweep.complete = True
+    check_last_line(t, [sweep])
+    assign_warnings([sweep], t)
+    return sweep
+
+
+def _header_line(i: int, line: str, sweep: Sweep) -> bool:
+    if i in (0, 2, 4):
+        return line == (TOP if i == 0 else BORDER)
+    if i == 1 and (m := GROUPS.match(line)):
+        sweep.meta["first_group"] = m.group("lat")
+        return True
+    if i == 3 and (m := NAMES.match(line)):
+        sweep.meta["percentile"] = float(m.group("pct"))
+        return True
+    return False
+
+
+def _values(t: Any, text: str, line: str, lineno: int) -> list[float]:
+    fields = text.split()
+    if len(fields) != 8 and t.cut and lineno == t.lines[-1][0]:
+        raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
+    if len(fields) != 8:
+        raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}", 9)
+    for f in fields:
+        if not FLOAT.fullmatch(f):
+            raise BadNumberError(f"not a number: {f!r}", line, lineno)
+    return [float(f) for f in fields]
+
+
+def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]:
+    """The test and message size: from the server's box where the output has it, else the client's
+    arguments on the pair launcher's line; both where both are there, and they must agree."""
+    lineno, line = t.lines[0]
+    test, size = asked(sweep.meta["args"]) if "args" in sweep.meta else (None, None)
+    if "Test" in box:
+        by_desc = {d: n for n, d in TESTS.items()}
+        if box["Test"] not in by_desc:
+            raise UnknownFormatError(f"ucx_perftest test {box['Test']!r}: not one commstack runs "
+                                     f"({', '.join(TESTS)})", line, lineno)
+        if test not in (None, by_desc[box["Test"]]):
+            raise UnknownFormatError(f"the server ran {box['Test']!r}, the client asked for -t {test}", line, lineno)
+        test = by_desc[box["Test"]]
+    if "Message size" in box:
+        if not box["Message size"].isdigit():
+            raise BadNumberError(f"message size {box['Message size']!r}", line, lineno)
+        if size not in (None, int(box["Message size"])):
+            raise UnknownFormatError(f"the server ran {box['Message size']} B, the client asked for {size} B",
+                                     line, lineno)
+        size = int(box["Message size"])
+    if test is None or size is None:
+        raise UnknownFormatError("ucx_perftest's client output names neither its test nor its message size: run it "
+                                 "through commstack's pair launcher, or give the server's output too", line, lineno)
+    if test not in TESTS:
+        raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})", line,
+                                 lineno)
+    want = "latency" if test.endswith("_lat") else "overhead"
+    if sweep.meta["first_group"] != want:
+        raise UnknownFormatError(f"{test} prints {want} (usec), this table {sweep.meta['first_group']}", line,
+                                 lineno)
+    return test, size
+
+
+def title(line: str) -> Benchmark | None:
+    """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines do not name it."""
+    if (argv := client_argv(line)) is not None:
+        test = asked(argv)[0] or "(none)"
+        if f"{NAME}-{test}" not in BENCHMARKS:
+            raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})")
+        return BENCHMARKS[f"{NAME}-{test}"]
+    if line in (TOP, OUTER) or SERVER.match(line):
+        raise UnknownFormatError("ucx_perftest's output names neither its test nor its message size: it is read "
+                                 "with commstack's pair launcher's line first (`# commstack pair client: ...`)")
+    return None
+
+
+def parse(text: str) -> list[Sweep]:
+    return [parse_perftest(text)]
+
+
+def program(b: Benchmark, p: Program) -> list[str]:
+    """The pair launcher with ucx_perftest as server (-p, the port the launcher picks) and client (the
+    server's host, the test, the step's arguments: -s SIZE -n ITERATIONS); device memory: -m cuda on both."""
+    memory = ["-m", "cuda"] if p.memory == "device" else []
+    client = shlex.join(["-t", b.name.split("-", 1)[1], *memory, *p.args])
+    return pair.command(p.home, f"{{program}} -p {{port}} {shlex.join(memory)}".rstrip(),
+                        f"{{program}} {{host}} -p {{port}} {client}")
+
+
+HOW = ("on a workstation `apt-get install ucx-utils` (Debian; ci/apt-packages.txt), on a system the env that "
+       "builds UCX (`spack env activate envs/gh200-ompi`: its view has ucx_perftest)")
+
+
+def native(binaries: Any) -> str:
+    found = shutil.which(NAME)
+    if not found:
+        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
+    return found
+
+
+def planned(binaries: Any) -> str:
+    return shutil.which(NAME) or TOOL.placeholder
+
+
+def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
+    """One message size per run, the one it was asked (the parser took it from the server's box or the
+    client's -s); the test must be the step's."""
+    if sweep.benchmark != b.name:
+        raise UnknownFormatError(f"expected {b.name} output, this is {sweep.benchmark}'s", *sweep.title_line[::-1])
+
+
+TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, "$UCX_PERFTEST", program, parse, title, native=native,
+            planned=planned, sizes_check=sizes_check)
+BENCHMARKS: dict[str, Benchmark] = {
+    f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
+    f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),
+                                line_rate_factor=1),
+}
