@@ -53,8 +53,8 @@ import yaml
 TOP = Path(__file__).resolve().parents[1]
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
 #: (history on demand); a module's key is its file's name
-MODULES = {"osu": "commstack.tools.osu", "nccl_tests": "commstack.tools.nccl_tests",
-           "nccl_tables": "commstack.tools.nccl_tables",
+MODULES = {"osu": "commstack.tools.osu", "osu_format": "commstack.tools.osu_format",
+           "nccl_tests": "commstack.tools.nccl_tests", "nccl_tables": "commstack.tools.nccl_tables",
            "mpi_pingpong": "commstack.tools.mpi_pingpong", "lines": "commstack.results.lines",
            "parse": "commstack.results.parse", "references": "commstack.results.references",
            "judge": "commstack.results.judge", "compare": "commstack.results.compare",

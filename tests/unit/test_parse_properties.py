@@ -16,12 +16,19 @@ from commstack.errors import ParseError
 from commstack.results import noise
 from commstack.results.parse import _title, parse_outputs, parse_results, validated
 
-OSU = list(osu.BENCHMARKS.values())
+OSU = [b for b in osu.BENCHMARKS.values() if b.directory in ("pt2pt", "one-sided", "collective")]  # MPI tables
 NCCL = list(nccl_tests.BENCHMARKS.values())
 
 # header column text per form, as OSU 5.7 / 7.2 / 7.5 print them
 LATENCY = {"pt2pt": ["Latency (us)"], "one-sided": ["Latency (us)"], "collective": ["Avg Latency(us)"]}
 FULL = ["Min Latency(us)", "Max Latency(us)", "Iterations"]
+# the non-blocking collectives (osu_i*), and with -f
+NBC = ["Overall(us)", "Compute(us)", "Pure Comm.(us)", "Overlap(%)"]
+NBC_FULL = ["Overall(us)", "Compute(us)", "Coll. Init(us)", "MPI_Test(us)", "MPI_Wait(us)", "Pure Comm.(us)",
+            "Min Comm.(us)", "Max Comm.(us)", "Overlap(%)"]
+NBC_COLUMNS = {"Overall(us)": "overall_us", "Compute(us)": "compute_us", "Coll. Init(us)": "coll_init_us",
+               "MPI_Test(us)": "mpi_test_us", "MPI_Wait(us)": "mpi_wait_us", "Pure Comm.(us)": "pure_comm_us",
+               "Min Comm.(us)": "min_comm_us", "Max Comm.(us)": "max_comm_us", "Overlap(%)": "overlap_pct"}
 BANDWIDTH = ["Bandwidth (MB/s)"]
 MBW_MR = ["MB/s", "Messages/s"]
 ELEMENT = {"MPI_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT": 4}
@@ -50,7 +57,8 @@ class Output:
 
 
 # 5.x reductions count MPI_FLOATs (4 B) in their loop
-REDUCTIONS = {"osu_allreduce", "osu_reduce", "osu_reduce_scatter"}
+REDUCTIONS = {"osu_allreduce", "osu_reduce", "osu_reduce_scatter", "osu_iallreduce", "osu_ireduce",
+              "osu_ireduce_scatter"}
 
 
 def default_sizes(bench: Benchmark, version: str) -> tuple[int, int]:
@@ -58,13 +66,14 @@ def default_sizes(bench: Benchmark, version: str) -> tuple[int, int]:
     to 4 MiB, collectives to 1 MiB; 5.x latency from 0 B, 5.x reductions from one float; cas and fop one
     row (5.x: 8 B, 7.x: 1 B); barrier no size."""
     v5 = version.startswith("5")
-    if bench.name == "osu_barrier":
+    if not bench.sized:
         return 0, 0
     if bench.name in ("osu_cas_latency", "osu_fop_latency"):
         return (8, 8) if v5 else (1, 1)
     if bench.directory == "collective":
         return (4 if v5 and bench.name in REDUCTIONS else 1), 1048576
-    return (0 if v5 and bench.name in ("osu_latency", "osu_multi_lat") else 1), 4194304
+    return (0 if v5 and bench.name in ("osu_latency", "osu_multi_lat", "osu_latency_mt", "osu_latency_mp") else 1), \
+        4194304
 
 
 def osu_sizes(bench: Benchmark, version: str, lo: int, hi: int, element: int) -> list[int]:
@@ -105,15 +114,18 @@ def osu_outputs(draw, fail: bool = False, bench: str | None = None, version: str
     bench = benchmarks.get(bench) if bench else draw(st.sampled_from([b for b in OSU if not fail or b.sized]))
     version = version or draw(st.sampled_from(["5.7", "7.2", "7.5"]))
     v7 = not version.startswith("5")
-    full = bench.directory == "collective" and bench.metric == "latency_us" and draw(st.booleans())
+    full = bench.directory == "collective" and bench.metric in ("latency_us", "overall_us") and draw(st.booleans())
     validation = v7 and (fail or draw(st.booleans()))
     if bench.name == "osu_mbw_mr":
         names, cols = list(MBW_MR), ["bandwidth_MBps", "message_rate"]
+    elif bench.metric == "overall_us":
+        names = list(NBC_FULL if full else NBC)
+        cols = [NBC_COLUMNS[n] for n in names]
     elif bench.metric == "bandwidth_MBps":
         names, cols = list(BANDWIDTH), ["bandwidth_MBps"]
     else:
         names, cols = list(LATENCY[bench.directory]), ["latency_us"]
-    if full:
+    if full and bench.metric == "latency_us":
         names += FULL
         cols += ["min_latency_us", "max_latency_us", "iterations"]
     if validation:

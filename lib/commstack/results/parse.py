@@ -65,13 +65,7 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
                                      *sweep.title_line[::-1])
         lo = default[0] if lo is None else lo
         hi = default[1] if hi is None else hi
-    if bench.mem_limit_per_rank:
-        limit = bench.mem_limit(args)
-        if ranks:
-            hi = min(hi, limit // ranks)  # OSU's check_mem_limit: 5.x silently, 7.x with a warning
-        if sweep.meta.get("mem_limit"):
-            hi = min(hi, sweep.meta["mem_limit"])
-    return lo, hi
+    return lo, bench.tool.last_size(bench, sweep, args, ranks, hi)
 
 
 def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> None:

@@ -26,7 +26,8 @@ are `pair` tools):
     on, and the stack facts its output tells with the problem they show;
   - the completeness check's hooks: `family(version)` (the key of `Benchmark.default_sizes`),
     `printed_range` (meta keys of the range an output says it ran), `zero_lo_is_default`,
-    `first_size(benchmark, sweep, lo)`; or `sizes_check(benchmark, sweep, args)`, the tool's own.
+    `first_size(benchmark, sweep, lo)`, `last_size(benchmark, sweep, args, ranks, hi)` (OSU: its memory limit);
+    or `sizes_check(benchmark, sweep, args)`, the tool's own.
 - `BENCHMARKS = {name: Benchmark(name, TOOL, titles, metric, SizeFlags(...), default_sizes, ...)}`.
 - registry entries: the module in MODULES below (the order `commstack parse` tries titles in is this
   order), and its recorded real outputs under tests/data with their index.

@@ -120,8 +120,8 @@ class Benchmark:
     titles: tuple[str, ...]            # how its output names it (OSU: the title, less device and version)
     metric: str                        # the judged column, a key of its tool's columns
     sizes: SizeFlags
-    #: (lo, hi) of a sweep run without size arguments, per version family (Tool.family); learnt from
-    #: the recorded real outputs in tests/data
+    #: (lo, hi) of a sweep run without size arguments, per version family (Tool.family); from the tool's
+    #: own source (OSU: docs/osu-versions.md), checked against the recorded real outputs in tests/data
     default_sizes: tuple[tuple[str, tuple[int, int]], ...] = ()
     directory: str | None = None       # OSU: under libexec/osu-micro-benchmarks/mpi
     device_args: tuple[str, ...] = ()  # buffers on the GPU (seed 004: -d cuda D D)
@@ -130,7 +130,7 @@ class Benchmark:
     mem_limit_per_rank: bool = False
     sized: bool = True                 # False: one row without a message size (barrier)
     line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
-    #: OSU 5.x reductions count MPI_FLOATs: their sweep starts at (lo // 4, at least 1) floats
+    #: OSU reductions that count MPI_FLOATs (5.3 - 7.0, xccl): their sweep starts at (lo // 4, at least 1) floats
     elements_v5: int = 1
 
     def mem_limit(self, args: list[str]) -> int:
@@ -152,6 +152,10 @@ def _no_family(version: str | None) -> str:
 
 def _first_row(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     return lo
+
+
+def _last_row(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None, hi: int) -> int:
+    return hi
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +189,8 @@ class Tool:
     zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
     #: the size of the sweep's first row, from lo as asked for
     first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
+    #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
+    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = _last_row
     #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)
     #: range's (fi_pingpong's fixed size lists, ucx_perftest's one size); None: the range's
     sizes_check: Callable[[Benchmark, Sweep, list[str]], None] | None = None
