@@ -14,7 +14,8 @@ from commstack import benchmarks
 from commstack.tools import Benchmark, nccl_tests, osu
 from commstack.errors import ParseError
 from commstack.results import noise
-from commstack.results.parse import _title, parse_outputs, parse_results, validated
+from commstack.results.parse import parse_outputs, parse_results, validated
+from commstack.results.tables import is_title
 
 OSU = [b for b in osu.BENCHMARKS.values() if b.directory in ("pt2pt", "one-sided", "collective")]  # MPI tables
 NCCL = list(nccl_tests.BENCHMARKS.values())
@@ -465,5 +466,5 @@ def test_several_tables_per_file_each_with_its_own_verdict(out, data):
     assert [r.verdict for r in results[:n]] == ["complete"] * n
     assert [r.sweep.rows for r in results[:n]] == out.tables
     assert results[n - 1].notes[-1].line == banner
-    title = next(i for i, line in enumerate(lines) if _title(line.rstrip()))  # the second table starts there
+    title = next(i for i, line in enumerate(lines) if is_title(line.rstrip()))  # the second table starts there
     assert results[-1].verdict == "truncated" and results[n].first == len(out.text.splitlines()) + 1 + title + 1

@@ -9,23 +9,22 @@ defaults) ask for, and the benchmark's own validation.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import re
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from commstack import benchmarks, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, ParseError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError, cut, printable)
+                              ValidationFailedError, printable)
 from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.results import noise
-from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep, own_lines
+from commstack.results.lines import Sweep, own_lines
 from commstack.results.noise import Note
+from commstack.results.tables import DATA_ROW, Table, split_tables
 from commstack.tools import TOOLS, Benchmark
 
 
@@ -107,93 +106,6 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
 # ---------------------------------------------------------------------------------- tables of one output
 
 Validated = Literal["yes", "no", "failed"]
-# a table's data row starts with a number (OSU, nccl-tests) after blanks
-DATA_ROW = re.compile(r"\s*[-+]?\d")
-
-
-def _title(line: str) -> bool:
-    """Whether a line is a title some tool reads (a known or an unknown benchmark of its own)."""
-    for tool in TOOLS.values():
-        try:
-            if tool.title(line):
-                return True
-        except UnknownFormatError:
-            return True
-    return False
-
-
-def _outside(line: str) -> bool:
-    """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
-    or the benchmark's own failure line (those belong to the table before them); known lines stay where
-    they are, notes of the table they stand in (commstack.results.lines)."""
-    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
-        and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
-        and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
-        and not any(g.regex.search(line) for g in noise.GLUED)
-
-
-@dataclass
-class Table:
-    """The lines of one table of an output: from its title (or the output's start) to the line before the
-    next table's title, lines outside any table blanked; `offset` lines of the output come before `text`."""
-
-    first: int
-    last: int
-    text: str
-    offset: int = 0
-    outside: list[Note] = field(default_factory=list)  # lines before or after it that no table holds
-
-    def shifted(self, e: ParseError) -> ParseError:
-        """The error with the output's line number."""
-        return type(e)(e.message, e.line, e.lineno + self.offset) if self.offset and e.lineno else e
-
-    def shift(self, sweep: Sweep) -> Sweep:
-        """The sweep with the output's line numbers."""
-        if self.offset:
-            n = self.offset
-            sweep.title_line = (sweep.title_line[0] + n, sweep.title_line[1])
-            sweep.row_lines = [(i + n, line) for i, line in sweep.row_lines]
-            sweep.error_lines = [(i + n, line) for i, line in sweep.error_lines]
-            sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
-        return sweep
-
-
-def split_tables(text: str) -> list[Table]:
-    """An output cut into its tables at their titles: a title starts a table once the one before has a
-    data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
-    osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
-    row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
-    between two benchmarks). Before the first title and after the last table's last row, text is that
-    table's: an unknown line there an error, as inside a table."""
-    raw = text.splitlines()
-    lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
-    framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
-    starts: list[int] = []
-    rows = False
-    for i, line in enumerate(lines):
-        if _title(line):
-            if not starts or rows:
-                starts.append(i)
-                rows = False
-        elif starts and DATA_ROW.match(line) and noise.classify(line) is None:
-            rows = True
-    if not starts:
-        return [Table(1, len(raw), text)]
-    bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside: set[int] = set()
-    for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
-        data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
-        tail = data[-1] + 1 if data else end
-        outside.update(i for i in range(tail, end) if i not in framed and _outside(lines[i]))
-    tables = []
-    for k, (begin, end) in enumerate(bounds):
-        start = 0 if k == 0 else begin
-        body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
-        body += "\n" if end < len(raw) or text.endswith("\n") else ""
-        notes = [Note(i + 1, cut(lines[i]), "unknown", "a line between two tables")
-                 for i in sorted(j for j in outside if start <= j < end)]
-        tables.append(Table(begin + 1, end, body, start, notes))
-    return tables
 
 
 @dataclass

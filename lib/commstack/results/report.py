@@ -136,7 +136,8 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
             for r in (r for r in records if r.tags["environment"] == environment):
                 means = r.means()
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
-                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3, label=environment)
+                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
+                            label=environment)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
         ax.set_yscale("log")

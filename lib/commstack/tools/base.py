@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from commstack.errors import ConfigError
+from commstack.errors import BinaryNotFoundError, ConfigError
 
 if TYPE_CHECKING:
     from commstack.results.lines import Sweep
@@ -59,6 +60,20 @@ def options(args: list[str], flags: tuple[str, ...]) -> list[tuple[str, str]]:
             elif arg.startswith(flag) and len(arg) > len(flag) and not flag.startswith("--"):
                 out.append((flag, arg[len(flag):]))
     return out
+
+
+def on_path(name: str, how: str, placeholder: str) -> tuple[Callable[[Any], str], Callable[[Any], str]]:
+    """`native` and `planned` of a tool whose binary is found on PATH (a Debian package, an env's view):
+    missing, a BinaryNotFoundError saying `how` to get it; in a plan, its placeholder then."""
+    def native(binaries: Any) -> str:
+        found = shutil.which(name)
+        if not found:
+            raise BinaryNotFoundError(f"{name} not found on PATH: {how}")
+        return found
+
+    def planned(binaries: Any) -> str:
+        return shutil.which(name) or placeholder
+    return native, planned
 
 
 @dataclass(frozen=True)

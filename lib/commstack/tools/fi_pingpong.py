@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 from typing import Any
 
-from commstack.errors import (BadNumberError, BinaryNotFoundError, CrashedError, EmptyOutputError, TruncatedError,
+from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, TruncatedError,
                               UnknownFormatError, ValidationFailedError)
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
 
 NAME = "fi_pingpong"
 COLUMNS = {
@@ -275,18 +274,11 @@ HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-package
        "builds libfabric (`spack env activate envs/gh200-ompi`: its view has fi_pingpong)")
 
 
-def native(binaries: Any) -> str:
-    found = shutil.which(NAME)
-    if not found:
-        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
-    return found
+PLACEHOLDER = "$FI_PINGPONG"  # the binary in a dry run where it is not on PATH
+native, planned = on_path(NAME, HOW, PLACEHOLDER)
 
 
-def planned(binaries: Any) -> str:
-    return shutil.which(NAME) or TOOL.placeholder
-
-
-TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, "$FI_PINGPONG", program, parse, title, native=native,
+TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
             planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args))
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 from typing import Any
 
-from commstack.errors import BadNumberError, BinaryNotFoundError, CrashedError, TruncatedError, UnknownFormatError
+from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
+from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
 
 NAME = "ucx_perftest"
 TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
@@ -256,15 +255,8 @@ HOW = ("on a workstation `apt-get install ucx-utils` (Debian; ci/apt-packages.tx
        "builds UCX (`spack env activate envs/gh200-ompi`: its view has ucx_perftest)")
 
 
-def native(binaries: Any) -> str:
-    found = shutil.which(NAME)
-    if not found:
-        raise BinaryNotFoundError(f"{NAME} not found on PATH: {HOW}")
-    return found
-
-
-def planned(binaries: Any) -> str:
-    return shutil.which(NAME) or TOOL.placeholder
+PLACEHOLDER = "$UCX_PERFTEST"  # the binary in a dry run where it is not on PATH
+native, planned = on_path(NAME, HOW, PLACEHOLDER)
 
 
 def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
@@ -274,7 +266,7 @@ def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
         raise UnknownFormatError(f"expected {b.name} output, this is {sweep.benchmark}'s", *sweep.title_line[::-1])
 
 
-TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, "$UCX_PERFTEST", program, parse, title, native=native,
+TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
             planned=planned, sizes_check=sizes_check)
 BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
