@@ -239,3 +239,24 @@ def findings_text(findings: list[Finding]) -> str:
     if not findings:
         return ""
     return "lowest layer at fault:\n" + "".join(f"  {f.line()}\n" for f in findings)
+
+
+def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tuple[str, Record, str]]]]:
+    """The steps between nodes, per node list, bottom up by layer, each with its headline figure (the largest
+    size of a rate, the smallest of a time): what the report shows before the diagnosis is read."""
+    groups: dict[tuple[str, ...], list[Record]] = {}
+    for r in records:
+        if len(r.nodelist) > 1 and layer_of(r):
+            groups.setdefault(tuple(r.nodelist), []).append(r)
+    out = []
+    for nodes, rs in groups.items():
+        rows = []
+        for r in sorted(rs, key=lambda r: LAYERS.index(layer_of(r))):
+            medians, kind = r.medians(), quantity(r)
+            figure = ""
+            if medians and kind:
+                size = max(medians) if METRICS[r.metric].higher_is_better else min(medians)
+                figure = f"{shown(kind, si(r, medians[size][0]))} at {size_text(size)}"
+            rows.append((NAMES[layer_of(r)], r, figure))
+        out.append((nodes, rows))
+    return out

@@ -28,7 +28,7 @@ from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
 from commstack.benchmarks import COLUMNS, METRICS
-from commstack.results.diagnosis import against_references, diagnose
+from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, read_run
@@ -242,6 +242,19 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
                     f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
                     f"<td><code>{html.escape(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    layered = by_layer(records)
+    if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
+        md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",
+               "|---|---|---|---|---|"]
+        page += ["<h2>By layer, per node pair</h2>",
+                 "<table><tr><th>nodes</th><th>layer</th><th>step</th><th>verdict</th><th>figure</th></tr>"]
+        for nodes, rows in layered:
+            for layer, r, figure in rows:
+                name = f"{r.suite}/{r.step}"
+                md.append(f"| {_md(', '.join(nodes))} | {layer} | {_md_code(name)} | {r.verdict} | {figure} |")
+                page.append(f"<tr class='{r.verdict}'><td>{html.escape(', '.join(nodes))}</td><td>{layer}</td>"
+                            f"<td><code>{html.escape(name)}</code></td><td>{r.verdict}</td><td>{figure}</td></tr>")
+        page.append("</table>")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
         md += ["", "## Notes: known launcher and runtime lines", ""]
