@@ -223,7 +223,7 @@ def test_run_into_a_reader_that_goes_away_ends_cleanly(cli, tmp_path):
     assert proc.returncode == SMOKE_EXIT, proc.stdout + proc.stderr  # pipefail: commstack's status
     assert proc.stdout == "commstack run: suite smoke on system local, 7 steps, srun --mpi=pmix\n"
     assert "BrokenPipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert len(read_run(results)) == 5 and (results / "report" / "index.html").is_file()
+    assert len(read_run(results)) == 7 and (results / "report" / "index.html").is_file()
     stopped(cli.cluster)
 
 
@@ -235,7 +235,7 @@ def test_two_runs_at_once_each_complete_in_their_own_allocation(cli, tmp_path):
     runs = [read_run(tmp_path / name) for name in "ab"]
     jobs = []
     for records in runs:
-        assert len(records) == 5
+        assert len(records) == 7
         assert {r.verdict for r in records} == ({"pass"} if OSU else {"pass", "not-run"})
         ran = [r for r in records if r.verdict == "pass"]
         jobs.append({r.commands[0][1] for r in ran})
