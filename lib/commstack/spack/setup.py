@@ -151,7 +151,7 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
         except SetupError as e:
             raise SetupError(
                 f"cannot clone {source} ({e.__cause__ or e})."
-                "\nOffline? Either point SPACK_ROOT at an existing Spack "
+                " Offline? Either point SPACK_ROOT at an existing Spack "
                 f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
                 "--packages /path/to/spack-packages (a checkout or local git mirror).") from None
     head = _head(dest)
