@@ -138,7 +138,8 @@ def test_the_report_names_the_fabric_when_fi_pingpong_cannot_carry_what_osu_bw_s
     assert ("## By layer, per node pair\n\n| nodes | layer | step | verdict | figure |\n|---|---|---|---|---|\n"
             "| node1, node2 | the fabric | `stack/fi_pingpong` | no-reference | 1.67 GB/s at 6 MiB |\n"
             "| node1, node2 | MPI | `stack/osu_bw` | degraded | 3.12 GB/s at 4 MiB |\n") in md
-    assert "<td>node1, node2</td><td>the fabric</td><td><code>stack/fi_pingpong</code></td>" in page
+    assert ("<td>node1, node2</td><td>the fabric</td><td><code>stack/fi_pingpong</code></td>"
+            "<td class='no-reference'>no-reference</td>") in page
 
 
 REFERENCES = f"""system: alps-gh200

@@ -252,8 +252,8 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             for layer, r, figure in rows:
                 name = f"{r.suite}/{r.step}"
                 md.append(f"| {_md(', '.join(nodes))} | {layer} | {_md_code(name)} | {r.verdict} | {figure} |")
-                page.append(f"<tr class='{r.verdict}'><td>{html.escape(', '.join(nodes))}</td><td>{layer}</td>"
-                            f"<td><code>{html.escape(name)}</code></td><td>{r.verdict}</td><td>{figure}</td></tr>")
+                page.append(f"<tr><td>{html.escape(', '.join(nodes))}</td><td>{layer}</td><td><code>{html.escape(name)}"
+                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{figure}</td></tr>")
         page.append("</table>")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
@@ -307,10 +307,10 @@ _HTML = """<!doctype html>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }}
-tr.pass td:nth-child(2) {{ background: #d9f2d9; }}
-tr.fail td:nth-child(2), tr.degraded td:nth-child(2) {{ background: #f8d0d0; }}
-tr.unstable td:nth-child(2), tr.no-reference td:nth-child(2) {{ background: #fdf1c7; }}
-tr.not-run td:nth-child(2) {{ background: #e4e4e4; }}
+tr.pass td:nth-child(2), td.pass {{ background: #d9f2d9; }}
+tr.fail td:nth-child(2), tr.degraded td:nth-child(2), td.fail, td.degraded {{ background: #f8d0d0; }}
+tr.unstable td:nth-child(2), tr.no-reference td:nth-child(2), td.unstable, td.no-reference {{ background: #fdf1c7; }}
+tr.not-run td:nth-child(2), td.not-run {{ background: #e4e4e4; }}
 ul.fault li {{ border-left: 4px solid #d33; padding-left: 0.5em; margin: 0.4em 0; }}
 img {{ max-width: 100%; }}
 pre {{ background: #f6f6f6; padding: 0.6em; overflow-x: auto; }}
