@@ -57,6 +57,15 @@ class PairError(Exception):
         self.status = status
 
 
+def client_argv(line: str, program: str) -> list[str] | None:
+    """The client's arguments, without the program, from the line this launcher writes before a client's
+    output (CLIENT_LINE), when that client is `program`; None for any other line."""
+    if not line.startswith(CLIENT_LINE):
+        return None
+    argv = shlex.split(line[len(CLIENT_LINE):])
+    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == program else None
+
+
 def command(program: str, server: str, client: str) -> list[str]:
     """The argv of a pair step: this launcher in each task, the binary and both command lines."""
     return [sys.executable, "-m", "commstack.run.pair", RENDEZVOUS, TIMEOUT, "--program", program,

@@ -42,8 +42,6 @@ DEFAULT_SIZES = [64, 256, 1024, 4096, 65536, 1048576]
 MAX_DATA_MSG = (1 << 22) + (1 << 21)  # PP_MAX_DATA_MSG: 6 MiB, the largest size of -S all
 DEFAULT_ITERATIONS = 10
 
-#: the line the pair launcher writes before the client's output (commstack.run.pair.CLIENT_LINE)
-PAIR_CLIENT = re.compile(r"^# commstack pair client: (?P<argv>.+)$")
 SIZE = re.compile(r"(?P<int>\d+)(?:\.(?P<frac>\d))?(?P<mag>[kmg]?)")
 COUNT = re.compile(r"(?P<n>\d+)(?P<mag>[kmb]?)")
 ACK = re.compile(r"(?P<sign>[=+-])(?P<n>\d+[kmb]?)")
@@ -113,15 +111,6 @@ SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 COUNT_BASES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9}
 
 
-def client_argv(line: str) -> list[str] | None:
-    """The client's arguments from the pair launcher's line, without the program."""
-    m = PAIR_CLIENT.match(line)
-    if not m:
-        return None
-    argv = shlex.split(m.group("argv"))
-    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == NAME else None
-
-
 def _tool_error(lineno: int, line: str) -> CrashedError:
     why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), "fi_pingpong reported an error")
     return CrashedError(f"fi_pingpong: {why}", line, lineno)
@@ -136,7 +125,7 @@ def parse_pingpong(text: str) -> Sweep:
     sweep.meta["size_texts"] = []
     header = False
     for lineno, line in t.lines:
-        if (argv := client_argv(line)) is not None:
+        if (argv := pair.client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
@@ -251,7 +240,7 @@ def parse_output(text: str, args: list[str] | None = None, max_size: int | None 
 def is_own(line: str) -> bool:
     """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
     of its error lines."""
-    return (line.split() == HEADER or client_argv(line) is not None or bool(PRINTERR.match(line))
+    return (line.split() == HEADER or pair.client_argv(line, NAME) is not None or bool(PRINTERR.match(line))
             or bool(ERR.match(line) and "pingpong" in line))
 
 

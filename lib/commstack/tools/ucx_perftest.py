@@ -44,7 +44,6 @@ COLUMNS = {
 }
 DEFAULT_SIZE = 8  # perftest.c: msg_size_list {8}
 
-PAIR_CLIENT = re.compile(r"^# commstack pair client: (?P<argv>.+)$")
 TOP = "+--------------+--------------+------------------------------+---------------------+-----------------------+"
 BORDER = "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+"
 OUTER = "+" + "-" * 106 + "+"
@@ -69,14 +68,6 @@ MEANING = [
     (re.compile(r"unsupported memory type"), "this UCX lacks the memory type asked for (-m): built without it"),
     (re.compile(r"Invalid option argument|missing test name"), "ucx_perftest refused its arguments"),
 ]
-
-
-def client_argv(line: str) -> list[str] | None:
-    m = PAIR_CLIENT.match(line)
-    if not m:
-        return None
-    argv = shlex.split(m.group("argv"))
-    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == NAME else None
 
 
 def asked(args: list[str]) -> tuple[str | None, int]:
@@ -115,7 +106,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     progress: list[list[float]] = []
     final = None
     for lineno, line in t.lines:
-        if (argv := client_argv(line)) is not None:
+        if (argv := pair.client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
@@ -227,7 +218,7 @@ def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]
 
 def title(line: str) -> Benchmark | None:
     """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines do not name it."""
-    if (argv := client_argv(line)) is not None:
+    if (argv := pair.client_argv(line, NAME)) is not None:
         test = asked(argv)[0] or "(none)"
         if f"{NAME}-{test}" not in BENCHMARKS:
             raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})")
