@@ -366,6 +366,18 @@ def test_parse_quotes_an_output_line_with_its_escapes_shown(tmp_path):
     assert "  line 2: \\x1b]0;PWNED\\x07\\x1b[31m\\x1b[2K\\u202e junk" in proc.stderr
 
 
+def test_parse_into_a_reader_that_goes_away_ends_cleanly(tmp_path):
+    """`commstack parse FILE | head -1` on an output of 300 tables (JSON past a pipe's buffer): no
+    BrokenPipe traceback, the status a shell gives a program SIGPIPE ended (141)."""
+    table = (TOP / "tests" / "data" / "corpus" / "osu7" / "osu_latency-7.5.1.out").read_text()
+    big = tmp_path / "stdout.txt"
+    big.write_text(table * 300)
+    proc = subprocess.run(["bash", "-c", 'set -o pipefail; "$@" | head -1', "bash", str(TOP / "bin" / "commstack"),
+                           "parse", "--json", str(big)], capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "[\n" and proc.returncode == 141, proc.stdout[-500:] + proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
 # ------------------------------------------------------------------------------- 10: damaged files
 
 @pytest.fixture

@@ -32,6 +32,9 @@ from commstack.errors import CommstackError, printable
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
 
+#: as a shell reports a program SIGPIPE ended (128 + 13)
+EXIT_BROKEN_PIPE = 141
+
 #: every command, in the order --help lists them: what adds its parser, and what runs it
 COMMANDS = {
     "run": (run.add_run, run.cmd_run),
@@ -92,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())  # what is still buffered goes there at exit, not into a traceback
+        os.close(null)
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
