@@ -56,7 +56,8 @@ TOP = Path(__file__).resolve().parents[1]
 MODULES = {"osu": "commstack.tools.osu", "osu_format": "commstack.tools.osu_format",
            "nccl_tests": "commstack.tools.nccl_tests", "nccl_tables": "commstack.tools.nccl_tables",
            "mpi_pingpong": "commstack.tools.mpi_pingpong", "lines": "commstack.results.lines",
-           "parse": "commstack.results.parse", "references": "commstack.results.references",
+           "parse": "commstack.results.parse", "tables": "commstack.results.tables",
+           "references": "commstack.results.references",
            "judge": "commstack.results.judge", "compare": "commstack.results.compare",
            "history": "commstack.results.history"}
 #: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from commstack.cli import main as cli
 from commstack.config import Suite, System, load_system
+from commstack.errors import UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.parse import parse_output, parse_results, validated
 from commstack.results.records import Record
@@ -100,3 +101,36 @@ def test_record_and_report_show_validated_and_notes(tmp_path):
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
     assert "line 19: nccl (x): y" in md and "line 20: nccl" not in md and "... 5 more in t--osu_bw-2/record.json" in md
+
+
+def test_commstack_parse_gives_each_datatype_of_d_all_its_own_lines(capsys):
+    """nccl-tests `-d all` prints one head and a sweep per datatype: `commstack parse --json` gives each its
+    own result, from its first row to the line before the next one's (the first from the output's start,
+    the last to its end)."""
+    cli.main(["parse", str(CORPUS / "nccl-tests/all_reduce_perf-2.19.4-d-all.out"), "--json"])
+    results = json.loads(capsys.readouterr().out)
+    assert [r["lines"] for r in results] == [[1, 20], *([21 + 3 * k, 23 + 3 * k] for k in range(10)), [51, 59]]
+    assert [r["meta"]["type"] for r in results] == ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
+                                                     "float", "double", "bfloat16", "f8e4m3", "f8e5m2"]
+
+
+def test_a_step_refuses_another_benchmarks_output_naming_its_title():
+    """The runner's step ran osu_bw, the output is osu_latency's: unknown-format, quoting the title line."""
+    text = (CORPUS / "osu7/osu_latency-7.5.1.out").read_text()
+    with pytest.raises(UnknownFormatError, match="expected osu_bw output, the title is another benchmark's") as e:
+        parse_output("osu_bw", text, [])
+    assert (e.value.lineno, e.value.line) == (2, "# OSU MPI Latency Test v7.5")
+
+
+def test_a_job_scripts_echo_between_two_tables_is_a_note_of_the_first(tmp_path, capsys):
+    """Two OSU runs in one job log with the script's own echo between them: two complete results; the echo,
+    known to no pattern, is a note (its line number, source unknown) of the table it follows."""
+    table = (CORPUS / "osu7/osu_latency-7.5.1.out").read_text()  # 27 lines: a blank one, then the title
+    log = tmp_path / "job.out"
+    log.write_text(table + "now the second run\n" + table)
+    cli.main(["parse", str(log), "--json"])
+    first, second = json.loads(capsys.readouterr().out)
+    assert (first["lines"], second["lines"]) == ([2, 29], [30, 55])
+    assert (first["verdict"], second["verdict"]) == ("complete", "complete")
+    assert [(n["lineno"], n["line"], n["source"]) for n in first["notes"]] == [(28, "now the second run", "unknown")]
+    assert second["notes"] == []

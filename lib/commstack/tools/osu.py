@@ -138,7 +138,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
 
 def _header(sweeps: list[Sweep], cur: Sweep, line: str, lineno: int) -> None:
     cols = header_columns(line)
-    if cols is None:
+    if not cols:  # None, or a bare "#" (an output cut after it)
         raise UnknownFormatError("unknown OSU header line or column", line, lineno)
     if cur.benchmark in STARTUP_COLUMNS:
         raise UnknownFormatError(f"{cur.benchmark} prints one line, no table", line, lineno)
