@@ -356,7 +356,9 @@ def test_loader_warnings_anywhere_keep_every_row(out, data):
 
 @given(OUTPUTS, st.data())
 def test_cut_output_never_passes(out, data):
-    assert kind(out.text[:data.draw(st.integers(0, len(out.text) - 2))], out.args) != "ok"
+    # a cut takes at least one printed character: nccl-tests 2.13-2.16.6 end with NCCL's last error on a line
+    # of its own, usually empty, and an output without that blank line is whole
+    assert kind(out.text[:data.draw(st.integers(0, len(out.text.rstrip()) - 1))], out.args) != "ok"
 
 
 @given(OUTPUTS)
