@@ -23,7 +23,7 @@ from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, Tr
                               UnknownFormatError, ValidationFailedError)
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
+from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
 
 NAME = "fi_pingpong"
 COLUMNS = {
@@ -268,6 +268,7 @@ native, planned = on_path(NAME, HOW, PLACEHOLDER)
 
 
 TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args))
+            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args),
+            in_env=InSpec("libfabric", f"bin/{NAME}"), facts=(InSpec("libfabric", "bin/fi_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

@@ -19,7 +19,7 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
                                      cut_number, cut_row, number, own_lines)
-from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, Program, SizeFlags, Tool
+from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 
 NAME = "mpi-pingpong"
 COLUMNS = {
@@ -132,7 +132,8 @@ def planned(binaries: Any) -> str:
 
 
 TOOL = Tool(NAME, NAME, "mpi", "mpi", COLUMNS, "$PINGPONG", program, parse, title, native=native, planned=planned,
-            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"))
+            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"), in_env=InSpec(NAME, f"bin/{NAME}"),
+            given=lambda binaries: "--pingpong" if binaries.pingpong else None, env_optional=True)
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_GiBps", SizeFlags(lo_flags=("-b",), hi_flags=("-e",)),
                     (("", (8, 1 << 30)),))}

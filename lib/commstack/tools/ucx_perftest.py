@@ -22,7 +22,7 @@ from typing import Any
 from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
+from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
 
 NAME = "ucx_perftest"
 TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
@@ -258,7 +258,8 @@ def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
 
 
 TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=sizes_check)
+            planned=planned, sizes_check=sizes_check, in_env=InSpec("ucx", f"bin/{NAME}"),
+            facts=(InSpec("ucx", "bin/ucx_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
     f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),
