@@ -165,8 +165,9 @@ def _load(path: Path) -> EnvView:
                              f"{', '.join(n.label for n in foreign[:3])}{' ...' if len(foreign) > 3 else ''}); "
                              f"this host is {host['target']} ({host['family']}): run it on a "
                              f"{foreign[0].family} node, or use an env concretized for this host")
-    if not any(n.installed and not n.external for n in nodes):
-        raise EnvNotInstalledError(f"env {path} is not installed (none of its {len(nodes)} specs): "
+    roots = [n for n in nodes if n.root]
+    if not any(n.installed for n in roots):
+        raise EnvNotInstalledError(f"env {path} is not installed (none of its {len(roots)} roots): "
                                    f"`spack -e {path} install`")
     if not data["view"] or not Path(data["view"]).is_dir():
         raise EnvNotInstalledError(f"env {path} has no view{' at ' + data['view'] if data['view'] else ''}: "
