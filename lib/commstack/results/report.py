@@ -205,7 +205,7 @@ def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: 
 def binary_source(binary: dict[str, str]) -> str:
     """Where a step's binary came from, in words: the env's spec, its lock and MPI, or the option given."""
     if "spec" in binary:
-        mpi = f", MPI {binary['mpi']}" if "mpi" in binary else ""
+        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
         return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
     return binary.get("from", "")
 

@@ -71,6 +71,8 @@ class Binaries:
             self.env.check_machine(Path(binary), source["spec"])
         if self.env and tool.launch == "mpi" and (mpi := self.env.mpi()):
             source["mpi"] = mpi.label
+            if pmix := self.env.node("pmix"):  # the PMIx client the ranks load, against srun's PMIx server
+                source["pmix"] = pmix.label
         return {"path": binary, **source}
 
     def facts_programs(self) -> dict[str, str]:
