@@ -111,6 +111,22 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("shell", "banner line", r"(?:#{2,}(?: .*)?|(?P<r>={3,}|-{3,}|\*{3,}) \S.*? (?P=r))", "=== osu_latency ==="),
     _p("shell", "date line", _DAY + r" \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}", "Tue Nov 14 09:12:01 MST 2023"),
     _p("shell", "job-script banner (seed 004)", r"Nodes:\d+ Tasks:\d+ Per Node:\d+", "Nodes:2 Tasks:2 Per Node:1"),
+    # the `time` keyword of bash (real/user/sys, `%dm%.3fs`), POSIX `time -p` (`real 7.90`), GNU time's
+    # default two lines: a job script's trailer (tests/data/corpus/jobs/*-time.out)
+    _p("shell", "bash `time` line", r"(?:real|user|sys)\t\d+m\d+\.\d+s", "real\t0m7.902s"),
+    _p("shell", "`time -p` line", r"(?:real|user|sys) \d+\.\d+", "real 7.90"),
+    _p("shell", "GNU time line", r"\d+\.\d+user \d+\.\d+system (?:\d+:)+\d+\.\d+elapsed \d+%CPU \(.*"
+       r"|\d+inputs\+\d+outputs \(\d+major\+\d+minor\)pagefaults \d+swaps",
+       "0.41user 0.08system 0:01.52elapsed 32%CPU (0avgtext+0avgdata 24576maxresident)k"),
+    # ------------------------------------------------------------------ module systems (Lmod, Environment Modules)
+    _p("lmod", "module swapped for another", r"Lmod is automatically replacing \S+ with \S+\.?",
+       'Lmod is automatically replacing "gnu/9.3.0" with "intel/19.1.3".'),
+    _p("lmod", "modules reloaded or inactive", r"The following have been (?:reloaded with a version change|"
+       r"reloaded|inactivated|activated)?:?|Due to MODULEPATH changes, the following have been reloaded:"
+       r"|Inactive Modules:|  \d+\) \S+(?: => \S+)?(?:\s+\d+\) \S+(?: => \S+)?)*",
+       "Due to MODULEPATH changes, the following have been reloaded:"),
+    _p("modules", "module load message", r"Loading (?:requirement: )?[\w.+-]+(?:/[\w.+-]+)*",
+       "Loading mpi/hpcx"),
 )
 
 #: known text with a known end, also where it is glued to the start or end of another line (no newline
