@@ -151,6 +151,24 @@ GLUED: tuple[Pattern, ...] = (
     _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
 )
 
+#: crash lines that a tool's parser tells inside its table (ucx_perftest: UCX's ERROR and fatal lines), known
+#: here for an output that holds no title at all: its kind is crashed, quoting the first one
+#: (commstack.results.parse; issue 35); never a note, also before or after a table (results.tables)
+CRASHES: tuple[Pattern, ...] = (
+    _p("ucx", "UCX error log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:ERROR|FATAL) .*",
+       "[1795498764.937797] [vm:7107 :0]        perftest.c:405  UCX  ERROR client failed. connect() failed: "
+       "Connection refused"),
+    _p("ucx", "UCX fatal error (a local protection or retry error, then a backtrace)",
+       r"\[[\w.-]+:\d+ *:\d+:\d+\] +\S+:\d+ +.*",
+       "[gpu-01:12345:0:12345] ib_mlx5_log.c:177  Local protection on mlx5_0:1/IB (synd 0x4 vend 0x56 hw_synd 0/0)"),
+)
+
+
+def crash(line: str) -> Pattern | None:
+    """The known crash line a whole line is (CRASHES), or None."""
+    return next((p for p in CRASHES if p.regex.fullmatch(line.rstrip())), None)
+
+
 #: per-line prefixes that launchers add: the rest of the line is the program's own
 PREFIXES: tuple[Pattern, ...] = (
     _p("open-mpi", "--tag-output / --output tag prefix", r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?",

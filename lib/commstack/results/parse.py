@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from commstack import benchmarks, tools
 from commstack.benchmarks import COLUMNS
-from commstack.errors import (PARSE_ERRORS, CommstackError, NoTitleError, ParseError, TruncatedError,
+from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import noise, settle
 from commstack.results.lines import Sweep, own_lines
@@ -185,6 +185,16 @@ def _partial(table: Table, error: ParseError) -> Sweep | None:
     return None
 
 
+def crashed(table: Table) -> CrashedError | None:
+    """An output with no title that holds a crash line the noise table knows (noise.CRASHES): crashed,
+    quoting the first."""
+    for lineno, line in enumerate(table.text.splitlines(), table.offset + 1):
+        line = noise.strip_prefix(line)[0]
+        if (known := noise.crash(line)) is not None:
+            return CrashedError(f"no benchmark title, and a crash line: {known.source}'s {known.what}", line, lineno)
+    return None
+
+
 def parse_results(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None,
                   lenient: bool = False) -> list[Result]:
     """Every table of an output, each parsed and checked against `args` on its own: one's failure is
@@ -198,6 +208,10 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             table = without_trailer(table)
         try:
             bench = identify(table.text)
+        except NoTitleError as e:
+            results.append(Result(None, table.first, table.last, None, crashed(table) or table.shifted(e),
+                                  table.outside))
+            continue
         except UnknownFormatError as e:
             results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
             continue

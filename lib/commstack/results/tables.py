@@ -38,6 +38,7 @@ def _outside(line: str) -> bool:
         and not DRAWN.match(line) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
+        and noise.crash(line) is None \
         and not any(g.regex.search(line) for g in noise.GLUED)
 
 
