@@ -3,9 +3,10 @@ more of them only while no failure is settled. A failure is settled by a line th
 cannot change: a crash, Slurm's end, the benchmark's failed check, an unknown or foreign line inside a
 table, a bad number, once MARGIN more lines have been read after it (a Slurm reason or the failed data
 check that the crash lines around it follow from is printed just after them, and outranks them:
-commstack.results.lines). A truncated sweep, an empty output and an output with no title yet are
-never settled by a part of it: more lines may complete them. So an error early in a huge output is
-refused after reading a few thousand lines, in a time and memory that do not grow with the output.
+commstack.results.lines). A truncated sweep and an empty output are never settled by a part of it:
+more lines may complete them; an output with no title yet only once TITLE_WITHIN lines are read (a job
+log's preamble is never that long). So an error early in a huge output is refused after reading a few
+thousand lines, in a time and memory that do not grow with the output.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from commstack.files import MAX_OUTPUT, open_bounded
 
 FIRST_LINES = 8192  # the first part read; each next one four times as many lines
 MARGIN = 256        # lines read past a failure before it settles the verdict
-UNSETTLED = (TruncatedError, EmptyOutputError, NoTitleError)  # more lines may complete these
+UNSETTLED = (TruncatedError, EmptyOutputError)  # more lines may complete these
+TITLE_WITHIN = 100_000  # lines read with no title among them: the output is no benchmark's
 
 R = TypeVar("R")
 
 
 def settled(error: ParseError, read: int) -> bool:
     """Whether a failure found in the first `read` lines of a longer output stands, whatever follows."""
+    if isinstance(error, NoTitleError):
+        return read >= TITLE_WITHIN
     return not isinstance(error, UNSETTLED) and bool(error.lineno) and error.lineno <= read - MARGIN
 
 
