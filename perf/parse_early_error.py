@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[1]
-TITLE = "# OSU MPI Bandwidth Test v7.2\n# Size      Bandwidth (MB/s)\n# Datatype: MPI_CHAR.\n1                       1.23\n"
+TITLE = ("# OSU MPI Bandwidth Test v7.2\n# Size      Bandwidth (MB/s)\n# Datatype: MPI_CHAR.\n"
+         "1                       1.23\n")
 ROW = "2                       2.34\n"
 # name -> (the text before the rows, the row repeated, whether the verdict may come early)
 CASES = {

@@ -13,7 +13,8 @@ from commstack.paths import TOP
 
 pytestmark = pytest.mark.hostile
 
-TITLE = "# OSU MPI Bandwidth Test v7.2\n# Size      Bandwidth (MB/s)\n# Datatype: MPI_CHAR.\n1                       1.23\n"
+TITLE = ("# OSU MPI Bandwidth Test v7.2\n# Size      Bandwidth (MB/s)\n# Datatype: MPI_CHAR.\n"
+         "1                       1.23\n")
 MB = 60
 PEAK_LIMIT = 200 * 2 ** 20
 MEASURE = """

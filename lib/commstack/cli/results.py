@@ -173,7 +173,8 @@ def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int 
         failed = next((r for r in results if r.error), None)
         worst = max(worst, parse.exit_status(results))
         out.append({"file": name, "verdict": failed.verdict if failed else "complete",
-                    "error": failed.error.message if failed else None, "lineno": failed.error.lineno if failed else None,
+                    "error": failed.error.message if failed else None,
+                    "lineno": failed.error.lineno if failed else None,
                     "tables": len(results), "rows": sum(len(r.sweep.rows) for r in results if r.sweep),
                     "benchmarks": sorted({r.benchmark for r in results if r.benchmark})})
     if as_json:
@@ -186,7 +187,6 @@ def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int 
             line += f"; {'line ' + str(f['lineno']) + ': ' if f['lineno'] else ''}{f['error']}"
         print(printable(line))
     return worst
-
 
 
 def add_parse(sub: argparse._SubParsersAction) -> None:

@@ -49,18 +49,19 @@ DEFAULT_SIZE = 8  # perftest.c: msg_size_list {8}
 # or overhead); 1.12+: the percentile column (`%4.1f%%ile`), `Test` for `Stage` with -f (only the final row)
 _GROUP = r"\s+(?P<lat>latency|overhead) \(usec\)\s+\|\s+bandwidth \(MB/s\)\s+\|\s+message rate \(msg/s\)\s+\|$"
 _FIGURES = r" average \| overall \|\s+average \|\s+overall \|\s+average\s+\|\s+overall\s+\|$"
+
+
+def _rule(*widths: int) -> str:
+    """A rule line of print_header: `+`, then each column's dashes and a `+`."""
+    return "+" + "+".join("-" * w for w in widths) + "+"
+
+
 LAYOUTS = {
-    "1.8": ("+--------------+-----------------------------+---------------------+-----------------------+",
-            re.compile(r"^\|\s+\|" + _GROUP),
-            "+--------------+---------+---------+---------+----------+----------+-----------+-----------+",
+    "1.8": (_rule(14, 29, 21, 23), re.compile(r"^\|\s+\|" + _GROUP), _rule(14, 9, 9, 9, 10, 10, 11, 11),
             re.compile(r"^\| # iterations \| (?P<typical>typical) \|" + _FIGURES)),
-    "1.9": ("+--------------+--------------+-----------------------------+---------------------+-----------------------+",
-            re.compile(r"^\|\s+\|\s+\|" + _GROUP),
-            "+--------------+--------------+---------+---------+---------+----------+----------+-----------+-----------+",
+    "1.9": (_rule(14, 14, 29, 21, 23), re.compile(r"^\|\s+\|\s+\|" + _GROUP), _rule(14, 14, 9, 9, 9, 10, 10, 11, 11),
             re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \| (?P<typical>typical) \|" + _FIGURES)),
-    "1.12": ("+--------------+--------------+------------------------------+---------------------+-----------------------+",
-             re.compile(r"^\|\s+\|\s+\|" + _GROUP),
-             "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+",
+    "1.12": (_rule(14, 14, 30, 21, 23), re.compile(r"^\|\s+\|\s+\|" + _GROUP), _rule(14, 14, 10, 9, 9, 10, 10, 11, 11),
              re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \|" + _FIGURES)),
 }
 TOPS = {top: layout for layout, (top, _, _, _) in LAYOUTS.items()}
