@@ -138,3 +138,20 @@ def test_every_known_crash_line_is_its_own_example_and_never_a_note(pattern, tmp
     (tmp_path / "job.log").write_text(f"Job 1 on node1\n{pattern.example}\n")
     p = parse(str(tmp_path / "job.log"))
     assert p.returncode == EXIT["crashed"] and pattern.example in p.stderr, p.stderr
+
+
+def test_a_drawn_table_of_the_job_script_is_its_note(tmp_path):
+    """nvidia-smi's box (`+---+`, `| ... |` lines, as its 570 driver prints it) before and after an OSU table:
+    lines of the job log, not the benchmark's."""
+    smi = ["+-----------------------------------------------------------------------------------------+",
+           "| NVIDIA-SMI 570.124.06             Driver Version: 570.124.06     CUDA Version: 12.8     |",
+           "|-----------------------------------------+------------------------+----------------------+",
+           "|   0  NVIDIA GH200 480GB             On  |   00000009:01:00.0 Off |                    0 |",
+           "+-----------------------------------------+------------------------+----------------------+"]
+    name = "osu7/osu_latency-7.2-joblog-lmod-time.out"
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(smi) + "\n" + (CORPUS / name).read_text() + "\n".join(smi) + "\n")
+    p = parse(str(log), "--args=-m 1:4096", "--json")
+    [table] = json.loads(p.stdout)
+    assert (table["verdict"], len(table["rows"])) == ("complete", 13), p.stderr
+    assert [n["line"] for n in table["notes"] if n["lineno"] <= 5] == smi

@@ -15,8 +15,6 @@ from commstack.tools import TOOLS
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
 DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
-# a table's drawn frame (ucx_perftest's boxes and borders): the benchmark's, never a job script's echo
-DRAWN = re.compile(r"[+|]")
 
 
 def is_title(line: str) -> bool:
@@ -35,7 +33,6 @@ def _outside(line: str) -> bool:
     or the benchmark's own failure line (those belong to the table before them); known lines stay where
     they are, notes of the table they stand in (commstack.results.lines)."""
     return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
-        and not DRAWN.match(line) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
         and noise.crash(line) is None \
