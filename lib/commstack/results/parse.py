@@ -363,8 +363,8 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
                   + (f"; {len(r.notes)} note(s)" if r.notes else ""))
             for line in summary(r.notes):
                 print(f"  {line}")
-            for n in r.notes:
-                print(f"  note {n}")
+            for n in r.notes:  # a job log's line may hold anything: its escapes shown, never sent raw
+                print(printable(f"  note {n}"))
     return exit_status(results)
 
 
