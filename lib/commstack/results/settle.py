@@ -18,7 +18,7 @@ from typing import TypeVar
 from commstack.errors import EmptyOutputError, InputFileError, NoTitleError, ParseError, TruncatedError
 from commstack.files import MAX_OUTPUT, open_bounded
 
-FIRST_LINES = 8192  # the first part read; each next one four times as many lines
+FIRST_LINES = 2048  # the first part read; each next one four times as many lines
 MARGIN = 256        # lines read past a failure before it settles the verdict
 UNSETTLED = (TruncatedError, EmptyOutputError)  # more lines may complete these
 TITLE_WITHIN = 100_000  # lines read with no title among them: the output is no benchmark's
