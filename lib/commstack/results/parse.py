@@ -21,7 +21,7 @@ from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import noise, settle
-from commstack.results.lines import Sweep, own_lines
+from commstack.results.lines import VALIDATION_FAILED, Sweep, own_lines
 from commstack.results.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
@@ -118,6 +118,7 @@ class Result:
     sweep: Sweep | None          # the table, or the rows read before the line its error quotes
     error: ParseError | None
     notes: list[Note]
+    check_failed: bool = False   # a table refused for another reason holds the benchmark's failed check
 
     @property
     def verdict(self) -> str:
@@ -125,7 +126,7 @@ class Result:
 
     @property
     def validated(self) -> Validated:
-        return validated(self.sweep, self.error)
+        return "failed" if self.check_failed else validated(self.sweep, self.error)
 
 
 def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated:
@@ -229,7 +230,11 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
             named = partial.benchmark if partial and partial.benchmark else \
                 bench.name if bench.name in benchmarks.BENCHMARKS else None
-            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes))
+            # its rows were read up to the error's line: a failed check after it (nccl-tests' out-of-bounds
+            # footer) still makes it `validated: failed`, never `yes`
+            failed = any(VALIDATION_FAILED.search(noise.strip_prefix(line.rstrip())[0])
+                         for line in table.text.splitlines())
+            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes, failed))
             continue
         for i, s in enumerate(sweeps):
             if s.benchmark is None:  # an output that names no benchmark (nccl-tests before 2.16.7): the step's
