@@ -118,7 +118,8 @@ def native(binaries: Any) -> str:
     if not shutil.which("mpicc"):
         raise BinaryNotFoundError("no mpicc to build mpi-pingpong: install an MPI (Debian: libopenmpi-dev)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["make", "-C", str(TOP / "src" / NAME), "-B", f"OUT={out}"], capture_output=True,
+    # make -C changes directory: a relative --results would put OUT under src/mpi-pingpong
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / NAME), "-B", f"OUT={out.resolve()}"], capture_output=True,
                           timeout=300)
     write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
     if proc.returncode != 0:
