@@ -29,6 +29,7 @@ import sys
 import commstack
 from commstack.cli import envs, local, results, run
 from commstack.errors import CommstackError, printable
+from commstack.files import drop_stdout
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -96,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())  # what is still buffered goes there at exit, not into a traceback
-        os.close(null)
+        drop_stdout()
         return EXIT_BROKEN_PIPE
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
 from commstack.errors import CommstackError, printable
-from commstack.files import regular_or_missing, write_atomic
+from commstack.files import regular_or_missing, stdout_written, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
@@ -100,10 +100,12 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         regular_or_missing(Path(args.plot))  # before the work, not only when it is written
     points = history.trend(path, args.system, args.suite, args.step, args.size)
     to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
-    print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
-    if to_stdout:
-        sys.stdout.buffer.write(history.plot(points))
-    elif args.plot:
+    image = history.plot(points) if to_stdout else None
+    with stdout_written():
+        print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
+        if image:
+            sys.stdout.buffer.write(image)
+    if args.plot and not to_stdout:
         out = Path(args.plot)
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
@@ -126,7 +128,9 @@ def add_history(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.export import export, render
     if args.output == "-":
-        sys.stdout.write(render(read_run(Path(args.results)), args.format))
+        text = render(read_run(Path(args.results)), args.format)
+        with stdout_written():
+            sys.stdout.write(text)
     else:
         if args.output:
             regular_or_missing(Path(args.output))  # before the work, not only when it is written
@@ -143,7 +147,8 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_parse(args: argparse.Namespace, extra: list[str]) -> int:
-    return parse.parse_command(args.file, args.args, args.json, args.ranks)
+    with stdout_written():  # its input is read through files.read_bounded: an OSError here is stdout's
+        return parse.parse_command(args.file, args.args, args.json, args.ranks)
 
 
 def add_parse(sub: argparse._SubParsersAction) -> None:

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
 from commstack.errors import CommstackError
-from commstack.files import UnsafePathError, regular_or_missing
+from commstack.files import FileWriteError, UnsafePathError, checked_parent, regular_or_missing, results_dir
 from commstack.results.compare import Change
 from commstack.benchmarks import METRICS
 from commstack.results.records import RECORD, Record, read_run
@@ -52,6 +52,23 @@ CREATE INDEX figures_by_step ON figures (suite, step, size);
 
 class HistoryError(CommstackError):
     """A history file that is not ours, of another schema version, or a query it cannot answer."""
+
+
+class HistoryFullError(HistoryError):
+    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
+
+    exit_status = FileWriteError.exit_status
+
+
+#: sqlite's result code for "database or disk is full" (the low byte of an extended code)
+SQLITE_FULL = 13
+
+
+def _db_error(path: Path, e: sqlite3.DatabaseError, damaged: str) -> HistoryError:
+    """A sqlite error as a named one: a full file system says so; anything else is the history `damaged`."""
+    if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == SQLITE_FULL:
+        return HistoryFullError(f"{path}: the file system is full ({e}); the history is as it was")
+    return HistoryError(damaged)
 
 
 def default_path(results_root: Path) -> Path:
@@ -83,7 +100,10 @@ def connect(path: Path) -> sqlite3.Connection:
         regular_or_missing(path)
     except UnsafePathError as e:
         raise HistoryError(f"{e}; the history is kept only in a regular file") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        checked_parent(path)
+    except OSError as e:
+        raise FileWriteError.of(path.parent, e) from e
     db = None
     try:
         db = sqlite3.connect(path, timeout=30)
@@ -103,7 +123,7 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as e:
         if db is not None:
             db.close()
-        raise HistoryError(f"{path}: not a commstack history, or damaged ({e})") from None
+        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})") from None
     except HistoryError:
         db.close()
         raise
@@ -130,7 +150,7 @@ def add_run(run_dir: Path, path: Path | None = None) -> int:
         with db:  # one transaction: a run is in the history whole or not at all
             _store(db, run_dir, records)
     except sqlite3.DatabaseError as e:
-        raise HistoryError(f"{path}: cannot add {run_dir}: damaged history ({e})") from None
+        raise _db_error(path, e, f"{path}: cannot add {run_dir}: damaged history ({e})") from None
     finally:
         db.close()
     return len(records)
@@ -155,8 +175,10 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
     """Every run under `root` (a run directory, or a directory of runs) into the history."""
     root = Path(root)
-    if not root.is_dir():
-        raise HistoryError(f"{root}: no such results directory")
+    try:
+        os.close(results_dir(root))  # ours, under parents nobody else can change
+    except UnsafePathError as e:
+        raise HistoryError(str(e)) from None
     runs = [root] if (root / "steps").is_dir() else sorted(
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
     if not runs:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from commstack.errors import SlurmUnavailableError
-from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
+from commstack.files import UnsafePathError, private_dir, private_path, write_atomic
 from commstack.slurm import namespaces
 
 CONF_MARK = "# written by commstack localslurm"
@@ -61,16 +61,12 @@ def free_ports(count: int) -> list[int]:
 
 
 def private_tree(path: Path) -> Path:
-    """`path` as a private directory under parents nobody else can change; a missing commstack state
-    home above it is made private too."""
+    """`path` as a private directory under parents nobody else can change, checked from / down before any
+    part of it is made (files.private_path); a commstack state home above it is private too."""
     home = state_home()
     if path.parent == home:
-        home.parent.mkdir(parents=True, exist_ok=True)
-        private_dir(home)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    safe_parents(path)
-    return private_dir(path)
+        private_path(home)
+    return private_path(path)
 
 
 def conf_path(root: Path) -> Path:
