@@ -248,7 +248,7 @@ def trend_table(points: list[Point]) -> str:
 def plot(points: list[Point], fmt: str = "png") -> bytes:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
     image in `fmt` (a matplotlib format: png, svg, pdf)."""
-    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
+    from commstack.results.report import Figure, mpl_text, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
@@ -261,11 +261,11 @@ def plot(points: list[Point], fmt: str = "png") -> bytes:
         xs = [p.started or i for i, p in enumerate(pts)]
         factor = shown(pts[0].metric)[2]
         ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
-                     for x, p in zip(xs, pts)], [p.median * factor for p in pts],
-                    yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=f"{step} {size} B")
-    ax.set_ylabel(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points})))
+                     for x, p in zip(xs, pts)], [math.nan if p.median is None else p.median * factor for p in pts],
+                    yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=mpl_text(f"{step} {size} B"))
+    ax.set_ylabel(mpl_text(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points}))))
     ax.set_xlabel("run")
-    ax.set_title(", ".join(sorted({p.system for p in points})))
+    ax.set_title(mpl_text(", ".join(sorted({p.system for p in points}))))
     ax.legend(fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()

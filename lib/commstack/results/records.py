@@ -77,11 +77,10 @@ class Record(BaseModel):
                 if type(size) is not int or not 0 <= size <= MAX_MESSAGE:
                     raise ValueError(f"repeats.{i}.{j}.size: {'no size' if size is None else repr(size)[:40]}; "
                                      f"a row's size is a byte count, 0 to {MAX_MESSAGE}")
-                if self.metric not in row or value is not None and (
-                        type(value) not in (int, float) or not math.isfinite(value)):
+                if self.metric not in row or value is not None and type(value) not in (int, float):
                     got = repr(value)[:40] if self.metric in row else f"no {self.metric}"
-                    raise ValueError(f"repeats.{i}.{j}.{self.metric}: {got}; the judged figure is a finite number "
-                                     "(null where it was not finite)")
+                    raise ValueError(f"repeats.{i}.{j}.{self.metric}: {got}; the judged figure is a number (null "
+                                     "where it was not finite)")
         return self
 
     @property
@@ -110,8 +109,10 @@ class Record(BaseModel):
         by_size: dict[int, list[float]] = {}
         for rows in self.repeats:
             for row in rows:
-                value = row.get(self.metric)  # JSON has no NaN: a non-finite value comes back as null
-                by_size.setdefault(row["size"], []).append(float("nan") if value is None else float(value))
+                # a non-finite value is written as null (and Infinity in a file read as one): NaN, never drawn
+                value = row.get(self.metric)
+                finite = value is not None and math.isfinite(value)
+                by_size.setdefault(row["size"], []).append(float(value) if finite else float("nan"))
         return dict(sorted(by_size.items()))
 
     def medians(self) -> dict[int, tuple[float, float, int]]:

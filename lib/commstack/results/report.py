@@ -68,7 +68,7 @@ def _h(text: object, keep: str = "") -> str:
     return html.escape(printable(str(text), keep))
 
 
-def _plain(text: object) -> str:
+def mpl_text(text: object) -> str:
     """`text` for a matplotlib label or title: controls escaped, and no `$` that would start mathtext."""
     return printable(str(text)).replace("$", r"\$")
 
@@ -97,7 +97,7 @@ def shown(metric: str) -> tuple[str, str, float]:
 
 def _title(records: list[Record], what: str, date: str) -> str:
     r = records[0]
-    return _plain(f"{what} — system {r.system}, suite {r.suite}, {date}")
+    return mpl_text(f"{what} — system {r.system}, suite {r.suite}, {date}")
 
 
 def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
@@ -122,7 +122,7 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
             ys = [ref.points[x] * factor for x in xs]
             lo, hi = (ref.lower, ref.upper) if METRICS[first.metric].higher_is_better else (-ref.upper, -ref.lower)
             ax.errorbar(xs, ys, yerr=[[-y * lo for y in ys], [y * hi for y in ys]], fmt="D", ms=5, capsize=4,
-                        color="black", label=_plain(f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})"))
+                        color="black", label=mpl_text(f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})"))
     known = benchmarks.BENCHMARKS.get(first.benchmark)  # a record's benchmark is shown, whatever it names
     limit = known.line_rate_factor if known else None
     if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
@@ -156,7 +156,7 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
                 means = {s: v for s, v in r.means().items() if math.isfinite(v[0]) and v[0] > 0}
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
                             yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
-                            label=_plain(environment))
+                            label=mpl_text(environment))
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
         ax.set_yscale("log")
@@ -179,7 +179,7 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
                              if r.tags["environment"] == environment and size in r.means()
                              and math.isfinite(r.means()[size][0]) and r.means()[size][0] > 0)
                 ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
-                            marker="o", ms=4, capsize=3, label=_plain(environment))
+                            marker="o", ms=4, capsize=3, label=mpl_text(environment))
             ax.set_xscale("log", base=2)
             ax.set_xticks(counts, [str(n) for n in counts])
             ax.set_xlabel("nodes")
