@@ -137,9 +137,9 @@ def test_a_swap_during_report_by_another_user_writes_nothing_outside(shared, oth
             for run, owner in ((theirs, f"results directory {theirs} belongs to uid {uid}, not to you (uid 0)"),
                                (ours, f"{ours}: its parent {below} belongs to uid {uid}")):
                 proc = commstack("report", str(run))
+                assert os.listdir(target) == [], proc.stdout  # main: index.html, report.md, osu_bw-host.png
                 assert proc.returncode == 2, proc.stdout + proc.stderr
                 assert owner in proc.stderr and "Traceback" not in proc.stderr
-                assert os.listdir(target) == []
     finally:
         loop.kill()
         loop.wait()
@@ -259,9 +259,9 @@ def test_a_symlinked_parent_of_results_makes_nothing_outside(shared, other_user)
     os.lchown(home / "res", uid, gid)
     results = home / "res" / "x" / "run1"
     proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(results))
+    assert os.listdir(etc) == [] and os.listdir(home) == ["res"]  # main: etc/x, made by root
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{results}: its parent {home} belongs to uid {uid}" in proc.stderr
-    assert os.listdir(etc) == [] and os.listdir(home) == ["res"]
     os.chown(home, 0, 0)  # the home is root's now: the other user's symlink itself is refused
     proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(results))
     assert proc.returncode == 2 and f"{results}: its parent {home / 'res'} belongs to uid {uid}" in proc.stderr
