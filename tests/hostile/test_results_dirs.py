@@ -21,7 +21,7 @@ import pytest
 from commstack.files import own_dir
 from commstack.paths import TOP
 from commstack.results.records import Plan, Record
-from test_hostile_inputs_without_slurm import ESCAPES, a_run, commstack, raw_controls, record_json
+from test_hostile_inputs_without_slurm import ESCAPES, a_run, commstack, mount_tmpfs, raw_controls, record_json
 
 pytestmark = pytest.mark.hostile
 
@@ -49,6 +49,15 @@ def other_user():
     yield user.pw_uid, user.pw_gid
     if made:
         subprocess.run(["userdel", OTHER], check=True)
+
+
+@pytest.fixture
+def other_home(shared, other_user) -> Path:
+    """A home directory of the other user's, as /home/other is."""
+    home = shared / "home" / "other"
+    home.mkdir(parents=True)
+    os.chown(home, *other_user)
+    return home
 
 
 @pytest.fixture
@@ -217,6 +226,24 @@ def test_markup_and_controls_in_every_record_field_are_text_in_the_report(tmp_pa
     assert not any(name.startswith("on") for _, attrs in rendered.tags for name in attrs)
 
 
+def test_markup_and_controls_in_every_record_field_reach_no_terminal_raw(tmp_path):
+    """issue 32 item 3 (terminal): `export --format perflog --output -` printed a record's benchmark and node
+    names with their escape sequences raw. Every command that prints a record's fields shows them escaped."""
+    run = tmp_path / "run"
+    hostile_record(run)
+    db = tmp_path / "h.sqlite"
+    for argv in (*(["export", str(run), "--format", fmt, "--output", "-"] for fmt in ("perflog", "jsonl", "bmf",
+                                                                                       "elastic")),
+                 ["compare", str(run), str(run)], ["history", "import", str(run), "--history", str(db)],
+                 ["history", "--history", str(db)]):
+        proc = commstack(*argv)
+        assert proc.returncode in (0, 1), (argv, proc.stderr)
+        assert not raw_controls(proc.stdout + proc.stderr), argv
+        assert "Traceback" not in proc.stderr
+    perflog = commstack("export", str(run), "--format", "perflog", "--output", "-").stdout
+    assert "\\x1b]0;PWNED\\x07" in perflog
+
+
 @pytest.mark.parametrize("field", ["suite", "system", "step", "metric", "unit", "verdict", "validated"])
 def test_markup_in_a_record_field_with_a_schema_is_refused_by_name(tmp_path, field):
     """The fields whose schema is a name or a choice take no markup: the record is refused, exit 2."""
@@ -245,14 +272,12 @@ def test_a_step_name_with_mathtext_in_the_history_is_plotted_as_text(tmp_path):
 
 # ------------------------------------------------------------ 4: symlinked parents, nothing made outside
 
-def test_a_symlinked_parent_of_results_makes_nothing_outside(shared, other_user):
+def test_a_symlinked_parent_of_results_makes_nothing_outside(shared, other_user, other_home):
     """issue 32 item 4: `--results /home/other/res/x/run1` with `res -> /etc` (the other user's symlink) was
     refused, but /etc/x existed afterwards, made by root. The path is checked from / down before any part is
     made: refused, and nothing made in the target."""
     uid, gid = other_user
-    home = shared / "home" / "other"
-    home.mkdir(parents=True)
-    os.chown(home, uid, gid)
+    home = other_home
     etc = shared / "etc"
     etc.mkdir()
     (home / "res").symlink_to(etc)
@@ -268,14 +293,12 @@ def test_a_symlinked_parent_of_results_makes_nothing_outside(shared, other_user)
     assert os.listdir(etc) == []
 
 
-def test_a_state_directory_under_another_users_home_makes_nothing(shared, other_user):
+def test_a_state_directory_under_another_users_home_makes_nothing(shared, other_user, other_home):
     """issue 32 item 4: the state directory under `sudo -E` (HOME of another user): mkdir(parents=True) made
     ~/.local/state/commstack as root before the check, through a `.local` symlink of that user's. Nothing
     is made now, neither in the home nor in the symlink's target."""
     uid, gid = other_user
-    home = shared / "home" / "other"
-    home.mkdir(parents=True)
-    os.chown(home, uid, gid)
+    home = other_home
     elsewhere = shared / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "COMMSTACK_SLURM_DIR")}
@@ -320,12 +343,7 @@ def test_standard_output_on_a_full_device_is_a_named_error(tmp_path):
 @pytest.fixture
 def full_fs(tmp_path):
     """A 64 KiB tmpfs, root's and 0755, filled up by the test (root only)."""
-    d = tmp_path / "small"
-    d.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(d)],
-                           capture_output=True, text=True)
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
+    d = mount_tmpfs(tmp_path / "small", "size=64k,mode=0755")
     yield d
     subprocess.run(["umount", str(d)], check=True)
 
