@@ -93,7 +93,8 @@ def regular_or_missing(path: Path) -> None:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISREG, "a regular file")):
         if test(mode):
             return name
     return "not a regular file"
