@@ -1,7 +1,8 @@
 """Every file commstack writes goes through here: atomically (a temporary file in the same
 directory, fsync, rename), never through a symlink nor over something that is not a regular file, and
 private where it holds state or secrets. Every input file is read through here too: refused, before a
-byte is read, when it is not a regular file or is larger than its limit (a FIFO, /dev/zero)."""
+byte is read, when it is not a regular file or is larger than its limit (a FIFO, /dev/zero). Directories for
+results and state are walked from / down before any part of them is made (walk_dir)."""
 
 from __future__ import annotations
 
@@ -370,15 +371,3 @@ def inside_name(name: str) -> str:
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise UnsafePathError(f"{name!r} is not a plain file name; a path built from it would leave its directory")
     return name
-
-
-def sync_tree(directory: Path) -> None:
-    """fsync every file under `directory` and the directories themselves, before it is swapped in."""
-    for root, _, names in os.walk(directory):
-        for name in names:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))
