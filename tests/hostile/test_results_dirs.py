@@ -315,11 +315,16 @@ def test_a_state_directory_under_another_users_home_makes_nothing(shared, other_
 
 # ---------------------------------------------------------------------- 11: named errors, not tracebacks
 
-def test_parse_of_a_directory_is_a_named_error(tmp_path):
-    """issue 32 item 11: `parse DIR` was an IsADirectoryError traceback, exit 1."""
-    proc = commstack("parse", str(tmp_path))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"{tmp_path}: is a directory, not a regular file" in proc.stderr
+def test_a_directory_where_an_input_file_belongs_is_a_named_error(tmp_path):
+    """issue 32 item 11: `parse DIR` was an IsADirectoryError traceback, exit 1 (files.open_bounded opened the
+    directory before it looked at it). `parse DIR` now reads a directory of job logs; a directory where a
+    record belongs is the same error through `report`: named, exit 2."""
+    run = a_run(tmp_path)
+    record_json(run).unlink()
+    record_json(run).mkdir()
+    proc = commstack("report", str(run))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{record_json(run)}: is a directory, not a regular file" in proc.stderr
 
 
 def test_standard_output_on_a_full_device_is_a_named_error(tmp_path):
