@@ -232,9 +232,8 @@ def test_markup_and_controls_in_every_record_field_reach_no_terminal_raw(tmp_pat
     run = tmp_path / "run"
     hostile_record(run)
     db = tmp_path / "h.sqlite"
-    for argv in (*(["export", str(run), "--format", fmt, "--output", "-"] for fmt in ("perflog", "jsonl", "bmf",
-                                                                                       "elastic")),
-                 ["compare", str(run), str(run)], ["history", "import", str(run), "--history", str(db)],
+    exports = (["export", str(run), "--format", fmt, "--output", "-"] for fmt in ("perflog", "jsonl", "bmf", "elastic"))
+    for argv in (*exports, ["compare", str(run), str(run)], ["history", "import", str(run), "--history", str(db)],
                  ["history", "--history", str(db)]):
         proc = commstack(*argv)
         assert proc.returncode in (0, 1), (argv, proc.stderr)
