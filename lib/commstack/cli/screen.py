@@ -55,7 +55,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     if args.json:
         print((run_dir / "screen.json").read_text(), end="")
     else:
-        for line in output.node_lines(f) + output.summary(f, outcome.not_run):
+        for line in output.node_lines(f) + output.summary(f, outcome.not_run) + output.group_lines(outcome.records):
             print(printable(line))
         print(f"screen: {len(outcome.records)} steps on {len(outcome.nodes)} nodes in {outcome.wall_s:.0f} s; "
               f"report {outcome.report}")

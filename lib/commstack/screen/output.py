@@ -16,7 +16,7 @@ from commstack.benchmarks import METRICS
 from commstack.files import make_dirs, write_atomic
 from commstack.results.records import Record
 from commstack.screen.matching import pair
-from commstack.screen.verdict import Findings, check_of
+from commstack.screen.verdict import Findings, check_of, figure, headline
 
 
 def node_lines(f: Findings) -> list[str]:
@@ -32,6 +32,18 @@ def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
         out.append(f"suspect pairs (one bad measurement, not called bad): "
                    f"{', '.join(f'{a}-{b}' for a, b in f.suspect_pairs)}")
     out += [f"{phase}: not run: {why}" for phase, why in not_run.items()]
+    return out
+
+
+def group_lines(records: list[Record]) -> list[str]:
+    """Per leaf switch, its group check's headline figure (or why it has none): switches side by side."""
+    out = []
+    for r in records:
+        phase = r.tags.get("screen_phase", "")
+        if phase.startswith("switch "):
+            size = headline(r)
+            what = r.reason if size is None or r.verdict == "fail" else figure(r, size, r.medians()[size][0])
+            out.append(f"{phase} ({', '.join(r.nodelist)}): {what}")
     return out
 
 
@@ -60,7 +72,7 @@ def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> 
         medians, higher = r.medians(), METRICS[r.metric].higher_is_better
         ratio = 0.0
         if medians and r.verdict != "fail":
-            size = max(medians) if higher else min(medians)
+            size = headline(r)
             med = f.peers.stats.get((check, size), (None,))[0]
             value = medians[size][0]
             ratio = (value / med if higher else med / value) if med and value > 0 else math.nan

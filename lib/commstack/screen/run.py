@@ -134,11 +134,11 @@ class Screen:
             out.append(s)
         return out, paths
 
-    def phase(self, ctx: Context, name: str, placed: list[Placed]) -> list[Record]:
+    def phase(self, ctx: Context, name: str, placed: list[Placed], at_once: int | None = None) -> list[Record]:
         t0 = time.monotonic()
         try:
-            recs = run_all(ctx, placed, name, self.max_steps, self.progress, len(self.records),
-                           lambda: self.interrupted_by)
+            recs = run_all(ctx, placed, name, min(self.max_steps, at_once or self.max_steps), self.progress,
+                           len(self.records), lambda: self.interrupted_by)
         except KeyboardInterrupt as e:
             self.records += getattr(e, "partial", [])
             raise
@@ -167,7 +167,7 @@ class Screen:
             if why:
                 self.not_run["facts"] = why
             if node_checks:
-                self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts))
+                self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts), self.screen.per_node_at_once)
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:

@@ -67,6 +67,8 @@ class ScreenFile(Strict):
     groups: GroupPhase | None = None
     rule: Rule = Rule()
     max_steps: Annotated[int, Field(ge=1, le=100000)] = 256   # srun steps at once (Slurm's MaxStepCount bounds it)
+    #: one-node checks at once (default: max_steps): fewer where the "nodes" share cores (the local namespaces)
+    per_node_at_once: Annotated[int, Field(ge=1)] | None = None
     path: Path | None = None
 
     @field_validator("per_node")

@@ -1,7 +1,8 @@
 """Who is at fault. Every figure of a check is held against the system's references (the judge's verdict on
 its record: degraded, fail) and against the allocation's own peers: per check and size, the median of every
 measurement of that check and the median absolute deviation (MAD) around it. A figure is slow when it is worse
-than the peers' median by more than the rule's fraction (`slower_by`: bandwidths below (1-f)·median, times
+than the peers' median, at its headline size (the largest of a rate, the smallest of a time), by more than the
+rule's fraction (`slower_by`: bandwidths below (1-f)·median, times
 above median/(1-f)) and by more than `mads` MADs.
 
 - a node slow (or failing) with every partner it met, at least two, is a bad node;
@@ -48,15 +49,27 @@ class Peers:
 
     def slow(self, r: Record, rule: Rule) -> str | None:
         """The first slow figure of `r`, as a person reads it, or None."""
+        size = headline(r)
+        if size is None:
+            return None
+        value = r.medians()[size][0]
+        med, mad, n = self.stats.get((check_of(r), size), (None, 0.0, 0))
+        if med is None or n < 3 or med <= 0:  # fewer than 3 figures: no majority to hold it against
+            return None
         higher = METRICS[r.metric].higher_is_better
-        for size, (value, _, _) in sorted(r.medians().items()):
-            med, mad, n = self.stats.get((check_of(r), size), (None, 0.0, 0))
-            if med is None or n < 3 or med <= 0:  # fewer than 3 figures: no majority to hold it against
-                continue
-            worse = value < med * (1 - rule.slower_by) if higher else value > med / (1 - rule.slower_by)
-            if worse and abs(value - med) > rule.mads * mad:
-                return f"{figure(r, size, value)} vs {figure(r, size, med, bare=True)} peer median"
+        worse = value < med * (1 - rule.slower_by) if higher else value > med / (1 - rule.slower_by)
+        if worse and abs(value - med) > rule.mads * mad:
+            return f"{figure(r, size, value)} vs {figure(r, size, med, bare=True)} peer median"
         return None
+
+
+def headline(r: Record) -> int | None:
+    """The size a check is judged at: the largest of a rate, the smallest of a time (a sweep's small sizes
+    of a rate, and large ones of a time, say more about the host than about the link)."""
+    medians = r.medians()
+    if not medians:
+        return None
+    return max(medians) if METRICS[r.metric].higher_is_better else min(medians)
 
 
 def check_of(r: Record) -> str:
@@ -90,7 +103,9 @@ class NodeVerdict:
     slow_with: list[str] = field(default_factory=list)
 
     def line(self, width: int) -> str:
-        return f"{self.node:<{width}}  {self.status}" + (f": {self.reason}" if self.reason else "")
+        """`node3  ok`, `node5  slow: osu_bw ...`: a bad node's reason says how it is bad."""
+        head = self.reason if self.status == "bad" else self.status + (f": {self.reason}" if self.reason else "")
+        return f"{self.node:<{width}}  {head}"
 
 
 @dataclass
@@ -137,10 +152,11 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         every = len(partners) >= 2 and len(slow_with) == len(partners)
         v = NodeVerdict(n, "ok", "", partners, slow_with)
         evidence = len(whys) * every + len(own_bad)
-        if own_bad and evidence >= rule.evidence:
-            v.status, v.reason = "bad", f"{own_bad[0][1]}" + (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
-        elif every and evidence >= rule.evidence:
+        if every and evidence >= rule.evidence:
             v.status, v.reason = "bad", f"slow: {whys[0]} ({len(slow_with)} of {len(partners)} partners)"
+        elif own_bad and evidence >= rule.evidence:
+            v.status, v.reason = "bad", f"fails on its own: {own_bad[0][1]}" + \
+                (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
         elif every or own_bad:
             v.status = "suspect"
             v.reason = (own_bad[0][1] if own_bad else f"{whys[0]} ({len(slow_with)} of {len(partners)} partners)") + \
@@ -167,5 +183,7 @@ def suspects(f: Findings) -> list[str]:
 
 
 def good(f: Findings) -> list[str]:
-    """Nodes with no bad measurement at all, the partners a confirmation round takes."""
-    return [n for n, v in f.nodes.items() if v.status == "ok" and not v.slow_with and v.partners]
+    """The partners a confirmation round takes: nodes fine with every partner first, then those fine with some."""
+    clean = [n for n, v in f.nodes.items() if v.status != "bad" and v.partners and not v.slow_with]
+    some = [n for n, v in f.nodes.items() if v.status != "bad" and 0 < len(v.slow_with) < len(v.partners)]
+    return clean + some

@@ -44,6 +44,8 @@ class LocalSlurm:
     ctld_port: int | None = None
     slurmd_port: int | None = None
     nodes: int = 1
+    #: leaf switches of its topology.conf (topology/tree), the nodes split evenly in order; 0: no topology
+    leaf_switches: int = 0
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).absolute()
@@ -63,7 +65,7 @@ class LocalSlurm:
         return (int(found["SlurmctldPort"]), int(found["SlurmdPort"])) if len(found) == 2 else None
 
     @classmethod
-    def multinode(cls, nodes: int | None = None) -> "LocalSlurm":
+    def multinode(cls, nodes: int | None = None, leaf_switches: int = 0) -> "LocalSlurm":
         """Its own directory and ports, so it runs beside the single-node cluster.
         nodes=None: as many as the existing slurm.conf names (stop, status), else 2."""
         root = config.multinode_dir()
@@ -72,7 +74,7 @@ class LocalSlurm:
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
-        return cls(root, nodes=nodes)
+        return cls(root, nodes=nodes, leaf_switches=leaf_switches)
 
     @classmethod
     def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
@@ -211,7 +213,7 @@ class LocalSlurm:
     def _launch(self) -> None:
         if self._choose_ports:  # for this life of the cluster; its slurm.conf records them
             self.ctld_port, self.slurmd_port = config.free_ports(2)
-        config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port)
+        config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port, self.leaf_switches)
         if self.nodes > 1:
             try:
                 namespaces.up(self.node_names)
