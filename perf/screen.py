@@ -111,8 +111,8 @@ def main() -> int:
         doc = {"measured": f"perf/screen.py on {n} local namespace nodes, {os.cpu_count()} cores, "
                            f"{datetime.now(timezone.utc):%Y-%m-%d}",
                "step_s": round(step_s, 2), "steps_per_s": round(rate, 1)}
-        (TOP / "perf" / "screen-costs.yaml").write_text(
-            "# per-step costs `commstack screen --plan` reads; written by perf/screen.py --record\n" + yaml.safe_dump(doc))
+        head = "# per-step costs `commstack screen --plan` reads; written by perf/screen.py --record\n"
+        (TOP / "perf" / "screen-costs.yaml").write_text(head + yaml.safe_dump(doc))
         print(f"recorded {doc} in perf/screen-costs.yaml")
     return 0
 

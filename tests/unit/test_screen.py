@@ -137,8 +137,8 @@ def test_report_has_a_heatmap_per_pair_check_and_the_node_table(tmp_path):
     rs = records("degraded")
     doc = {"run_id": "x", "system": "local-multinode", "screen": "local", "wall_s": 1.0, "exit": 1}
     page = output.write(tmp_path, doc, NODES, f, rs, {})
-    assert sorted(p.name for p in (tmp_path / "report").glob("*.png")) == ["heatmap-fi_pingpong.png",
-                                                                          "heatmap-osu_bw.png"]
+    pngs = sorted(p.name for p in (tmp_path / "report").glob("*.png"))
+    assert pngs == ["heatmap-fi_pingpong.png", "heatmap-osu_bw.png"]
     assert (tmp_path / "report" / "heatmap-osu_bw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = page.read_text()
     assert "<tr class='bad'><td>node3</td>" in html and "<b>node2–node7</b>" in html

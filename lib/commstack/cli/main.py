@@ -16,8 +16,9 @@
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
 2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
-file system); screen: 0 no node or pair bad, 1 some are; 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). Whatever input put in
-what they print (names, reasons, errors) is shown with its control characters escaped.
+file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). screen: 0 no node and no
+pair bad, 1 some are, 2 bad input, 130 and 128+N as above. Whatever input put in what they print (names,
+reasons, errors) is shown with its control characters escaped.
 """
 
 from __future__ import annotations

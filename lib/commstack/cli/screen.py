@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
 from commstack.paths import TOP
-from commstack.pytest_plugin import CtrlC, interruption
+from commstack.pytest_plugin import CtrlC
 from commstack.run.runner import EXIT_INTERRUPTED, Binaries, given_run_dir, new_run_dir
 from commstack.screen import output
 from commstack.screen.plan import plan
@@ -42,12 +41,12 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     binaries = Binaries(osu_prefix=args.osu_prefix, build_dir=run_dir / "build", build=False)
     progress = Progress(0, sys.stderr)
     s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps, progress)
-    ctrl = CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True))
+    # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.interrupted_by);
+    # later ones wait for the clean-up
+    ctrl = CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s)
     ctrl.install()
     try:
-        outcome = s.run() if not ctrl.pressed else None
-        if ctrl.signum is not None:
-            s.interrupted_by = interruption(ctrl.signum)
+        outcome = s.run()
         s.write(outcome, Path(args.history) if args.history else None)
     finally:
         ctrl.restore()
@@ -63,7 +62,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
         for argv in output.drain_lines(f):
             print(output.shell_line(argv))
             if args.apply:
-                done = client(argv, dict(os.environ))
+                done = client(argv, s.slurm_variables or dict(os.environ))
                 if done.returncode != 0:
                     print(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}", file=sys.stderr)
     if outcome.interrupted:

@@ -79,10 +79,6 @@ def probe_binary(ctx: Context, checks: list[SuiteStep]) -> str:
     return shutil.which("true") or "true"
 
 
-def one_node(system: System) -> System:
-    return system.model_copy(update={"nodes": 1})
-
-
 def sized(system: System, nodes: int) -> System:
     """The system as one placement sees it: `nodes` nodes (a pair: 2; a leaf switch: its size)."""
     return system.model_copy(update={"nodes": nodes})

@@ -149,8 +149,8 @@ def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[s
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>commstack screen {e(screen['run_id'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} tr.bad td{{background:#f4b6b6;font-weight:bold}}
-tr.suspect td{{background:#fbe7b0}} tr.down td,tr.not-run td{{background:#ddd}} figure{{display:inline-block;margin:0 1em}}
-img{{max-width:640px}}</style></head><body>
+tr.suspect td{{background:#fbe7b0}} tr.down td,tr.not-run td{{background:#ddd}}
+figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head><body>
 <h1>commstack screen: {e(screen['system'])}, {len(f.nodes)} nodes</h1>
 <p>screen {e(screen['screen'])}, run {e(screen['run_id'])}, {screen['wall_s']:.0f} s, exit {screen['exit']}</p>
 <h2>Bad nodes: {e(', '.join(f.bad_nodes) or 'none')}</h2>

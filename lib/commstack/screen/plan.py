@@ -108,4 +108,3 @@ def plan(screen: ScreenFile, system: System, n: int, max_steps: int | None = Non
     rows.append(["total", "", str(total_steps), "", f"{total_s:.0f}"])
     return rows, (f"per step {c.step_s:.2f} s fixed, {c.steps_per_s:.1f} steps/s started ({c.measured}); "
                   f"benchmark times at {source}")
-

@@ -57,8 +57,8 @@ class Context:
 
 def measure(ctx: Context, p: Placed, index: int) -> Record:
     """One placed check, launched, parsed and judged; its record written. Never raises a CommstackError."""
-    s = dataclasses.replace(p.check, id=p.name, tags={**p.check.tags, "screen_phase": p.phase,
-                                                       "screen_round": p.round, "screen_check": p.check.id})
+    tags = {**p.check.tags, "screen_phase": p.phase, "screen_round": p.round, "screen_check": p.check.id}
+    s = dataclasses.replace(p.check, id=p.name, tags=tags)
     record = new_record(ctx.run_id, index, s, ctx.system, p.not_run)
     record.nodelist = list(p.hosts)
     if p.not_run or s.not_run:

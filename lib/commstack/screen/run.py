@@ -76,7 +76,8 @@ class Screen:
         self.not_run: dict[str, str] = {}
         self.down: dict[str, str] = {}
         self.phases_s: dict[str, float] = {}
-        self.interrupted_by = "Ctrl-C"
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (cli.screen's CtrlC sets it)
+        self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
     # ---- Slurm and the allocation
 
@@ -153,7 +154,8 @@ class Screen:
         facts: dict[str, dict] = {}
         interrupted = False
         try:
-            launcher, up = self.allocate(self.variables())
+            self.slurm_variables = self.variables()
+            launcher, up = self.allocate(self.slurm_variables)
             self.progress.total = len(up)
             node_checks, paths = self.checks(self.screen.per_node, 1, "per-node") if self.screen.per_node else ([], {})
             pair_checks, pair_paths = self.checks(self.screen.pairs.checks, 2, "pairs") if self.screen.pairs \
@@ -199,7 +201,9 @@ class Screen:
     def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
         """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
         out = client(["scontrol", "show", "topology"], launcher.variables)
-        expand_hosts = lambda hl: client(["scontrol", "show", "hostnames", hl], launcher.variables).stdout.split()  # noqa: E731
+
+        def expand_hosts(hostlist: str) -> list[str]:
+            return client(["scontrol", "show", "hostnames", hostlist], launcher.variables).stdout.split()
         try:
             leaves = matching.leaf_switches(out.stdout if out.returncode == 0 else "", expand_hosts)
         except ValueError as e:

@@ -134,8 +134,8 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         why = why_bad(r, peers, rule)
         if why and r.nodelist:
             layer = layer_of(r)
-            own.setdefault(r.nodelist[0], []).append((LAYERS.index(layer) if layer else len(LAYERS),
-                                                       f"{why} ({NAMES.get(layer, 'its layer')})"))
+            rank = LAYERS.index(layer) if layer else len(LAYERS)
+            own.setdefault(r.nodelist[0], []).append((rank, f"{why} ({NAMES.get(layer, 'its layer')})"))
     for node, problem in facts_problems.items():
         own.setdefault(node, []).append((0, f"facts: {problem} (the fabric)"))
     out: dict[str, NodeVerdict] = {}
