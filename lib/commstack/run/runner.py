@@ -210,6 +210,24 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
         record.detail += f"\n  stack: {problem}"
 
 
+def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int | None, off: str,
+               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, str]:
+    """The Slurm `--slurm MODE` gives `system`: the site's (this environment), or the embedded cluster (of `nodes`
+    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back.
+    `off`: what to do instead, when Slurm is off."""
+    which = choose_slurm(system, mode)
+    if which == "off":
+        raise SlurmUnavailableError(f"Slurm is off (--slurm off); {off}")
+    if which == "site":
+        return dict(os.environ)
+    cluster = LocalSlurm.for_system(system, nodes)
+    cluster.check_state()  # a state directory someone else prepared: nothing to stop either
+    cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+    with timed():
+        cluster.start()
+    return cluster.variables
+
+
 class Run:
     """One run of suite steps on a system: its results directory, Slurm, allocation and records."""
 
@@ -262,17 +280,8 @@ class Run:
         return self._variables
 
     def _start_slurm(self) -> dict[str, str]:
-        which = choose_slurm(self.system.name, self.slurm_mode)
-        if which == "off":
-            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
-        if which == "site":
-            return dict(os.environ)
-        cluster = LocalSlurm.for_system(self.system.name, self.system.nodes)
-        cluster.check_state()  # a state directory someone else prepared: nothing to stop either
-        self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-        with self.phase("slurm start"):
-            cluster.start()
-        return cluster.variables
+        return take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
+                          "use --launcher mpirun to run without it", lambda: self.phase("slurm start"))
 
     def launcher(self) -> Launcher:
         if self._launcher is None:

@@ -6,7 +6,6 @@ steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verd
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +16,12 @@ from commstack.results import history
 from commstack.results.records import Record
 from commstack.results.references import references_of
 from commstack.run.launch import Allocation, Launcher
-from commstack.run.runner import Binaries
+from commstack.run.runner import Binaries, take_slurm
 from commstack.run.steps import SuiteStep, expand
 from commstack.screen import matching, nodes as node_phase, output, verdict
 from commstack.screen.pool import Context, Placed, Progress, run_all
 from commstack.screen.spec import ScreenFile
-from commstack.slurm.clients import choose_slurm, client
-from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.clients import client
 
 #: node states (sinfo %T, less its flags) a screen leaves out, reported
 UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "maint", "future", "reserved",
@@ -82,17 +80,9 @@ class Screen:
     # ---- Slurm and the allocation
 
     def variables(self) -> dict[str, str]:
-        which = choose_slurm(self.system.name, self.slurm)
-        if which == "off":
-            raise SlurmUnavailableError("Slurm is off (--slurm off): a screen runs srun steps")
-        if which == "site":
-            return dict(os.environ)
-        cluster = LocalSlurm.multinode(self.cluster_nodes or None) if self.system.name == "local-multinode" \
-            else LocalSlurm()
-        cluster.check_state()
-        self.cleanup.callback(cluster.stop)
-        cluster.start()
-        return cluster.variables
+        """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
+        return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
+                          "a screen runs srun steps")
 
     def allocate(self, variables: dict[str, str]) -> tuple[Launcher, list[str]]:
         """The allocation's usable nodes and a launcher in it; the others are self.down, with the reason."""

@@ -11,8 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
-from commstack.config import SafeName, StepSpec, Strict, Text, load
-from commstack.errors import ConfigError
+from commstack.config import SafeName, StepSpec, Strict, Text, load_named
 from commstack.paths import TOP
 
 SCREENS = TOP / "screens"
@@ -80,15 +79,6 @@ class ScreenFile(Strict):
         return v
 
 
-def known_screens() -> list[str]:
-    return sorted(p.stem for p in SCREENS.glob("*.yaml"))
-
-
 def load_screen(name_or_path: str | Path) -> ScreenFile:
     """`local` (screens/local.yaml) or a path to a screen file."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = SCREENS / f"{name_or_path}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown screen {str(name_or_path)!r}; known: {', '.join(known_screens())}")
-    return load(ScreenFile, path).model_copy(update={"path": path})
+    return load_named(ScreenFile, SCREENS, name_or_path, "screen")

@@ -77,7 +77,7 @@ class LocalSlurm:
         return cls(root, nodes=nodes, leaf_switches=leaf_switches)
 
     @classmethod
-    def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
+    def for_system(cls, system: str, nodes: int | None) -> "LocalSlurm":
         """The embedded cluster a local system runs on."""
         return cls.multinode(nodes) if system == "local-multinode" else cls()
 
