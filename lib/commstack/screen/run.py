@@ -159,7 +159,9 @@ class Screen:
             if why:
                 self.not_run["facts"] = why
             if node_checks:
-                self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts), self.screen.per_node_at_once)
+                recs = self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts),
+                                  self.screen.per_node_at_once)
+                self.skipped(recs)
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:
@@ -171,6 +173,15 @@ class Screen:
         findings = self.findings(up, facts)
         return Outcome(up + list(self.down), findings, self.not_run, self.records, interrupted=interrupted,
                        wall_s=time.monotonic() - t0, phases_s=self.phases_s)
+
+    def skipped(self, recs: list[Record]) -> None:
+        """Checks not run on some nodes (no GPUs there, no binary), once per check and reason."""
+        why: dict[tuple[str, str], list[str]] = {}
+        for r in recs:
+            if r.verdict == "not-run" and not r.reason.startswith("interrupted"):
+                why.setdefault((r.tags.get("screen_check", r.step), r.reason), []).extend(r.nodelist)
+        for (check, reason), where in why.items():
+            self.not_run[check] = f"{reason} ({len(where)} node{'s' if len(where) > 1 else ''})"
 
     def pairs(self, ctx: Context, up: list[str], checks: list[SuiteStep]) -> None:
         if len(up) < 2:
