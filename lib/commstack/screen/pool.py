@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import re
 import sys
 import threading
 import time
@@ -28,6 +29,10 @@ from commstack.run.runner import add_repeat, conclude, judged, launched_step, ne
 from commstack.run.steps import SuiteStep
 
 
+#: what a record's step name may not hold (config.SafeName): a site's node or switch name with such a character
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
 @dataclasses.dataclass
 class Placed:
     """One check on named nodes: the expanded suite step (argv with its real binaries), where and when."""
@@ -40,8 +45,10 @@ class Placed:
 
     @property
     def name(self) -> str:
-        where = "-".join(self.hosts)
-        return f"{self.check.id}--{where}" + (f"-r{self.round}" if self.round else "")
+        """check--node (one node), check--a-b-rN (a pair), check--<phase> (a group): a safe file name."""
+        where = "-".join(self.hosts) if len(self.hosts) <= 2 else self.phase.replace(" ", "-")
+        name = f"{self.check.id}--{where}" + (f"-r{self.round}" if self.round else "")
+        return UNSAFE.sub("_", name)[:180]
 
 
 @dataclasses.dataclass
@@ -84,6 +91,14 @@ def measure(ctx: Context, p: Placed, index: int) -> Record:
     except FileWriteError as e:
         record.notes.append(f"record not saved: {e}")
     return record
+
+
+def unmeasured(ctx: Context, index: int, p: Placed, reason: str, verdict: str = "not-run",
+               kind: str | None = None) -> Record:
+    """The record of a placed check that left no measurement: not started, or failed before it launched."""
+    rec = new_record(ctx.run_id, index, dataclasses.replace(p.check, id=p.name), ctx.system, reason)
+    rec.verdict, rec.error_kind, rec.nodelist = verdict, kind, list(p.hosts)
+    return rec
 
 
 class Progress:
@@ -130,10 +145,10 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
         try:
             rec = measure(ctx, p, first_index + i)
         except CommstackError as e:  # its directory could not be made: the check failed, the screen goes on
-            rec = new_record(ctx.run_id, first_index + i, dataclasses.replace(p.check, id=p.name), ctx.system)
-            rec.verdict, rec.error_kind, rec.reason, rec.nodelist = "fail", e.kind, str(e), list(p.hosts)
-        took.append(time.monotonic() - t0)
-        done.put((i, rec))
+            rec = unmeasured(ctx, first_index + i, p, str(e), "fail", e.kind)
+        finally:  # whatever happened, the main loop hears of it: a silent thread would hold its nodes forever
+            took.append(time.monotonic() - t0)
+            done.put((i, rec if "rec" in locals() else None))
 
     try:
         while pending or running:
@@ -152,7 +167,9 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                 pass
             else:
                 running.pop(i).join()
-                records[i] = rec
+                # a worker that died of a bug: its check failed, named so
+                records[i] = rec or unmeasured(ctx, first_index + i, placed[i], "commstack screen: internal error",
+                                               "fail")
                 busy -= set(placed[i].hosts)
                 for h in placed[i].hosts:
                     nodes_of[h] -= 1
@@ -168,10 +185,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
             i, rec = done.get()
             records[i] = rec
         for i, p in pending:
-            rec = new_record(ctx.run_id, first_index + i, dataclasses.replace(p.check, id=p.name), ctx.system,
-                             f"interrupted ({interrupted()}) before this step")
-            rec.nodelist = list(p.hosts)
-            records[i] = rec
+            records[i] = unmeasured(ctx, first_index + i, p, f"interrupted ({interrupted()}) before this step")
         for i, rec in records.items():
             if i in running or i in dict(pending):  # cancelled while it ran: not a verdict on the nodes
                 if i in running:
