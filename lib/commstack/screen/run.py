@@ -115,7 +115,10 @@ class Screen:
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
         for s in expand(suite, node_phase.sized(self.system, nodes)):
-            check = s.id.split("-N", 1)[0] if s.id.count("-N") == 1 else s.id
+            # the check's name: its id or benchmark and mode (expand's name up to the placement), its memory and
+            # environment where they are not the plain ones
+            check = "-".join([s.id.split(f"-N{nodes}-")[0]] + (["device"] if s.tags["memory"] == "device" else [])
+                             + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
             s = node_phase.renamed(s, check)
             if not s.not_run:
                 try:
@@ -202,6 +205,9 @@ class Screen:
     def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
         """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
         out = client(["scontrol", "show", "topology"], launcher.variables)
+        if not out.stdout.strip():  # Slurm 22.05 without topology/tree: "scontrol: error: No topology ..." on stderr
+            self.not_run["groups"] = f"no leaf switches: {out.stderr.strip() or 'scontrol show topology lists none'}"
+            return
 
         def expand_hosts(hostlist: str) -> list[str]:
             return client(["scontrol", "show", "hostnames", hostlist], launcher.variables).stdout.split()
@@ -219,7 +225,7 @@ class Screen:
         for sw, members in groups.items():
             checks, paths = self.checks(self.screen.groups.checks, len(members), f"group-{sw}")
             ctx.binaries.update(paths)
-            placed += [Placed(node_phase.renamed(s, s.id), tuple(members), f"switch {sw}") for s in checks]
+            placed += [Placed(s, tuple(members), f"switch {sw}") for s in checks]
         self.phase(ctx, "groups", placed)
 
     def findings(self, up: list[str], facts: dict[str, dict]) -> verdict.Findings:
