@@ -20,6 +20,7 @@ from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import NamespaceError
 import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
 
+pytestmark = pytest.mark.multinode
 TOP = Path(__file__).resolve().parents[2]
 BIN = str(TOP / "bin" / "commstack")
 NODES = [f"node{i}" for i in range(1, 9)]

@@ -34,8 +34,7 @@ from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
 from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
-from commstack.slurm.clients import choose_slurm
-from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.cluster import take_slurm
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -208,24 +207,6 @@ def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack:
     if problem:
         record.verdict, record.reason = "fail", problem
         record.detail += f"\n  stack: {problem}"
-
-
-def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int | None, off: str,
-               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, str]:
-    """The Slurm `--slurm MODE` gives `system`: the site's (this environment), or the embedded cluster (of `nodes`
-    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back.
-    `off`: what to do instead, when Slurm is off."""
-    which = choose_slurm(system, mode)
-    if which == "off":
-        raise SlurmUnavailableError(f"Slurm is off (--slurm off); {off}")
-    if which == "site":
-        return dict(os.environ)
-    cluster = LocalSlurm.for_system(system, nodes)
-    cluster.check_state()  # a state directory someone else prepared: nothing to stop either
-    cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-    with timed():
-        cluster.start()
-    return cluster.variables
 
 
 class Run:

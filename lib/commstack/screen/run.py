@@ -16,12 +16,13 @@ from commstack.results import history
 from commstack.results.records import Record
 from commstack.results.references import references_of
 from commstack.run.launch import Allocation, Launcher
-from commstack.run.runner import Binaries, take_slurm
+from commstack.run.runner import Binaries
 from commstack.run.steps import SuiteStep, expand
 from commstack.screen import matching, nodes as node_phase, output, verdict
 from commstack.screen.pool import Context, Placed, Progress, run_all
 from commstack.screen.spec import ScreenFile
 from commstack.slurm.clients import client
+from commstack.slurm.cluster import take_slurm
 
 #: node states (sinfo %T, less its flags) a screen leaves out, reported
 UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "maint", "future", "reserved",

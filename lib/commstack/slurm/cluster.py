@@ -21,10 +21,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from commstack.errors import EmbeddedSlurmNeedsRootError, SlurmUnavailableError
 from commstack.slurm import config, namespaces, procs
-from commstack.slurm.clients import CLIENT_TIMEOUT, client
+from commstack.slurm.clients import CLIENT_TIMEOUT, choose_slurm, client
 from commstack.slurm.leases import MANUAL, Leases, job_tag, own
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -356,3 +357,21 @@ class LocalSlurm:
         lines.append(f"users: {', '.join(self.leases()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
+
+
+def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int | None, off: str,
+               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, str]:
+    """The Slurm `--slurm MODE` gives `system`: the site's (this environment), or the embedded cluster (of `nodes`
+    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back.
+    `off`: what to do instead, when Slurm is off."""
+    which = choose_slurm(system, mode)
+    if which == "off":
+        raise SlurmUnavailableError(f"Slurm is off (--slurm off); {off}")
+    if which == "site":
+        return dict(os.environ)
+    cluster = LocalSlurm.for_system(system, nodes)
+    cluster.check_state()  # a state directory someone else prepared: nothing to stop either
+    cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+    with timed():
+        cluster.start()
+    return cluster.variables
