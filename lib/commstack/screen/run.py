@@ -83,7 +83,7 @@ class Screen:
     def variables(self) -> dict[str, str]:
         """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
         return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
-                          "a screen runs srun steps")
+                          "a screen runs srun steps", heal=False)  # a drained node is reported, not resumed
 
     def allocate(self, variables: dict[str, str]) -> tuple[Launcher, list[str]]:
         """The allocation's usable nodes and a launcher in it; the others are self.down, with the reason."""

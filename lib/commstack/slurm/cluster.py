@@ -167,9 +167,10 @@ class LocalSlurm:
             raise EmbeddedSlurmNeedsRootError(
                 "the embedded Slurm needs root: run as root or with sudo, or use --slurm external")
 
-    def start(self, timeout: float = 30.0, manual: bool = False) -> None:
+    def start(self, timeout: float = 30.0, manual: bool = False, heal: bool = True) -> None:
         """Start the cluster unless it runs, and take a lease on it: this process's, or with
-        manual=True the one `commstack slurm stop` gives back."""
+        manual=True the one `commstack slurm stop` gives back. heal=False: a running cluster is joined as it is,
+        its drained or down nodes left so (commstack screen reports them); one it starts is always healed."""
         self.check_root()
         missing = [d for d in PROGRAMS + ("srun", "sinfo") if not shutil.which(d, path=procs.sbin_path())]
         if missing:
@@ -186,7 +187,7 @@ class LocalSlurm:
                 self._teardown()  # half-started leftovers, or a cluster whose controller died
                 self._launch()
             try:
-                self._ready(timeout)
+                self._ready(timeout, resume=heal or launched)
             except SlurmUnavailableError:
                 if launched:  # a cluster others use is left as it is
                     self._teardown()
@@ -239,13 +240,15 @@ class LocalSlurm:
                              'hostname "$1" && exec "$2" -f "$3" -N "$1"', "sh", n, slurmd, str(self.conf)],
                             f"slurmd-{n}")
 
-    def _ready(self, timeout: float) -> None:
-        """Wait until every node takes jobs; a drained or down node is resumed once, then reported."""
+    def _ready(self, timeout: float, resume: bool = True) -> None:
+        """Wait until every node takes jobs; a drained or down node is resumed once, then reported. resume=False:
+        until every node takes jobs or is drained or down, as it is."""
         deadline = time.monotonic() + timeout
         resumed: set[str] = set()
+        settled = READY if resume else READY | RESUMABLE
         while True:
             nodes = self.node_states()
-            if nodes and all(state in READY for state, _ in nodes.values()):
+            if nodes and all(state.rstrip("*") in settled for state, _ in nodes.values()):
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
             for n in set(stuck) - resumed:
@@ -360,10 +363,11 @@ class LocalSlurm:
 
 
 def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int | None, off: str,
-               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, str]:
+               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+               heal: bool = True) -> dict[str, str]:
     """The Slurm `--slurm MODE` gives `system`: the site's (this environment), or the embedded cluster (of `nodes`
-    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back.
-    `off`: what to do instead, when Slurm is off."""
+    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back
+    (heal: LocalSlurm.start's). `off`: what to do instead, when Slurm is off."""
     which = choose_slurm(system, mode)
     if which == "off":
         raise SlurmUnavailableError(f"Slurm is off (--slurm off); {off}")
@@ -373,5 +377,5 @@ def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int
     cluster.check_state()  # a state directory someone else prepared: nothing to stop either
     cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
     with timed():
-        cluster.start()
+        cluster.start(heal=heal)
     return cluster.variables
