@@ -251,7 +251,7 @@ class LocalSlurm:
             if nodes and all(state.rstrip("*") in settled for state, _ in nodes.values()):
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
-            for n in set(stuck) - resumed:
+            for n in (set(stuck) - resumed) if resume else ():
                 self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
                 resumed.add(n)
             if time.monotonic() > deadline:
