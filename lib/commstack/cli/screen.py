@@ -71,7 +71,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     return outcome.exit
 
 
-HEAD = ["phase", "rounds", "srun steps", "at once", "expected s"]
+HEAD = ["phase", "rounds", "srun steps", "at once", "expected s", "bound by"]
 
 
 def add_screen(sub: argparse._SubParsersAction) -> None:

@@ -81,30 +81,34 @@ def figures(system: System) -> tuple[float, float, str]:
 
 
 def plan(screen: ScreenFile, system: System, n: int, max_steps: int | None = None) -> tuple[list[list[str]], str]:
-    """Rows (phase, rounds, srun steps, at once, expected s) and what the figures come from."""
+    """Rows (phase, rounds, srun steps, at once, expected s, bound by) and what the figures come from."""
     c = costs()
     bw, lat, source = figures(system)
     at_once = max_steps or screen.max_steps
     rows, total_steps, total_s = [], 0, 0.0
 
-    def phase(name: str, rounds: int, placements: int, specs: list[StepSpec]) -> None:
+    def phase(name: str, rounds: int, placements: int, specs: list[StepSpec], limit: int = at_once) -> None:
         nonlocal total_steps, total_s
         steps = rounds * placements * len(specs)
-        waves = math.ceil(placements / at_once)
-        per_round = sum(waves * (c.step_s + bench_s(s, bw, lat)) for s in specs)
-        per_round = max(per_round, placements * len(specs) / c.steps_per_s)  # the controller's pace
+        waves = math.ceil(placements / limit)
+        running = sum(waves * (c.step_s + bench_s(s, bw, lat)) for s in specs)
+        paced = placements * len(specs) / c.steps_per_s  # the controller starts no more than steps_per_s
+        per_round = max(running, paced)
         total_steps, total_s = total_steps + steps, total_s + rounds * per_round
-        rows.append([name, str(rounds), str(steps), str(min(placements, at_once)), f"{rounds * per_round:.0f}"])
+        rows.append([name, str(rounds), str(steps), str(min(placements, limit)), f"{rounds * per_round:.0f}",
+                     "the controller" if paced > running else "the steps"])
 
+    rows.append(["facts", "1", "1", "1", f"{c.step_s:.0f}", "one step over every node"])
+    total_steps, total_s = 1, c.step_s
     if screen.per_node:
-        phase("per node", 1, n, screen.per_node)
+        phase("per node", 1, n, screen.per_node, min(at_once, screen.per_node_at_once or at_once))
     if screen.pairs and n >= 2:
         p = screen.pairs
         rounds = len(matching.rounds_for([f"n{i}" for i in range(n)], p.rounds, p.matching, p.seed, p.all_pairs_up_to))
         phase("pairs" + (" (all pairs)" if n <= p.all_pairs_up_to else f" ({p.matching})"), rounds, n // 2,
               p.checks)
     if screen.groups:
-        rows.append(["groups", "", "1 per leaf switch", "", "not planned: the switches come from scontrol"])
-    rows.append(["total", "", str(total_steps), "", f"{total_s:.0f}"])
+        rows.append(["groups", "", "1 per leaf switch", "", "", "not planned: the switches come from scontrol"])
+    rows.append(["total", "", str(total_steps), "", f"{total_s:.0f}", ""])
     return rows, (f"per step {c.step_s:.2f} s fixed, {c.steps_per_s:.1f} steps/s started ({c.measured}); "
                   f"benchmark times at {source}")
