@@ -175,3 +175,22 @@ def test_plan_for_2048_and_10000_nodes():
 def test_apply_without_drain_is_refused():
     out = subprocess.run([str(TOP / "bin" / "commstack"), "screen", "--apply"], capture_output=True, text=True)
     assert out.returncode == 2 and "--apply runs the --drain lines: give both" in out.stderr
+
+
+def test_a_nodes_history_across_screens(tmp_path):
+    """Every step of a screen goes into the history with its nodes: `history --node` is one node's own."""
+    run = tmp_path / "20261127-055604-848390-b1580a"
+    for r in records("degraded"):
+        (run / "steps" / r.dirname).mkdir(parents=True)
+        (run / "steps" / r.dirname / "record.json").write_text(r.model_dump_json())
+    db = tmp_path / "history.sqlite"
+    bin_ = str(TOP / "bin" / "commstack")
+    out = subprocess.run([bin_, "history", "import", str(run), "--history", str(db)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([bin_, "history", "--node", "node3", "--history", str(db)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    steps = {line.split()[2] for line in out.stdout.splitlines() if "local-multinode" in line}
+    assert steps == {"screen-per-node/pingpong-intra-cpu--node3", "screen-pairs/fi_pingpong--node3-node1-r3",
+                     "screen-pairs/fi_pingpong--node3-node4-r2", "screen-pairs/fi_pingpong--node3-node6-r1",
+                     "screen-pairs/osu_bw--node3-node1-r3", "screen-pairs/osu_bw--node3-node4-r2",
+                     "screen-pairs/osu_bw--node3-node6-r1"}
