@@ -194,3 +194,14 @@ def test_a_nodes_history_across_screens(tmp_path):
                      "screen-pairs/fi_pingpong--node3-node4-r2", "screen-pairs/fi_pingpong--node3-node6-r1",
                      "screen-pairs/osu_bw--node3-node1-r3", "screen-pairs/osu_bw--node3-node4-r2",
                      "screen-pairs/osu_bw--node3-node6-r1"}
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--max-steps", "0"], "--max-steps 0: 1 or more steps at once"),
+    (["--nodes", "1"], "--nodes 1: the local multi-node cluster has 2 nodes or more"),
+    (["--plan"], "--plan needs --nodes N"),
+    (["no-such-screen"], "unknown screen 'no-such-screen'; known: local, maintenance"),
+])
+def test_bad_command_lines_are_named_errors(args, error):
+    out = subprocess.run([str(TOP / "bin" / "commstack"), "screen", *args], capture_output=True, text=True)
+    assert out.returncode == 2 and error in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -26,6 +26,12 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     screen = load_screen(args.screen or ("local" if system.name.startswith("local") else "maintenance"))
     if args.apply and not args.drain:
         raise CommstackError("--apply runs the --drain lines: give both")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise CommstackError(f"--max-steps {args.max_steps}: 1 or more steps at once")
+    least = 1 if args.plan or system.name != "local-multinode" else 2
+    if args.nodes is not None and args.nodes < least:
+        raise CommstackError(f"--nodes {args.nodes}: " + ("at least 1 node to plan for" if args.plan else
+                             "the local multi-node cluster has 2 nodes or more (one node: --system local)"))
     if args.plan:
         if not args.nodes:
             raise CommstackError("--plan needs --nodes N")
