@@ -99,7 +99,7 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
     if args.plot not in (None, "-"):
         regular_or_missing(Path(args.plot))  # before the work, not only when it is written
-    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    points = history.trend(path, args.system, args.suite, args.step, args.size, args.node)
     to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
     image = history.plot(points) if to_stdout else None
     with stdout_written():
@@ -122,6 +122,7 @@ def add_history(sub: argparse._SubParsersAction) -> None:
     for opt in ("system", "suite", "step"):
         s.add_argument(f"--{opt}", help=f"only this {opt}")
     s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--node", help="only the steps that ran on this node (its history across screens and runs)")
     s.add_argument("--plot", help="draw the trend into this file (PNG, or .svg, .pdf; - for PNG on stdout); "
                                   "an existing one must be a regular file")
 
