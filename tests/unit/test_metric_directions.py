@@ -73,3 +73,17 @@ def test_every_tool_column_with_a_direction_is_a_judged_metric():
     from commstack.tools import MODULES
     directed = {name for m in MODULES for name, c in m.COLUMNS.items() if c.higher_is_better is not None}
     assert directed == set(METRICS) and "bandwidth_GiBps" in directed and "oop_hipevt_us" in directed
+
+
+#: (a column's unit, the unit a report shows it in) -> the factor between them, from the units themselves
+UNIT_FACTORS = {("us", "µs"): 1.0, ("ms", "ms"): 1.0, ("MB/s", "GB/s"): 1e-3, ("GB/s", "GB/s"): 1.0,
+                ("GiB/s", "GiB/s"): 1.0, ("msg/s", "messages/s"): 1.0, ("%", "%"): 1.0, (None, ""): 1.0}
+
+
+@pytest.mark.parametrize("metric", sorted(m for m, c in METRICS.items() if c.shown))
+def test_a_report_shows_each_metric_in_the_unit_it_names(metric):
+    """The display factor of every shown metric (a report's figures and the trend plot's axis) is the one
+    between its recorded unit and the unit the report names."""
+    from commstack.results.report import shown
+    label, unit, factor = shown(metric)
+    assert label and factor == UNIT_FACTORS[(METRICS[metric].unit, unit)]

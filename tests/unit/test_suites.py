@@ -141,3 +141,13 @@ def test_a_suite_file_anywhere_is_collected_when_named(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode == 0 and "::mpi-pingpong-cpu-N1-n2-host-native\n" in p.stdout, p.stdout + p.stderr
     assert "1 test collected" in p.stdout
+
+
+def test_one_rank_may_drive_every_gpu_of_nccl_tests_not_of_osu(tmp_path):
+    """nccl-tests' min_ranks 1 (-g 8: one process, eight GPUs); OSU's 2."""
+    suite = tmp_path / "one.yaml"
+    suite.write_text("name: one\nsteps:\n- {benchmark: all_reduce_perf, nodes: 1, ranks_per_node: 1, args: [-g, '4']}\n"
+                     "- {benchmark: osu_latency, nodes: 1, ranks_per_node: 1}\n")
+    nccl, osu = expand(load_suite(str(suite)), ALPS)
+    assert (nccl.not_run, nccl.step.ntasks) == (None, 1)
+    assert osu.not_run == "1 rank on 1 node: osu_latency needs at least 2"
