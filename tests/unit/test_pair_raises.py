@@ -96,6 +96,8 @@ def header_end(text: str) -> int:
 PROGRESS = "[thread 0]               100      1.249  2119.606  2119.606      471.79     471.79         472         472\n"
 UCX_CASES = {
     "a Final row with no newline": (lambda: ucx()[:-1], "truncated", "no newline after it"),
+    "a Final row cut short": (lambda: ucx()[:ucx().index("471.79")], "truncated",
+                              "the output ends mid-row (no newline after it)"),
     "a progress row of 9 numbers": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("\n", " 7\n") +
                                     ucx()[header_end(ucx()):], "unknown-format", "has 8 numbers, this one 9"),
     "a progress row of 7 numbers": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("  472\n", "\n") +
@@ -138,7 +140,8 @@ def test_ucx_perftest_refuses(tmp_path, capsys, case):
 
 def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):
     """getopt's -ttag_bw -s1048576 are -t tag_bw -s 1048576; a list of sizes (-s 524288,524288) is its sum."""
-    for args in ("-ttag_bw -s1048576", "-t tag_bw -s 524288,524288"):
+    for args, size in (("-ttag_bw -s1048576", 1048576), ("-t tag_bw -s 524288,524288", 1048576),
+                       ("-ttag_bw -s8", 8)):
         t = parse(tmp_path, capsys, ucx().replace("-t tag_bw -s 1048576", args))
         assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
-            ("complete", "ucx_perftest-tag_bw", [1048576]), args
+            ("complete", "ucx_perftest-tag_bw", [size]), args
