@@ -141,7 +141,7 @@ def test_ucx_perftest_refuses(tmp_path, capsys, case):
 def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):
     """getopt's -ttag_bw -s1048576 are -t tag_bw -s 1048576; a list of sizes (-s 524288,524288) is its sum."""
     for args, size in (("-ttag_bw -s1048576", 1048576), ("-t tag_bw -s 524288,524288", 1048576),
-                       ("-ttag_bw -s8", 8)):
+                       ("-ttag_bw -s9", 9)):
         t = parse(tmp_path, capsys, ucx().replace("-t tag_bw -s 1048576", args))
         assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
             ("complete", "ucx_perftest-tag_bw", [size]), args
