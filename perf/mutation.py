@@ -477,15 +477,18 @@ def test_map(paths: dict[str, Path], out: Path) -> int:
     return int(rc) if rc not in (0, 1) else 0
 
 
-def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float], fresh: bool = False) -> list[str]:
+def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float], fresh: bool = False,
+                 kills: dict[str, int] | None = None) -> list[str]:
     """The tests that reach the mutant's lines (a test file's whole list where its import reaches them),
-    fastest first; for a mutant run `fresh` (code at import), every test that reaches the module."""
+    those that killed most of the module's mutants so far first, then the fastest; for a mutant run `fresh`
+    (code at import), every test that reaches the module."""
+    kills = kills or {}
     if fresh:
         contexts = {c for cs in lines.values() for c in cs}
     else:
         contexts = {c for n in range(m.lineno, m.end_lineno + 1) for c in lines.get(str(n), [])}
     tests = {t for t in seconds if t in contexts or t.split("::")[0] in contexts}
-    return sorted(tests, key=lambda t: (seconds[t], t))
+    return sorted(tests, key=lambda t: (-kills.get(t, 0), seconds[t], t))
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -554,6 +557,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     results: dict[str, list[Mutant]] = {}
     for name, (path, ms) in found.items():
         rel = path.relative_to(TOP)
+        kills: dict[str, int] = {}  # test -> the module's mutants it killed: those tests run first
         for n, m in enumerate(ms, 1):
             if n % 100 == 0:
                 print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
@@ -568,12 +572,12 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
-            m.tests = choose_tests(m, data["lines"][name], data["seconds"])
+            m.tests = choose_tests(m, data["lines"][name], data["seconds"], kills=kills)
             # code at import, or a function only import calls: a fresh interpreter imports it mutated
             fresh = m.function == AT_IMPORT or (not m.tests and bool(set(range(m.lineno, m.end_lineno + 1))
                                                                      & at_import.get(str(path), set())))
             if fresh:
-                m.tests = choose_tests(m, data["lines"][name], data["seconds"], fresh=True)
+                m.tests = choose_tests(m, data["lines"][name], data["seconds"], fresh=True, kills=kills)
             if not m.tests:
                 m.outcome = "no test"
                 continue
@@ -588,6 +592,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                       file=sys.stderr)
                 return 2
             m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
+            for killer in KILLER.findall(log.read_text(errors="replace")) if m.outcome == "killed" else []:
+                kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
     stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
@@ -607,6 +613,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     return 0
 
 
+KILLER = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # pytest's short summary of the test that failed
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 
