@@ -603,7 +603,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     print(f"wall time {time.perf_counter() - start:.0f} s")
     scores = {name: score(ms) for name, ms in results.items()}
     if args.record:
-        args.record.write_text(render_scores(results, scores))
+        earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
+        args.record.write_text(render_scores(results, scores, earlier))
     if args.check:
         recorded = yaml.safe_load(args.check.read_text())["score"]
         low = [f"{n} {scores[n]:.1%} < {recorded[n]:.1%}" for n in scores if n in recorded and scores[n] < recorded[n]]
@@ -649,15 +650,20 @@ def report(name: str, rel: Path, ms: list[Mutant]) -> None:
                   + ("  (no test reaches it)" if m.outcome == "no test" else f"  ({len(m.tests)} tests)"), flush=True)
 
 
-def render_scores(results: dict[str, list[Mutant]], scores: dict[str, float]) -> str:
+def render_scores(results: dict[str, list[Mutant]], scores: dict[str, float], earlier: dict | None = None) -> str:
+    """The score file: this run's modules, and the figures of `earlier` (the file's) for the modules it did not
+    run."""
+    earlier = earlier or {}
+    score = {**earlier.get("score", {}), **scores}
+    counts = {**earlier.get("mutants", {}),
+              **{n: {"total": len(ms), "equivalent": sum(m.outcome == "equivalent" for m in ms),
+                     "killed": sum(m.outcome in ("killed", "timeout") for m in ms)} for n, ms in results.items()}}
     lines = ["# perf/mutation.py --record: killed / non-equivalent mutants per module; --check (CI's weekly",
              "# mutation job) fails below these", "score:"]
-    lines += [f"  {n}: {s:.4f}" for n, s in scores.items()]
+    lines += [f"  {n}: {s:.4f}" for n, s in score.items()]
     lines += ["mutants:"]
-    for n, ms in results.items():
-        eq = sum(m.outcome == "equivalent" for m in ms)
-        killed = sum(m.outcome in ("killed", "timeout") for m in ms)
-        lines.append(f"  {n}: {{total: {len(ms)}, equivalent: {eq}, killed: {killed}}}")
+    lines += [f"  {n}: {{total: {c['total']}, equivalent: {c['equivalent']}, killed: {c['killed']}}}"
+              for n, c in counts.items()]
     return "\n".join(lines) + "\n"
 
 
