@@ -487,7 +487,10 @@ def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, floa
         contexts = {c for cs in lines.values() for c in cs}
     else:
         contexts = {c for n in range(m.lineno, m.end_lineno + 1) for c in lines.get(str(n), [])}
-    tests = {t for t in seconds if t in contexts or t.split("::")[0] in contexts}
+    # a test that reaches a line may compute once (functools.cache) what its siblings then only read: every
+    # parametrization of a test that reaches the mutant's line, every test of a file that reaches code at import
+    reach = {c.split("::")[0] if fresh else c.split("[")[0] for c in contexts}
+    tests = {t for t in seconds if t.split("::")[0] in reach or (t.split("::")[0] if fresh else t.split("[")[0]) in reach}
     return sorted(tests, key=lambda t: (-kills.get(t, 0), seconds[t], t))
 
 
