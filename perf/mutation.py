@@ -71,6 +71,7 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
            "parse": "commstack.results.parse", "tables": "commstack.results.tables",
            "references": "commstack.results.references", "judge": "commstack.results.judge",
            "compare": "commstack.results.compare", "diagnosis": "commstack.results.diagnosis",
+           "settle": "commstack.results.settle",
            "records": "commstack.results.records", "report": "commstack.results.report",
            "export": "commstack.results.export", "history": "commstack.results.history"}
 #: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
@@ -245,7 +246,7 @@ class _Walk(ast.NodeTransformer):
         self.generic_visit(node)
         if self.scope[:1] == [("import", "<import>")]:  # data built at import: a dataclass's or constructor's argument
             for i, kw in enumerate(node.keywords):
-                if kw.arg is None:
+                if kw.arg is None or kw.arg in LAUNCH_CODE:  # a tool's launch code: the slurm tier runs it
                     continue
 
                 def drop(i=i):

@@ -119,8 +119,8 @@ UCX_CASES = {
                     "a rank died"),
     "its usage": (lambda: PAIR_UCX + "  Usage: ucx_perftest [ server-hostname ] [ options ]\n", "crashed",
                   "printed its usage"),
-    "a server of another size": (lambda: ucx() + (UCX / "pair-slurm-netns-tag_bw.server.stdout").read_text()
-                                 .replace("1048576", "4096"), "unknown-format", "the server ran 4096 B, the client"),
+    "a server of another size": (lambda: (UCX / "pair-slurm-netns-tag_bw.server.stdout").read_text()
+                                 .replace("1048576", "4096") + ucx(), "unknown-format", "the server ran 4096 B, the client"),
 }
 
 
