@@ -230,7 +230,10 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         lineno, line = sweep.error_lines[0]
         raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
     argv = sweep.meta.get("args", args or [])
-    sizes, iterations = asked(argv)
+    try:
+        sizes, iterations = asked(argv)
+    except UnknownFormatError as e:  # the pair launcher's line (the output's first) holds the arguments
+        raise UnknownFormatError(e.message, *sweep.title_line[::-1]) if "args" in sweep.meta else e from None
     want = [s for s in sizes if max_size is None or s <= max_size]
     for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
