@@ -27,11 +27,12 @@ from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import LOADER, Launcher, StepResult
+from commstack.run.launch import Launcher, StepResult
 from commstack.run.pair import placed
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
+from commstack.slurm.clients import executable
 from commstack.results import history
 from commstack.results.references import references_of
 
@@ -80,8 +81,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),
               f"COMMSTACK_OUTPUT_CUT={output_limit() + 1}  # COMMSTACK_OUTPUT_LIMIT_MIB, and a byte to tell more",
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
-    lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()
-              if not LOADER.fullmatch(k)]  # on the command lines, for the program alone
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
     launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
@@ -91,7 +90,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
         except LaunchError as e:
             lines.append(printable(f"# not in this job: {dirname}: {e}"))
             continue
-        env = [f"{k}={v}" for k, v in step.variables.items()]
         probe = launcher.command(probe_step(step))
         command = launcher.command(step)
         plan.commands[dirname] = [probe, command]
@@ -102,7 +100,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
                      + shlex.join(probe[at + 1:]))
         for r in range(s.repeats):  # a pair tool's launcher: the repeat's rendezvous directory
             lines.append(shlex.join(["run_step", str(where / f"repeat-{r}"), str(step.timeout_s),
-                                     *(["env", *env] if env else []),
                                      *placed(command, where / f"repeat-{r}" / "pair", step.timeout_s)]))
     return "\n".join(lines) + "\n"
 
@@ -128,7 +125,7 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
 
 def _slurm(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, executable=executable(argv[0]), env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         raise SlurmUnavailableError(f"{argv[0]} did not answer in 60 s (slurmctld down or overloaded?)") from None
     except OSError as e:

@@ -16,12 +16,14 @@ from pathlib import Path
 from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 
 #: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
-#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts).
+#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts); the
+#: benchmark's variables follow as NAME=VALUE arguments, never in the probe's own environment (launch.program).
 PROBE = r"""
 R=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}; H=$(hostname)
 p() { while IFS= read -r l; do printf '@@ %s %s %s %s\n' "$R" "$H" "$1" "$l"; done; }
-env | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|'\
-'UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|MPICH_OFI_NIC_POLICY)=' | p variables
+{ env; printf '%s\n' "${@:2}"; } | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|'\
+'FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|'\
+'MPICH_OFI_NIC_POLICY)=' | p variables
 [ "${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0
 lib=$(ldd "$1" 2>/dev/null | awk '/libmpi\.so/ {print $3; exit}')
 [ -n "$lib" ] && echo "$lib" | p libmpi

@@ -154,7 +154,7 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
 def probe_step(step: Step) -> Step:
     """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container)."""
     return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120,
-                               loader=False)
+                               probe=True)
 
 
 def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
