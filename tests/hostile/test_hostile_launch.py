@@ -43,7 +43,7 @@ def files(tmp_path: Path, suite: str = ONE_STEP, system: str = SYSTEM) -> tuple[
     ("partition", "partition: 'local --output=/victim/pwned-%j.txt'"),
     ("batch.account", "batch: {account: 'acct --output=/victim/pwned-%j.txt'}"),
     ("batch.qos", "batch: {qos: '--output=/victim/pwned-%j.txt'}"),
-    ("batch.reservation", "batch: {reservation: \"r\\t--chdir=/victim\"}"),
+    ("batch.reservation", "batch: {reservation: 'r --chdir=/victim'}"),
     ("batch.sbatch_flags.0", "batch: {sbatch_flags: ['--comment=x --output=/victim/pwned-%j.txt']}"),
     ("batch.sbatch_flags.0", "batch: {sbatch_flags: ['--output=/victim/pwned-%j.txt']}"),
     ("batch.sbatch_flags.0", "batch: {sbatch_flags: [debug]}"),

@@ -32,5 +32,5 @@ def test_loader_variables_are_set_for_the_benchmark_alone(tmp_path):
     proc = commstack("suite", "smoke", "--system", str(system), "--pingpong", "/bin/true", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if line.startswith("srun") and "/bin/true" in line)
-    assert " --overcommit -- env LD_PRELOAD=/opt/lib/hook.so LD_LIBRARY_PATH=/opt/lib FI_PROVIDER=tcp /bin/true -m cpu" \
-        in line
+    assert " --overcommit -- " in line  # srun's options end; then commstack's reaper (procs.reap), then the variables
+    assert " reap -- env LD_PRELOAD=/opt/lib/hook.so LD_LIBRARY_PATH=/opt/lib FI_PROVIDER=tcp /bin/true -m cpu" in line
