@@ -4,6 +4,7 @@ start`: a system's PATH, BASH_ENV and PYTHONPATH (item 5), a fixed COMMSTACK_SLU
 status, what ran, and that nothing of the run is left."""
 
 import pwd
+import re
 import secrets
 import subprocess
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_variables_of_a_system_reach_the_benchmark_and_nothing_of_ours(cli, tmp_
                       + f"variables:\n  PATH: {evil}:/usr/bin:/bin\n  BASH_ENV: {evil}/bash_env\n"
                         f"  PYTHONPATH: {evil}\n  ENV: {evil}/bash_env\n")
     binary = fake_pingpong(tmp_path, 'echo "rank sees PATH=$PATH BASH_ENV=$BASH_ENV PYTHONPATH=$PYTHONPATH" >&2')
-    suite = suite_file(tmp_path, ONE_STEP + "- {benchmark: fi_pingpong, ranks_per_node: 2, args: [-I, 5]}\n")
+    suite = suite_file(tmp_path, ONE_STEP + "- {benchmark: fi_pingpong, ranks_per_node: 2, args: [-e, rdm, -I, 5]}\n")
     results = tmp_path / "r"
     proc = cli.run("suite", str(suite), "--system", str(system), "--slurm", "local", "--pingpong", str(binary),
                    "--results", str(results))
@@ -63,7 +64,8 @@ def test_variables_of_a_system_reach_the_benchmark_and_nothing_of_ours(cli, tmp_
     step = results / "steps" / f"one--{ONE}"
     seen = (step / "repeat-0" / "stderr.txt").read_text()
     assert f"rank sees PATH={evil}:/usr/bin:/bin BASH_ENV={evil}/bash_env PYTHONPATH={evil}" in seen
-    assert " libmpi " in (step / "probe" / "stdout.txt").read_text()  # its ldd found the MPI: the real ldd ran
+    # the probe ran with the real fi_info (the planted one logs and prints nothing)
+    assert re.search(r"^@@ 0 \S+ fi_selected provider: ", (step / "probe" / "stdout.txt").read_text(), re.M)
     fi = next(r for r in records.values() if r.benchmark == "fi_pingpong")
     assert fi.verdict == "pass", fi.reason  # the tools found by their own path, run with PATH=evil
     stopped(cli.cluster)
