@@ -198,6 +198,7 @@ def reap(argv: list[str]) -> int:
             break
         for pid, start in left.items():
             end(pid, start, signal.SIGKILL, 0)
+        time.sleep(0.01)  # SIGKILL takes a moment
         while _reaped():
             pass
     if status < 0:  # killed by a signal: so are we, for srun and mpirun to tell
