@@ -1,7 +1,7 @@
 """Issue 32, the launch half without Slurm: what a suite or system file, or an option, could make of a job
 script, a command line or a run, through the command a user types (`bin/commstack suite ...`). Job scripts
 are rendered with `--submit --dry-run`, command lines with `--dry-run`, runs use `--launcher mpirun`;
-tests/faults/test_hostile_launch.py takes the rest through a real Slurm. Each test names its item."""
+tests/faults/test_hostile_launch_slurm.py takes the rest through a real Slurm. Each test names its item."""
 
 import json
 import os
