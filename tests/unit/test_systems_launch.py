@@ -45,3 +45,15 @@ def test_mpirun_only_when_asked():
     local = load_system("local")
     assert Launcher(local, "mpirun").command(Step("pp", ["pp"], ntasks=2)) == [
         "mpirun", "-np", "2", "--oversubscribe", *REAPER, "pp"]
+
+
+@pytest.mark.parametrize("name", ["alps-gh200", "cray-ex-gpu", "local-multinode"])
+def test_a_batch_job_reads_the_benchmark_back_from_its_srun_line(name):
+    """issue 32 items 5, 13, 15: after srun's `--` come the GPU wrapper, the reaper and the variables' `env`;
+    `commstack status` judges a batch step with the benchmark's own arguments, not ours (`-m commstack.slurm`
+    is no OSU message size)."""
+    from commstack.run.launch import benchmark_argv
+    argv = ["/x/osu_bw", "-m", "8:8", "--", "-x"]
+    for gpus in (False, True):
+        command = Launcher(load_system(name), "srun").command(Step("bw", argv, nodes=2, ntasks=2, gpus=gpus))
+        assert benchmark_argv(command) == argv and command[command.index("--") + 1:] != argv

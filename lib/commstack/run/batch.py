@@ -27,7 +27,7 @@ from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import Launcher, StepResult
+from commstack.run.launch import Launcher, StepResult, benchmark_argv
 from commstack.run.pair import placed
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
@@ -193,7 +193,7 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
             if over:
                 record.outputs.append(str(outdir.relative_to(run_dir)))
                 raise output_too_large(s.step.name, over, limit, outdir)
-            result = StepResult(launched_step(s, commands[1]), commands[1], int(rc),
+            result = StepResult(launched_step(s, benchmark_argv(commands[1])), commands[1], int(rc),
                                 *(data.decode(errors="replace") for data in streams.values()),
                                 float(started), float(ended) - float(started), hosts, outdir)
             record.started = record.started or result.started

@@ -37,6 +37,8 @@ LOADER = re.compile(r"LD_[A-Z_]+")
 #: the variable the facts probe gets in its environment: only where libraries are found (its `ldd` of the
 #: benchmark needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT) or runs it (PATH, BASH_ENV)
 SEARCH_PATH = ("LD_LIBRARY_PATH",)
+#: one GPU per local rank (gpu_binding: localid); the wrapper runs on the compute node
+GPU_WRAPPER = ("bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu")
 
 
 @dataclass
@@ -214,8 +216,7 @@ class Launcher:
         argv += s.launcher.srun_flags
         prog = self.reaped(step)
         if step.gpus and s.launcher.gpu_binding == "localid":
-            # one GPU per local rank; the wrapper runs on the compute node
-            prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
+            prog = [*GPU_WRAPPER, *prog]
         return argv + ["--"] + prog  # the program and its arguments are never srun's options
 
     def check_alive(self, step: Step) -> None:
@@ -351,6 +352,20 @@ class Launcher:
                                    f"{_first(SIGNALLED, r.stderr) or ''}", raw)
         raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
                                f"{cut((r.stderr.strip().splitlines() or [''])[-1])!r}", raw)
+
+
+def benchmark_argv(command: list[str]) -> list[str]:
+    """The benchmark's own argv in an srun line of Launcher.command (a batch job's, read back from its plan):
+    after srun's `--`, our wrappers (GPU binding, reaper) and the variables' `env NAME=VALUE` words."""
+    rest = command[command.index("--") + 1:] if "--" in command else command
+    for wrapper in (list(GPU_WRAPPER), REAPER):
+        if rest[:len(wrapper)] == wrapper:
+            rest = rest[len(wrapper):]
+    if rest[:1] == ["env"]:
+        rest = rest[1:]
+        while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
+            rest = rest[1:]
+    return rest
 
 
 def _first(pattern: re.Pattern, text: str) -> str:
