@@ -55,6 +55,15 @@ def record_json(run: Path) -> Path:
     return run / "steps" / "s--osu_bw" / "record.json"
 
 
+def mount_tmpfs(d: Path, options: str) -> Path:
+    """A tmpfs mounted at the new directory `d` with `options` (root only: skipped where it cannot be)."""
+    d.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)], capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs ({options}) here: {mount.stderr.strip()}")
+    return d
+
+
 # ------------------------------------------------------------------------------------ 1: job scripts
 
 HOSTILE_SUITE = """name: "evil\\ntouch /tmp/pwned-name; echo"
@@ -542,12 +551,7 @@ def test_a_200_mb_suite_is_refused_by_its_size_before_it_is_read(tmp_path):
 def test_an_unwritable_results_directory_is_one_named_error(tmp_path):
     """issue 22 item 12: --results on an unwritable directory gave a FileWriteError traceback per step. It is
     one named error before anything runs, exit 5 (results could not be written, as the README says)."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0755", "tmpfs", str(ro)],
-                           capture_output=True, text=True)
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mount.stderr.strip()}")
+    ro = mount_tmpfs(tmp_path / "ro", "ro,size=1m,mode=0755")
     try:
         for results in (ro, ro / "run"):
             proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(results))

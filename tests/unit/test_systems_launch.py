@@ -52,7 +52,7 @@ def test_a_batch_job_reads_the_benchmark_back_from_its_srun_line(name):
     """issue 32 items 5, 13, 15: after srun's `--` come the GPU wrapper, the reaper and the variables' `env`;
     `commstack status` judges a batch step with the benchmark's own arguments, not ours (`-m commstack.slurm`
     is no OSU message size)."""
-    from commstack.run.launch import benchmark_argv
+    from commstack.run.batch import benchmark_argv
     argv = ["/x/osu_bw", "-m", "8:8", "--", "-x"]
     for gpus in (False, True):
         command = Launcher(load_system(name), "srun").command(Step("bw", argv, nodes=2, ntasks=2, gpus=gpus))

@@ -14,7 +14,7 @@ from pathlib import Path
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
 from commstack.errors import CommstackError, InputFileError, printable
-from commstack.files import regular_or_missing, write_atomic
+from commstack.files import regular_or_missing, stdout_written, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
@@ -99,12 +99,14 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
     if args.plot not in (None, "-"):
         regular_or_missing(Path(args.plot))  # before the work, not only when it is written
-    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    points = history.trend(path, args.system, args.suite, args.step, args.size, args.node)
     to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
-    print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
-    if to_stdout:
-        sys.stdout.buffer.write(history.plot(points))
-    elif args.plot:
+    image = history.plot(points) if to_stdout else None
+    with stdout_written():
+        print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
+        if image:
+            sys.stdout.buffer.write(image)
+    if args.plot and not to_stdout:
         out = Path(args.plot)
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
@@ -120,6 +122,7 @@ def add_history(sub: argparse._SubParsersAction) -> None:
     for opt in ("system", "suite", "step"):
         s.add_argument(f"--{opt}", help=f"only this {opt}")
     s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--node", help="only the steps that ran on this node (its history across screens and runs)")
     s.add_argument("--plot", help="draw the trend into this file (PNG, or .svg, .pdf; - for PNG on stdout); "
                                   "an existing one must be a regular file")
 
@@ -127,7 +130,9 @@ def add_history(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.export import export, render
     if args.output == "-":
-        sys.stdout.write(render(read_run(Path(args.results)), args.format))
+        text = render(read_run(Path(args.results)), args.format)
+        with stdout_written():
+            sys.stdout.write(text)
     else:
         if args.output:
             regular_or_missing(Path(args.output))  # before the work, not only when it is written
@@ -145,9 +150,10 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 def cmd_parse(args: argparse.Namespace, extra: list[str]) -> int:
     argv = parse.parse_arguments(args.args, args.ranks)
-    if Path(args.file).is_dir():
-        return parse_directory(Path(args.file), argv, args.json, args.ranks, args.strict)
-    return parse.parse_command(args.file, argv, args.json, args.ranks, args.strict)
+    with stdout_written():  # its input is read through files.open_bounded: an OSError here is stdout's
+        if Path(args.file).is_dir():
+            return parse_directory(Path(args.file), argv, args.json, args.ranks, args.strict)
+        return parse.parse_command(args.file, argv, args.json, args.ranks, args.strict)
 
 
 def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int | None, strict: bool) -> int:

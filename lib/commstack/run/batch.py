@@ -15,24 +15,28 @@ cancelled or hit its time limit leaves the steps it never finished not-run, with
 
 from __future__ import annotations
 
+import math
+import re
 import shlex
 import subprocess
 import time
 from pathlib import Path
 
 from commstack.config import Suite, System, load_suite, load_system
-from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError, has_control, printable
-from commstack.files import write_atomic
+from commstack.errors import (CommstackError, InputFileError, LaunchError, ParseError, SlurmUnavailableError,
+                              has_control, printable)
+from commstack.files import read_bounded, write_atomic
 from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import Launcher, StepResult, benchmark_argv
+from commstack.run.launch import GPU_WRAPPER, Launcher, StepResult
 from commstack.run.pair import placed
 from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.slurm.clients import executable
+from commstack.slurm.procs import REAPER
 from commstack.results import history
 from commstack.results.references import references_of
 
@@ -123,6 +127,20 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
     return plan.job_id
 
 
+def benchmark_argv(command: list[str]) -> list[str]:
+    """The benchmark's own argv in an srun line of Launcher.command (a batch job's, read back from its plan):
+    after srun's `--`, our wrappers (GPU binding, reaper) and the variables' `env NAME=VALUE` words."""
+    rest = command[command.index("--") + 1:] if "--" in command else command
+    for wrapper in (list(GPU_WRAPPER), REAPER):
+        if rest[:len(wrapper)] == wrapper:
+            rest = rest[len(wrapper):]
+    if rest[:1] == ["env"]:
+        rest = rest[1:]
+        while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
+            rest = rest[1:]
+    return rest
+
+
 def _slurm(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, executable=executable(argv[0]), env=env, capture_output=True, text=True, timeout=60)
@@ -187,15 +205,15 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
     with judged(record):
         sweeps, out = [], ""
         for outdir in done:
-            rc, started, ended = (outdir / EXIT).read_text().split()
+            rc, started, ended = exit_of(outdir)
             streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
             over = {name: len(data) for name, data in streams.items() if len(data) > limit}
             if over:
                 record.outputs.append(str(outdir.relative_to(run_dir)))
                 raise output_too_large(s.step.name, over, limit, outdir)
-            result = StepResult(launched_step(s, benchmark_argv(commands[1])), commands[1], int(rc),
+            result = StepResult(launched_step(s, benchmark_argv(commands[1])), commands[1], rc,
                                 *(data.decode(errors="replace") for data in streams.values()),
-                                float(started), float(ended) - float(started), hosts, outdir)
+                                started, ended - started, hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
             with validation_first(s, result.step, outdir):
@@ -211,16 +229,32 @@ def _head(path: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def _probe_facts(outdir: Path) -> dict:
+def exit_of(outdir: Path) -> tuple[int, float, float]:
+    """A command's exit file as the job wrote it: status, started, ended; BatchError naming it when damaged."""
+    path = outdir / EXIT
+    text = read_bounded(path, 200, follow_symlinks=False).decode(errors="replace")
     try:
-        rc = (outdir / EXIT).read_text().split()[0]
-        if rc != "0":
+        rc, started, ended = text.split()
+        out = int(rc), float(started), float(ended)
+    except ValueError:
+        out = None
+    if out is None or not all(map(math.isfinite, out[1:])):
+        raise BatchError(f"{path}: {printable(text.strip())!r} is not the job's '<status> <started> <ended>': damaged")
+    return out
+
+
+def _probe_facts(outdir: Path) -> dict:
+    if not (outdir / EXIT).exists():
+        return {"probe_error": "the probe did not finish"}
+    try:
+        rc = exit_of(outdir)[0]
+        if rc != 0:
             return {"probe_error": f"exit {rc}: {(outdir / 'stderr.txt').read_text(errors='replace').strip()[-300:]}"}
         return parse_probe((outdir / "stdout.txt").read_text(errors="replace"))
     except OSError:
         return {"probe_error": "the probe did not finish"}
-    except ParseError as e:
-        return {"probe_error": f"ParseError: {e}"}
+    except (ParseError, BatchError, InputFileError) as e:
+        return {"probe_error": f"{type(e).__name__}: {e}"}
 
 
 def status(run_dir: Path, slurm_variables: dict[str, str], wait: bool = False, poll_s: float = 5.0,

@@ -15,6 +15,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ class Step:
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
     probe: bool = False  # the facts probe (our shell): the variables are its arguments, SEARCH_PATH alone its own
+    #: the nodes it runs on, by name (commstack screen: many steps at once on disjoint nodes, each `--exact`);
+    #: empty: the allocation's first `nodes`
+    hosts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -165,6 +169,9 @@ class Launcher:
         self.allocation = allocation
         #: once slurmctld or the allocation is gone, no further step is launched
         self.lost: SlurmUnavailableError | None = None
+        #: the launched steps still running (steps run from several threads at once: commstack screen)
+        self.running: set[subprocess.Popen] = set()
+        self._running_lock = threading.Lock()
 
     def benchmark_variables(self, step: Step) -> dict[str, str]:
         """The system's and the step's variables: the benchmark's ranks alone get them (program())."""
@@ -206,6 +213,8 @@ class Launcher:
         argv += [f"--mpi={s.launcher.mpi}", f"-N{step.nodes}"]
         if self._hosts_for(step):
             argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
+        if step.hosts:  # only the CPUs it asks for: steps beside it on other nodes start at once
+            argv.append("--exact")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
         # a rank that dies ends the step: its peers would wait for it until the time limit
         argv += [f"-t{max(1, -(-step.timeout_s // 60))}", "--kill-on-bad-exit=1"]
@@ -249,6 +258,8 @@ class Launcher:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, executable=executable(cmd[0]), env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
+        with self._running_lock:
+            self.running.add(proc)
         sinks = {proc.stdout.fileno(): Sink(outdir / "stdout.txt", limit),
                  proc.stderr.fileno(): Sink(outdir / "stderr.txt", limit)}
         marks = {STEP_TOKEN: token}
@@ -270,6 +281,8 @@ class Launcher:
                 pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
                 sweep(marks)
             finally:
+                with self._running_lock:
+                    self.running.discard(proc)
                 for sink in sinks.values():
                     sink.close()
                 proc.stdout.close()
@@ -290,6 +303,17 @@ class Launcher:
         write_json(outdir / "step.json", result.record())
         return result
 
+    def stop_all(self) -> None:
+        """Cancel every step still running (srun cancels its step on SIGINT), from another thread than
+        theirs: each one's run() then ends as for a timeout, keeping its output, and sweeps what it left."""
+        with self._running_lock:
+            procs = list(self.running)
+        stoppers = [threading.Thread(target=stop, args=(proc,)) for proc in procs]  # each takes ~1 s: at once
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
+
     def nodelist(self, step: Step) -> list[str]:
         """The nodes `step` runs on, known before it runs."""
         if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
@@ -298,6 +322,8 @@ class Launcher:
 
     def _hosts_for(self, step: Step) -> list[str]:
         """A step on fewer nodes than the allocation gets named ones, so its node list is known."""
+        if step.hosts:
+            return list(step.hosts)
         hosts = self.allocation.hosts if self.allocation and self.allocation.job_id else []
         return hosts[:step.nodes] if 0 < step.nodes < len(hosts) else []
 
@@ -352,20 +378,6 @@ class Launcher:
                                    f"{_first(SIGNALLED, r.stderr) or ''}", raw)
         raise StepCrashedError(f"{name}: exit status {r.returncode}; last stderr line: "
                                f"{cut((r.stderr.strip().splitlines() or [''])[-1])!r}", raw)
-
-
-def benchmark_argv(command: list[str]) -> list[str]:
-    """The benchmark's own argv in an srun line of Launcher.command (a batch job's, read back from its plan):
-    after srun's `--`, our wrappers (GPU binding, reaper) and the variables' `env NAME=VALUE` words."""
-    rest = command[command.index("--") + 1:] if "--" in command else command
-    for wrapper in (list(GPU_WRAPPER), REAPER):
-        if rest[:len(wrapper)] == wrapper:
-            rest = rest[len(wrapper):]
-    if rest[:1] == ["env"]:
-        rest = rest[1:]
-        while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
-            rest = rest[1:]
-    return rest
 
 
 def _first(pattern: re.Pattern, text: str) -> str:
