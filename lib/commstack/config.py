@@ -22,6 +22,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
+from commstack import limits, sbatch
 from commstack.benchmarks import BENCHMARKS, METRICS
 from commstack.errors import CommstackError, ConfigError, UnknownSystemError, has_control
 from commstack.files import read_bounded
@@ -159,6 +160,8 @@ Line = Annotated[str, _line()]
 Text = Annotated[str, _line("\n\t")]
 VariableName = Annotated[str, AfterValidator(_shell_name)]
 MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
+#: a value of an #SBATCH line, and one option of a list of them (commstack.sbatch)
+SbatchValue, SbatchOption = (Annotated[str, _line(), AfterValidator(check)] for check in (sbatch.value, sbatch.option))
 
 
 class Strict(BaseModel):
@@ -171,10 +174,13 @@ def _one_or_list(v: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------- systems
 
+PerNode = Annotated[int, Field(ge=0, le=limits.RANKS_PER_NODE)]
+
+
 class Node(Strict):
-    cores: PositiveInt | Literal["auto"] = "auto"     # auto: os.cpu_count() of the harness's machine
-    gpus: Annotated[int, Field(ge=0)]
-    nics: Annotated[int, Field(ge=0)]
+    cores: Annotated[PositiveInt, Field(le=limits.RANKS_PER_NODE)] | Literal["auto"] = "auto"  # auto: os.cpu_count()
+    gpus: PerNode
+    nics: PerNode
     nic_line_rate_MBps: Annotated[float, Field(gt=0)] | None = None
 
 
@@ -182,18 +188,18 @@ class LauncherConfig(Strict):
     mpi: Literal["pmix", "pmi2", "cray_shasta", "none"] = "pmix"
     gpu_binding: Literal["none", "localid", "gpus-per-task"] = "none"
     srun_flags: list[Line] = []
-    salloc_flags: list[Line] = []
+    salloc_flags: list[SbatchOption] = []   # #SBATCH lines too, in a batch job
     mpirun_flags: list[Line] = []
 
 
 class BatchConfig(Strict):
     """What `commstack suite --submit` puts in the job script's #SBATCH lines (with the system's partition)."""
 
-    account: Line | None = None
-    reservation: Line | None = None
-    qos: Line | None = None
+    account: SbatchValue | None = None
+    reservation: SbatchValue | None = None
+    qos: SbatchValue | None = None
     time: Annotated[str, Field(pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$")] = "01:00:00"   # sbatch --time
-    sbatch_flags: list[Line] = []
+    sbatch_flags: list[SbatchOption] = []
 
 
 class Fabric(Strict):
@@ -214,7 +220,7 @@ class System(Strict):
 
     name: SafeName
     description: Text = ""
-    partition: Line | None = None
+    partition: SbatchValue | None = None
     nodes: PositiveInt
     node: Node
     launcher: LauncherConfig
@@ -297,14 +303,14 @@ class StepSpec(Strict):
     sizes: tuple[Size, Size] | None = None
     nodes: PositiveInt | Literal["all"] = 1
     node_counts: list[PositiveInt] | dict[Literal["max"], PositiveInt] | None = None
-    ranks_per_node: PositiveInt | Literal["nic", "core", "gpu"] = 1
+    ranks_per_node: Annotated[PositiveInt, Field(le=limits.RANKS_PER_NODE)] | Literal["nic", "core", "gpu"] = 1
     odd: bool = False
     memory: Annotated[list[Literal["host", "device"]], BeforeValidator(_one_or_list)] = ["host"]
     environments: Annotated[list[Line], BeforeValidator(_one_or_list)] = ["native"]
     mode: Annotated[list[Literal[MODES]], BeforeValidator(_one_or_list)] | None = None
     args: list[Line | int | float] = []
-    repeats: PositiveInt = 1
-    timeout_s: PositiveInt = 600
+    repeats: Annotated[PositiveInt, Field(le=limits.REPEATS)] = 1
+    timeout_s: Annotated[PositiveInt, Field(le=limits.TIMEOUT_S)] = 600
 
     @field_validator("args", mode="before")
     @classmethod
@@ -349,6 +355,11 @@ class StepSpec(Strict):
     def argv(self) -> list[str]:
         return [str(a) for a in self.args]
 
+    @property
+    def name(self) -> str:
+        """What names the step's records (steps/<suite>--<name>...): its id, else its benchmark."""
+        return self.id or self.benchmark
+
 
 class Suite(Strict):
     name: SafeName
@@ -357,6 +368,11 @@ class Suite(Strict):
     steps: Annotated[list[StepSpec], Field(min_length=1)]
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     path: Path | None = None
+
+    @model_validator(mode="after")
+    def _steps_apart(self) -> "Suite":
+        limits.check_steps(self.steps)
+        return self
 
 
 def known_suites() -> list[str]:

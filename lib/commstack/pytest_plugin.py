@@ -30,7 +30,7 @@ from commstack.results.references import references_of
 from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, own_dir, write_json
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
 from commstack.spack.view import load_env
@@ -61,10 +61,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--memory", choices=("host", "device"), default=None,
                 help="run only the suite steps in this memory (a scaled-down suite on a system without GPUs)")
     g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
-    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
                 help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi); default $COMMSTACK_OSU_PREFIX, "
                      "else the local Spack env's osu-micro-benchmarks when installed")
-    g.addoption("--pingpong", default=None,
+    g.addoption("--pingpong", default=None, type=absolute,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
     g.addoption("--env", default=None,
                 help="an installed Spack env (its directory): the benchmarks from its view (default: the system's "

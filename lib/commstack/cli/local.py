@@ -11,7 +11,7 @@ import sys
 
 from commstack.errors import CommstackError
 from commstack.files import own_dir
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.slurm.cluster import LocalSlurm
 from commstack.spack import find_spack
 
@@ -40,7 +40,7 @@ def add_test(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--system", help="the system the slurm tier runs on (default: local)")
     s.add_argument("--slurm", choices=("auto", "local", "external", "off"), help="which Slurm (default: auto)")
     s.add_argument("--launcher", choices=("srun", "mpirun"), help="mpirun: this host, no Slurm")
-    s.add_argument("--osu-prefix", help="an OSU install for the tests that run OSU")
+    s.add_argument("--osu-prefix", type=absolute, help="an OSU install for the tests that run OSU")
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:

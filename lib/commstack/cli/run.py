@@ -18,7 +18,7 @@ import pytest
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError, ConfigError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, results_dir
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
 from commstack.results.records import RecordError, read_run
@@ -66,8 +66,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
             "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
     for opt in ("osu_prefix", "pingpong", "memory"):
         if getattr(args, opt):
-            argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
-    argv += ["--env", str(env.path)] if env else []
+            argv.append(f"--{opt.replace('_', '-')}={getattr(args, opt)}")
+    argv += [f"--env={env.path}"] if env else []
     argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
     session = SessionOf()
     launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
@@ -224,9 +224,9 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
     s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
-    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
                    help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
-    s.add_argument("--pingpong", help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--pingpong", type=absolute, help="an mpi-pingpong binary (default: built with the system MPI)")
     s.add_argument("--env", help="an installed Spack env (its directory): every benchmark from its view, the MPI "
                                  "steps with its MPI (default: the system's install: {env: ...}, else none)")
     s.add_argument("--no-build", action="store_true",

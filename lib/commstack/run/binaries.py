@@ -76,13 +76,13 @@ class Binaries:
         return {"path": binary, **source}
 
     def facts_programs(self) -> dict[str, str]:
-        """The facts probe's programs from the env (COMMSTACK_FI_INFO=<view>/bin/fi_info, ...): those the
-        env has; the probe finds the others on PATH."""
+        """The facts probe's programs from the env ({"fi_info": <view>/bin/fi_info, ...}): those the env has;
+        the probe finds the others on PATH."""
         found = {}
         for spec in (f for tool in TOOLS.values() for f in tool.facts) if self.env else ():
             name = Path(spec.path).name
             with contextlib.suppress(BinaryNotFoundError):
-                found[f"COMMSTACK_{name.upper()}"] = self.env.program(spec.spec, spec.path, name)[0]
+                found[name] = self.env.program(spec.spec, spec.path, name)[0]
         return found
 
     def mpirun(self) -> str:

@@ -133,8 +133,8 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
 def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
     """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container); `programs`: the
     env's fi_info and ucx_info (Binaries.facts_programs)."""
-    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120,
-                               loader=False, variables={**step.variables, **(programs or {})})
+    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0], programs),
+                               timeout_s=120, probe=True)
 
 
 def probe(launcher: Launcher, step: Step, outdir: Path, programs: dict[str, str] | None = None) -> dict:
