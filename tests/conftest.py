@@ -3,35 +3,34 @@ COMMSTACK_REQUIRE_FAULTS=1 (CI): there a skipped fault test is a failure, so tha
 by skipping."""
 
 import os
-import time
 
 import pytest
+from waits import wait_until
 
 from commstack.errors import SlurmUnavailableError
 from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.config import free_ports
 
 
 @pytest.fixture
 def own_slurm(pytestconfig, tmp_path_factory):
-    """A local Slurm of this test alone (its own directory and ports), beside any other cluster.
-    Afterwards no job of it may be queued, and once stopped no process of it may be left."""
+    """A local Slurm of this test alone (its own directory, and ports chosen free now: a second test run
+    beside this one gets others), beside any other cluster. Afterwards no job of it may be queued (a
+    cancelled job is COMPLETING for a while), and once stopped no process of it may be left."""
     mode = pytestconfig.getoption("--slurm")
     if mode in ("off", "external"):
         pytest.skip(f"--slurm={mode}: this test starts a local Slurm of its own")
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "s", 16837, 16838)
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "s", *free_ports(2))
     try:
         cluster.start()
     except SlurmUnavailableError as e:
         pytest.skip(f"the local Slurm cannot start here: {e}")
     yield cluster
-    queued = cluster.jobs() if cluster.pid("slurmctld") else []
-    for _ in range(30):  # a cancelled job is COMPLETING for a few seconds
-        if not queued:
-            break
-        time.sleep(0.5)
-        queued = cluster.jobs()
-    cluster.stop(force=True)
-    assert not queued, f"jobs left in the queue: {queued}"
+    try:
+        if cluster.pid("slurmctld"):
+            wait_until(lambda: not cluster.jobs(), "the queue empties", poll=0.5)
+    finally:
+        cluster.stop(force=True)
     assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waits import HANG_S, free_port_pair, wait_until
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
@@ -27,8 +28,8 @@ from commstack.slurm.procs import exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
-PORT = 16847  # beside the shared cluster (16817) and own_slurm's (16837)
-OSU = "/opt/omb72" if Path("/opt/omb72/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency").is_file() else None
+# an OSU install for the smoke suite's OSU steps; without one they are not-run (exit 3) and the rest runs
+OSU = os.environ.get("COMMSTACK_OSU_PREFIX") or None
 SMOKE_EXIT = 0 if OSU else 3  # without OSU fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run
 
 LONG = """name: long
@@ -58,12 +59,14 @@ def fill(fs: Path) -> None:
 
 class Cli:
     """bin/commstack in an environment of its own: no site Slurm variables, and the local Slurm in
-    `root` on PORT; with OSU where /opt/omb72 has it, else without building it (--no-build)."""
+    `root` on ports chosen free now (COMMSTACK_SLURM_PORT); with OSU where COMMSTACK_OSU_PREFIX names one,
+    else without building it (--no-build)."""
 
     def __init__(self, root: Path):
-        self.cluster = LocalSlurm(root, PORT, PORT + 1)
+        port = free_port_pair()
+        self.cluster = LocalSlurm(root, port, port + 1)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COMMSTACK_"))}
-        self.env.update(COMMSTACK_SLURM_DIR=str(root), COMMSTACK_SLURM_PORT=str(PORT))
+        self.env.update(COMMSTACK_SLURM_DIR=str(root), COMMSTACK_SLURM_PORT=str(port))
         if OSU:
             self.env["COMMSTACK_OSU_PREFIX"] = OSU
         self.no_build = [] if OSU else ["--no-build"]
@@ -101,20 +104,22 @@ def job_steps(cluster: LocalSlurm) -> list[str]:
 
 def wait_for_step(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
     """Until the run's step runs under srun and has its directory."""
-    deadline = time.monotonic() + 120
-    while not (outdir / "command.txt").exists() or not (cluster.pid("slurmctld") and job_steps(cluster)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the step never started"
-        time.sleep(0.3)
+    wait_until(lambda: (outdir / "command.txt").exists() and cluster.pid("slurmctld") and job_steps(cluster),
+               "the step starts", alive=lambda: proc.poll() is None or proc.communicate())
+
+
+def wait_for_pingpong(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
+    """Until the run's mpi-pingpong step is printing its table (its header is in stdout.txt)."""
+    wait_for_step(proc, cluster, outdir)
+    wait_until(lambda: "# mpi-pingpong v" in (outdir / "stdout.txt").read_text(errors="replace"),
+               "the ping-pong prints", alive=lambda: proc.poll() is None)
 
 
 def no_job_left(cluster: LocalSlurm) -> None:
     """The queue of a cluster still up is empty (a cancelled job is COMPLETING for a few seconds), and
     only its daemons run: no slurmstepd, no task."""
-    deadline = time.monotonic() + 30
-    while cluster.jobs() or [p for p in cluster.processes() if _program(p) not in DAEMONS]:
-        assert time.monotonic() < deadline, (cluster.jobs(), [_program(p) for p in cluster.processes()])
-        time.sleep(0.5)
+    wait_until(lambda: not cluster.jobs() and not [p for p in cluster.processes() if _program(p) not in DAEMONS],
+               "no job and no task of the cluster left", poll=0.5)
 
 
 def _program(pid: int) -> str:
@@ -140,8 +145,7 @@ def test_ctrl_c_cancels_the_step_keeps_its_output_and_stops_everything(cli, tmp_
     results = tmp_path / "r"
     proc = cli.start("suite", str(suite_file(tmp_path, LONG)), "--results", str(results))
     out = results / "steps" / f"long--{LONG_STEP}" / "repeat-0"
-    wait_for_step(proc, cli.cluster, out)
-    time.sleep(2)  # the ping-pong is printing
+    wait_for_pingpong(proc, cli.cluster, out)
     for i in range(presses or 1000):
         if proc.poll() is not None:
             break
@@ -249,9 +253,7 @@ def test_slurmctld_killed_mid_run(cli, tmp_path):
     first = results / "steps" / "three--first-cpu-N1-n2-host-native" / "repeat-0"
     wait_for_step(proc, cli.cluster, first)
     os.kill(cli.cluster.pid("slurmctld"), signal.SIGKILL)
-    t0 = time.monotonic()
-    text, err = proc.communicate(timeout=300)
-    assert time.monotonic() - t0 < 120
+    text, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 3, text + err
     records = records_of(results)
     r1, r2, r3 = (records[f"{n}-cpu-N1-n2-host-native"] for n in ("first", "second", "third"))
@@ -344,12 +346,11 @@ def _foreign(root: Path) -> str:
 def test_a_prepared_state_directory_is_refused_before_any_step(cli, tmp_path, prepare):
     message = prepare(cli.cluster.root)
     results = tmp_path / "r"
-    t0 = time.monotonic()
     proc = cli.run("run", *cli.no_build, "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"commstack run: error: {message}" in proc.stderr
     assert "[step" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
-    assert not results.exists() and time.monotonic() - t0 < 30  # nothing launched, nothing waited for
+    assert not results.exists()  # nothing launched
     assert cli.cluster.processes() == []
     if prepare is _symlink:
         assert list((tmp_path / "slurm").resolve().iterdir()) == []
@@ -438,7 +439,6 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
     fake.chmod(0o755)
     cli.cluster.start()
     results = tmp_path / "r"
-    t0 = time.monotonic()
     proc = cli.run("suite", str(suite_file(tmp_path, SERVERLESS)), "--results", str(results),
                    env={"PATH": f"{fake.parent}:{cli.env['PATH']}"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -449,7 +449,7 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
                     r"step's timeout|(client: the server did not start: |server: )the server \(fi_pingpong\) did not "
                     r"listen on port \d+ before the step's timeout)", record.reason), record.reason
     step = json.loads((results / record.outputs[0] / "step.json").read_text())
-    assert 25 <= step["elapsed_s"] < 30 and time.monotonic() - t0 < 120  # the pair's 25 s, within the step's 30
+    assert 25 <= step["elapsed_s"] < 30  # the pair's 25 s, within the step's 30
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and b"4242.5" in _cmdline(p)]
     no_job_left(cli.cluster)
     assert cli.cluster.stop() is True

@@ -5,10 +5,10 @@ it not-run. Needs root (network namespaces) and OSU 7.2 (COMMSTACK_OSU_PREFIX, d
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from waits import wait_until
 
 from commstack.cli.main import main
 from commstack.results.records import read_run
@@ -71,12 +71,12 @@ def test_cancelled_job_leaves_the_rest_not_run(cluster, tmp_path, capsys):
                  "--results", str(run), "--osu-prefix", str(OSU), "--slurm", "local"]) == 0
     job = read_plan(run).job_id
     assert main(["status", str(run)]) == 4  # not ended yet
-    bw = next((run / "steps").glob("batchtest--osu_bw-*")) if (run / "steps").is_dir() else None
-    deadline = time.monotonic() + 180
-    while not (bw and (bw / "repeat-0" / "stdout.txt").is_file()) and time.monotonic() < deadline:
-        time.sleep(1)
-        bw = next((run / "steps").glob("batchtest--osu_bw-*"), None) if (run / "steps").is_dir() else None
-    assert bw, "the job never reached osu_bw"
+
+    def bw_printing() -> Path | None:
+        """osu_bw's step directory once its first repeat writes output (its 10,000,000 iterations then run long)."""
+        found = [d for d in run.glob("steps/batchtest--osu_bw-*") if (d / "repeat-0" / "stdout.txt").is_file()]
+        return found[0] if found else None
+    wait_until(bw_printing, "the job reaches osu_bw", alive=lambda: cluster.jobs())
     subprocess.run([shutil.which("scancel") or "scancel", job], env=cluster.variables, check=True)
     rc = main(["status", str(run), "--wait"])
     out = capsys.readouterr().out
