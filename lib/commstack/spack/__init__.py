@@ -15,6 +15,10 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 
 
+#: the one wording of "no Spack", wherever it is said (need_spack, the spack tier's skip, pytest's header)
+NO_SPACK = "no Spack found: set SPACK_ROOT to a Spack v1.1 checkout, or run bin/commstack setup"
+
+
 class SpackError(CommstackError):
     pass
 
@@ -85,5 +89,5 @@ def script(name: str) -> Path:
 def need_spack() -> Spack:
     exe = find_spack()
     if exe is None:
-        raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
+        raise CommstackError(NO_SPACK)
     return Spack(exe, TOP / "results" / "spack-logs")
