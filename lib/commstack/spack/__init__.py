@@ -27,12 +27,16 @@ class SpackTimeoutError(SpackError):
     """A Spack command ran past its time limit."""
 
 
+#: the Spack root `bin/commstack setup` used (a clone of its own, or SPACK_ROOT's), remembered by the checkout
+RECORDED_ROOT = TOP / ".spack" / "spack-root"
+
+
 def find_spack() -> Path | None:
-    """SPACK_ROOT first, then the set-up's .spack/spack, then PATH."""
-    candidates = []
-    if os.environ.get("SPACK_ROOT"):
-        candidates.append(Path(os.environ["SPACK_ROOT"]) / "bin" / "spack")
-    candidates.append(TOP / ".spack" / "spack" / "bin" / "spack")
+    """SPACK_ROOT first, then the root setup recorded in this checkout, then its own clone, then PATH."""
+    roots = [os.environ["SPACK_ROOT"]] if os.environ.get("SPACK_ROOT") else []
+    if RECORDED_ROOT.is_file():
+        roots.append(RECORDED_ROOT.read_text().strip())
+    candidates = [Path(r) / "bin" / "spack" for r in roots] + [TOP / ".spack" / "spack" / "bin" / "spack"]
     on_path = shutil.which("spack")
     if on_path:
         candidates.append(Path(on_path))
