@@ -324,7 +324,28 @@ def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
     assert f"**{len(steps)} steps: {len(steps)} not-run**" in md
-    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md
+    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md  # its own reason
+
+
+def test_a_reason_several_steps_give_is_said_once_with_its_code_rendered(tmp_path):
+    """issue 36 items 11-12: each not-run row repeated the whole reason, backticks showed literally, and the
+    caption claimed a standard deviation over one repeat."""
+    why = "no OSU micro-benchmarks here: run `bin/commstack setup`, or give `--osu-prefix PREFIX`"
+    for step in ("osu_a", "osu_b", "osu_c"):
+        record(tmp_path, step, None, verdict="not-run", reason=why)
+    record(tmp_path, "osu_bw", "cscs-osu-01.txt", verdict="fail", reason="`osu_bw` crashed")
+    page = write_report(tmp_path, REFS).read_text()
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert page.count("no OSU micro-benchmarks here") == 1 and md.count("no OSU micro-benchmarks here") == 1
+    assert "<td>not-run</td><td><a href='#reason-1'>reason 1</a></td>" in page
+    assert ("<li id='reason-1'>no OSU micro-benchmarks here: run <code>bin/commstack setup</code>, or give "
+            "<code>--osu-prefix PREFIX</code> (3 steps: <code>osu_a</code>, <code>osu_b</code>, <code>osu_c</code>)"
+            "</li>") in page
+    assert "| `osu_a` | not-run | [reason 1](#reasons-several-steps-give) |" in md
+    assert ("1. no OSU micro-benchmarks here: run `bin/commstack setup`, or give `--osu-prefix PREFIX` (3 steps: "
+            "`osu_a`, `osu_b`, `osu_c`)") in md
+    assert "<td><code>osu_bw</code> crashed</td>" in page and "| `osu_bw` crashed |" in md  # said once: inline
+    assert "one repeat per step: its figure, no spread." in page and "standard deviation" not in page
 
 
 def test_steps_without_rows_compare_their_verdicts_and_the_table_says_why(tmp_path):

@@ -71,6 +71,24 @@ def _md_code(text: str, block: bool = False) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def _md_spans(text: str) -> str:
+    """A reason as Markdown: its `code` spans as code spans, the rest as text."""
+    parts = re.split(r"`([^`]+)`", text)
+    return "".join(_md_code(p) if i % 2 else _md(p) for i, p in enumerate(parts))
+
+
+def _html_spans(text: str) -> str:
+    """A reason as HTML: its `code` spans in <code>, the rest escaped."""
+    parts = re.split(r"`([^`]+)`", printable(text))
+    return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
+
+
+def shared_reasons(records: list[Record]) -> dict[str, int]:
+    """Each reason that several steps give, numbered in order of first use: the report says it once."""
+    counts = Counter(r.reason for r in records if r.reason)
+    return {reason: i for i, reason in enumerate((r for r in counts if counts[r] > 1), 1)}
+
+
 def shown(metric: str) -> tuple[str, str, float]:
     """How a metric is shown: label, unit, factor from the recorded unit (its tool's column says)."""
     column = COLUMNS.get(metric)
@@ -232,16 +250,29 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
             f"<li><code>{html.escape(f.step)}</code> on {html.escape(', '.join(f.nodes))}: {html.escape(f.message)}"
             f"</li>" for f in findings), "</ul>"]
+    shared = shared_reasons(records)
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         checked = r.validated or ""
-        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
+        n = shared.get(r.reason)
+        md_reason = f"[reason {n}](#reasons-several-steps-give)" if n else _md_spans(r.reason)
+        html_reason = f"<a href='#reason-{n}'>reason {n}</a>" if n else _html_spans(r.reason)
+        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {md_reason} | {_md(', '.join(r.nodelist))} | "
                   + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
         page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
-                    f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
+                    f"<td>{verdict}</td><td>{html_reason}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
                     f"<td><code>{html.escape(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    if shared:  # each once, with the steps that give it (the terminal's summary does the same)
+        md += ["", "## Reasons several steps give", ""]
+        page += ["<h2>Reasons several steps give</h2>", "<ol>"]
+        for reason, n in shared.items():
+            steps = [r.step for r in records if r.reason == reason]
+            md.append(f"{n}. {_md_spans(reason)} ({len(steps)} steps: {', '.join(_md_code(s) for s in steps)})")
+            page.append(f"<li id='reason-{n}'>{_html_spans(reason)} ({len(steps)} steps: "
+                        + ", ".join(f"<code>{html.escape(s)}</code>" for s in steps) + ")</li>")
+        page.append("</ol>")
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
         md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",
@@ -287,7 +318,10 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
                              else _figure(m[0] * factor))
             md.append(f"| {size} | " + " | ".join(cells) + " |")
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        note = f"{label} in {unit}; median (± standard deviation over repeats)."
+        repeats = sorted({len(r.repeats) for r in rs})
+        note = (f"{label} in {unit}; one repeat per step: its figure, no spread." if repeats == [1] else
+                f"{label} in {unit}; median over {'/'.join(map(str, repeats))} repeats (± standard deviation where "
+                "a step has more than one).")
         md.append(f"\n{note}")
         png = base64.b64encode((out / name).read_bytes()).decode()
         page += [f"<h2>{html.escape(bench)}, {memory} memory</h2>",
