@@ -268,11 +268,11 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             past = [p.median for p in history if (p.system, p.suite, p.step, p.size, p.metric) == key
                     and p.run_id != r.run_id and p.median is not None and p.median > 0][-last:]
             if not past:
-                out.append(Change(name, size, None, value, "missing in A"))
+                out.append(Change(name, size, None, value, "missing in A", metric=r.metric))
                 continue
             base = statistics.median(past)
             if not all(math.isfinite(v) and v > 0 for v in (base, value)):
-                out.append(Change(name, size, base, value, "invalid"))
+                out.append(Change(name, size, base, value, "invalid", metric=r.metric))
                 continue
             higher = METRICS[r.metric].higher_is_better
             change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
@@ -283,5 +283,5 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)
             c = change(value)
             kind = "regression" if c < -worse else "better" if c > above else "same"
-            out.append(Change(name, size, base, value, kind))
+            out.append(Change(name, size, base, value, kind, metric=r.metric))
     return out

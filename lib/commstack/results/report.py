@@ -27,7 +27,7 @@ from matplotlib.ticker import FuncFormatter
 from commstack.errors import CommstackError, printable
 from commstack.files import sync_tree
 from commstack import benchmarks
-from commstack.benchmarks import COLUMNS, METRICS
+from commstack.benchmarks import METRICS, shown_value, shown
 from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
@@ -47,11 +47,6 @@ def _bytes(x: float, _pos: object = None) -> str:
         if x >= n and x % n == 0:
             return f"{int(x // n)}{unit}"
     return f"{int(x)}" if x >= 1 else ""  # no message is smaller than 1 B; the margin gets no tick label
-
-
-def _figure(v: float) -> str:
-    """Four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
-    return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
 def _md(text: str) -> str:
@@ -87,12 +82,6 @@ def shared_reasons(records: list[Record]) -> dict[str, int]:
     """Each reason that several steps give, numbered in order of first use: the report says it once."""
     counts = Counter(r.reason for r in records if r.reason)
     return {reason: i for i, reason in enumerate((r for r in counts if counts[r] > 1), 1)}
-
-
-def shown(metric: str) -> tuple[str, str, float]:
-    """How a metric is shown: label, unit, factor from the recorded unit (its tool's column says)."""
-    column = COLUMNS.get(metric)
-    return column.shown if column and column.shown else (metric, "", 1.0)
 
 
 def _title(records: list[Record], what: str, date: str) -> str:
@@ -314,8 +303,8 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             cells = []
             for r in rs:
                 m = r.medians().get(size)
-                cells.append("" if not m else f"{_figure(m[0] * factor)} ± {_figure(m[1] * factor)}" if m[2] > 1
-                             else _figure(m[0] * factor))
+                cells.append("" if not m else f"{shown_value(m[0] * factor)} ± {shown_value(m[1] * factor)}" if m[2] > 1
+                             else shown_value(m[0] * factor))
             md.append(f"| {size} | " + " | ".join(cells) + " |")
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         repeats = sorted({len(r.repeats) for r in rs})
