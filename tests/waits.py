@@ -7,8 +7,10 @@ Ports are chosen free when a cluster starts, so that two test runs on one machin
 
 from __future__ import annotations
 
+import os
 import socket
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -38,3 +40,19 @@ def free_port_pair() -> int:
                 except OSError:
                     continue
                 return port
+
+
+def ranks_busy(marker: str, cpu_s: float = 2.0) -> bool:
+    """Every process whose command line starts with `marker` (a benchmark binary's path) has run `cpu_s`
+    seconds of CPU: past MPI_Init and into its loop. Its stdout is no sign: srun forwards a step's output
+    when the step ends."""
+    ticks, seen = os.sysconf("SC_CLK_TCK"), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(marker.encode()):
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        seen.append((int(fields[11]) + int(fields[12])) / ticks)  # utime + stime
+    return bool(seen) and min(seen) >= cpu_s

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from waits import HANG_S, free_port_pair, wait_until
+from waits import HANG_S, free_port_pair, ranks_busy, wait_until
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
@@ -109,10 +109,10 @@ def wait_for_step(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> 
 
 
 def wait_for_pingpong(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
-    """Until the run's mpi-pingpong step is printing its table (its header is in stdout.txt)."""
+    """Until the run's mpi-pingpong ranks are ping-ponging (its header printed, srun holding it until the end)."""
     wait_for_step(proc, cluster, outdir)
-    wait_until(lambda: "# mpi-pingpong v" in (outdir / "stdout.txt").read_text(errors="replace"),
-               "the ping-pong prints", alive=lambda: proc.poll() is None)
+    binary = str(outdir.parents[2] / "build" / "mpi-pingpong")  # <results>/steps/<step>/repeat-0
+    wait_until(lambda: ranks_busy(binary), "the ping-pong runs", alive=lambda: proc.poll() is None)
 
 
 def no_job_left(cluster: LocalSlurm) -> None:

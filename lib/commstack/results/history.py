@@ -30,7 +30,7 @@ from pydantic.dataclasses import dataclass
 from commstack.errors import CommstackError
 from commstack.files import UnsafePathError, regular_or_missing
 from commstack.results.compare import Change
-from commstack.benchmarks import METRICS
+from commstack.benchmarks import METRICS, shown, shown_value
 from commstack.results.records import RECORD, Record, read_run
 
 SCHEMA_VERSION = 1
@@ -209,6 +209,35 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
         raise HistoryError(f"{path}: a figure row does not fit the schema: {'.'.join(map(str, first['loc']))}: "
                            f"{first['msg']} (got {first['input']!r:.60}); damaged or written by something else") \
             from None
+
+
+#: a figure this many times above or below its step's history (median of its last runs) is a warning,
+#: with references or without: a machine that was busy, a wrong unit, a broken build
+FAR_OFF = 100
+
+
+def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
+    """A warning when `record`'s median is FAR_OFF times off the median of the same step's last `last` runs
+    in the default history at some size: the first such size, and how many more; none without a history."""
+    path = default_path(Path(run_dir).resolve().parent)
+    if not record.repeats or not path.is_file():
+        return []
+    try:
+        points = trend(path, record.system, record.suite, record.step)
+    except HistoryError:  # the run names a history it cannot use when it adds itself
+        return []
+    _, unit, factor = shown(record.metric)
+    out = []
+    for size, (value, _, _) in record.medians().items():
+        past = [p.median for p in points if p.size == size and p.metric == record.metric and p.run_id != record.run_id
+                and p.median is not None and p.median > 0][-last:]
+        if past and math.isfinite(value) and value > 0:
+            base = statistics.median(past)
+            if not 1 / FAR_OFF < value / base < FAR_OFF:
+                out.append(f"{size} B: {shown_value(value * factor)} {unit or record.unit} is {value / base:.3g} times "
+                           f"its history's {shown_value(base * factor)} (median of its last {len(past)} runs)")
+    return [out[0] + (f", and {len(out) - 1} more sizes over {FAR_OFF} times off" if len(out) > 1 else "")] if out \
+        else []
 
 
 def trend_table(points: list[Point]) -> str:

@@ -262,6 +262,11 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             page.append(f"<li id='reason-{n}'>{_html_spans(reason)} ({len(steps)} steps: "
                         + ", ".join(f"<code>{html.escape(s)}</code>" for s in steps) + ")</li>")
         page.append("</ol>")
+    warned = [(r.step, w) for r in records for w in r.warnings]
+    if warned:  # doubts about the figures: a busy machine, far off the step's own history
+        md += ["", "## Warnings about the figures", "", *(f"- {_md_code(step)}: {_md(w)}" for step, w in warned)]
+        page += ["<h2>Warnings about the figures</h2><ul class='fault'>",
+                 *(f"<li><code>{html.escape(step)}</code>: {html.escape(w)}</li>" for step, w in warned), "</ul>"]
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
         md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",
