@@ -16,6 +16,7 @@ from waits import HANG_S, wait_until
 from commstack.errors import CommstackError, SlurmUnavailableError
 from commstack.slurm.clients import choose_slurm, site_slurm_answers
 from commstack.slurm.cluster import LocalSlurm, NodeDrainedError
+from commstack.slurm.config import free_ports
 
 pytestmark = pytest.mark.slurm
 
@@ -73,6 +74,20 @@ def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_pa
     assert a["job"] != b["job"]
     assert (b["shut_down"], a["shut_down"]) == (False, True)
     assert not own_slurm.processes() and not own_slurm.leases()
+
+
+def test_two_clusters_on_one_host_number_their_jobs_apart(own_slurm, tmp_path):
+    """issue 36 item 1: two test runs at once, each with a cluster of its own starting at job 1, ran MPI steps
+    of the same PMIx namespace (slurm.pmix.1.1), and Open MPI ranks of one mapped the other's shared memory
+    (Segmentation fault in btl_vader). Each cluster now numbers its jobs from its own port."""
+    other = LocalSlurm(tmp_path / "other", *free_ports(2))
+    other.start()
+    try:
+        ids = [subprocess.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], env=c.variables, capture_output=True,
+                              text=True, timeout=HANG_S, check=True).stdout.strip() for c in (own_slurm, other)]
+    finally:
+        other.stop(force=True)
+    assert ids == [str(own_slurm.ctld_port * 1000), str(other.ctld_port * 1000)], ids
 
 
 def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
