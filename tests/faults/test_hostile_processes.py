@@ -29,9 +29,9 @@ TOP = Path(__file__).resolve().parents[2]
 ROW = ("Transfer size (B):          8, Transfer Time (s):     0.000000524, Bandwidth (GB/s):     0.014231566, "
        "Check: Pass")
 ONE_STEP = """name: one
-description: one step of mpi-pingpong's size 8, with a 20 s limit
+description: one step of mpi-pingpong's size 8, with a 60 s limit (a loaded machine starts it slowly)
 steps:
-- {id: one, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], timeout_s: 20}
+- {id: one, benchmark: mpi-pingpong, mode: cpu, ranks_per_node: 2, sizes: [8, 8], timeout_s: 60}
 """
 ONE = "one-cpu-N1-n2-host-native"
 
