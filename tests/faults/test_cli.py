@@ -104,8 +104,11 @@ def job_steps(cluster: LocalSlurm) -> list[str]:
 
 def wait_for_step(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
     """Until the run's step runs under srun and has its directory."""
+    def running() -> bool:
+        assert proc.poll() is None, proc.communicate()  # the run ended first: its output says why
+        return True
     wait_until(lambda: (outdir / "command.txt").exists() and cluster.pid("slurmctld") and job_steps(cluster),
-               "the step starts", alive=lambda: proc.poll() is None or proc.communicate())
+               "the step starts", alive=running)
 
 
 def wait_for_pingpong(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path) -> None:
