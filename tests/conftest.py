@@ -3,6 +3,9 @@ COMMSTACK_REQUIRE_FAULTS=1 (CI): there a skipped fault test is a failure, so tha
 by skipping."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from waits import wait_until
@@ -10,6 +13,23 @@ from waits import wait_until
 from commstack.errors import SlurmUnavailableError
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.config import free_ports
+
+SESSION_SLURM = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The local Slurm this session's steps share (slurm_variables, bin/commstack run in tests): in a directory
+    of this session, unless COMMSTACK_SLURM_DIR names one. A second test run beside this one has its own, and
+    neither waits for an allocation behind the other's jobs (`salloc ... got no allocation within 120 s`)."""
+    if "COMMSTACK_SLURM_DIR" not in os.environ and not hasattr(config, "workerinput"):
+        config.stash[SESSION_SLURM] = Path(tempfile.mkdtemp(prefix="commstack-tests-"))  # 0700, unpredictable
+        os.environ["COMMSTACK_SLURM_DIR"] = str(config.stash[SESSION_SLURM] / "slurm")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(SESSION_SLURM, None)
+    if root and not LocalSlurm(root / "slurm").processes():  # the session's run stopped it as its last user
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

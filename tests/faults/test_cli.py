@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -438,8 +439,10 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
         pytest.skip("no fi_pingpong (Debian: apt-get install libfabric-bin)")
     fake = tmp_path / "bin" / "fi_pingpong"
     fake.parent.mkdir()
-    # the server's command line has -B PORT, the client's -P PORT HOST; 4242.5 marks our sleeper
-    fake.write_text(f"#!/bin/sh\ncase \" $* \" in *\" -B \"*) exec sleep 4242.5;; esac\n"
+    # the server's command line has -B PORT, the client's -P PORT HOST; `mark` is our sleeper's alone (a second
+    # test run beside this one has its own)
+    mark = f"4242.{secrets.randbelow(10**6)}"
+    fake.write_text(f"#!/bin/sh\ncase \" $* \" in *\" -B \"*) exec sleep {mark};; esac\n"
                     f"exec {shutil.which('fi_pingpong')} \"$@\"\n")
     fake.chmod(0o755)
     cli.cluster.start()
@@ -455,7 +458,7 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
                     r"listen on port \d+ before the step's timeout)", record.reason), record.reason
     step = json.loads((results / record.outputs[0] / "step.json").read_text())
     assert 25 <= step["elapsed_s"] < 30  # the pair's 25 s, within the step's 30
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and b"4242.5" in _cmdline(p)]
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and mark.encode() in _cmdline(p)]
     no_job_left(cli.cluster)
     assert cli.cluster.stop() is True
     stopped(cli.cluster)
