@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from commstack.errors import CommstackError, InputFileError
 
@@ -100,6 +100,19 @@ def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = Tru
     """The bytes of the input file `path`; InputFileError when it is not a regular file (checked on the
     open file: a FIFO is opened without waiting for a writer), is a symlink and `follow_symlinks` is
     false (files commstack wrote itself), or holds more than `limit` bytes."""
+    with open_bounded(path, limit, follow_symlinks) as f:
+        try:
+            data = f.read(limit + 1)  # a file that grows while it is read is cut at the limit, and refused
+        except OSError as e:
+            raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > limit:
+        raise InputFileError(f"{path}: more than the {limit} bytes commstack reads from one input file")
+    return data
+
+
+def open_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = True) -> BinaryIO:
+    """The input file `path` open for reading, checked as read_bounded checks it (its size when opened;
+    a reader of its lines counts them against `limit` itself)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -108,21 +121,17 @@ def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = Tru
             raise InputFileError(f"{path}: is a symlink; commstack reads the files it wrote only as regular files") \
                 from None
         raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(f"{path}: is {_kind(st.st_mode)}, not a regular file; commstack reads only regular "
-                                 "files")
-        if st.st_size > limit:
-            raise InputFileError(f"{path}: {st.st_size} bytes, more than the {limit} bytes commstack reads from one "
-                                 "input file")
-        try:
-            data = f.read(limit + 1)  # a file that grows while it is read is cut at the limit, and refused
-        except OSError as e:
-            raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
-    if len(data) > limit:
-        raise InputFileError(f"{path}: more than the {limit} bytes commstack reads from one input file")
-    return data
+    f = os.fdopen(fd, "rb")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        f.close()
+        raise InputFileError(f"{path}: is {_kind(st.st_mode)}, not a regular file; commstack reads only regular "
+                             "files")
+    if st.st_size > limit:
+        f.close()
+        raise InputFileError(f"{path}: {st.st_size} bytes, more than the {limit} bytes commstack reads from one "
+                             "input file")
+    return f
 
 
 def write_json(path: Path, data: Any) -> None:
