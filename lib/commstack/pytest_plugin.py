@@ -37,7 +37,7 @@ from commstack.spack.view import load_env
 from commstack.run.binaries import Binaries
 from commstack.run.runner import Run, check_results_dir, new_run_dir
 from commstack.run.steps import SuiteStep, expand
-from commstack.spack import find_spack
+from commstack.spack import NO_SPACK, find_spack
 
 RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
@@ -333,12 +333,12 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     spack = find_spack()
     return [f"commstack: system={config.getoption('--system')} slurm={config.getoption('--slurm')}",
-            f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'SKIPPED: no Spack on PATH or SPACK_ROOT'}"]
+            f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'skipped: ' + NO_SPACK}"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if find_spack() is None:
-        skip = pytest.mark.skip(reason="spack tier: no Spack found (set SPACK_ROOT or run bin/commstack setup)")
+        skip = pytest.mark.skip(reason=f"spack tier: {NO_SPACK}")
         for item in items:
             if "spack" in item.keywords:
                 item.add_marker(skip)

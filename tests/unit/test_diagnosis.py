@@ -86,7 +86,7 @@ def test_an_mpi_run_without_a_lower_layer_names_nothing(tmp_path, capsys):
     step(a, "osu_bw", OSU_BW)
     step(b, "osu_bw", OSU_BW_NO_CXI)
     rc, out = compare_cli(capsys, a, b)
-    assert rc == 1 and "4194304    23982.180     3121.420   0.130  regression" in out
+    assert rc == 1 and "4194304        23.98        3.121 GB/s     0.130  regression" in out
     assert "lowest layer at fault" not in out
     commstack(["report", str(b)])
     assert "Lowest layer at fault" not in (b / "report" / "report.md").read_text()

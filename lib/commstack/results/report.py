@@ -30,7 +30,7 @@ from commstack.errors import CommstackError, printable
 from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
 from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
-from commstack.benchmarks import COLUMNS, METRICS
+from commstack.benchmarks import METRICS, shown_value, shown
 from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
@@ -50,11 +50,6 @@ def _bytes(x: float, _pos: object = None) -> str:
         if x >= n and x % n == 0:
             return f"{int(x // n)}{unit}"
     return f"{int(x)}" if x >= 1 else ""  # no message is smaller than 1 B; the margin gets no tick label
-
-
-def _figure(v: float) -> str:
-    """Four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
-    return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
 def _md(text: str) -> str:
@@ -89,10 +84,22 @@ def _md_code(text: str, block: bool = False) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def shown(metric: str) -> tuple[str, str, float]:
-    """How a metric is shown: label, unit, factor from the recorded unit (its tool's column says)."""
-    column = COLUMNS.get(metric)
-    return column.shown if column and column.shown else (metric, "", 1.0)
+def _md_spans(text: str) -> str:
+    """A reason as Markdown: its `code` spans as code spans, the rest as text."""
+    parts = re.split(r"`([^`]+)`", text)
+    return "".join(_md_code(p) if i % 2 else _md(p) for i, p in enumerate(parts))
+
+
+def _html_spans(text: str) -> str:
+    """A reason as HTML: its `code` spans in <code>, the rest escaped."""
+    parts = re.split(r"`([^`]+)`", printable(text))
+    return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
+
+
+def shared_reasons(records: list[Record]) -> dict[str, int]:
+    """Each reason that several steps give, numbered in order of first use: the report says it once."""
+    counts = Counter(r.reason for r in records if r.reason)
+    return {reason: i for i, reason in enumerate((r for r in counts if counts[r] > 1), 1)}
 
 
 def _title(records: list[Record], what: str, date: str) -> str:
@@ -282,16 +289,34 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
             f"<li><code>{_h(f.step)}</code> on {_h(', '.join(f.nodes))}: {_h(f.message)}"
             f"</li>" for f in findings), "</ul>"]
+    shared = shared_reasons(records)
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         checked = r.validated or ""
-        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
+        n = shared.get(r.reason)
+        md_reason = f"[reason {n}](#reasons-several-steps-give)" if n else _md_spans(r.reason)
+        html_reason = f"<a href='#reason-{n}'>reason {n}</a>" if n else _html_spans(r.reason)
+        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {md_reason} | {_md(', '.join(r.nodelist))} | "
                   + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
         page.append(f"<tr class='{r.verdict}'><td><code>{_h(r.step)}</code></td>"
-                    f"<td>{_h(verdict)}</td><td>{_h(r.reason)}</td><td>{_h(', '.join(r.nodelist))}</td>"
+                    f"<td>{_h(verdict)}</td><td>{html_reason}</td><td>{_h(', '.join(r.nodelist))}</td>"
                     f"<td><code>{_h(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    if shared:  # each once, with the steps that give it (the terminal's summary does the same)
+        md += ["", "## Reasons several steps give", ""]
+        page += ["<h2>Reasons several steps give</h2>", "<ol>"]
+        for reason, n in shared.items():
+            steps = [r.step for r in records if r.reason == reason]
+            md.append(f"{n}. {_md_spans(reason)} ({len(steps)} steps: {', '.join(_md_code(s) for s in steps)})")
+            page.append(f"<li id='reason-{n}'>{_html_spans(reason)} ({len(steps)} steps: "
+                        + ", ".join(f"<code>{_h(s)}</code>" for s in steps) + ")</li>")
+        page.append("</ol>")
+    warned = [(r.step, w) for r in records for w in r.warnings]
+    if warned:  # doubts about the figures: a busy machine, far off the step's own history
+        md += ["", "## Warnings about the figures", "", *(f"- {_md_code(step)}: {_md(w)}" for step, w in warned)]
+        page += ["<h2>Warnings about the figures</h2><ul class='fault'>",
+                 *(f"<li><code>{_h(step)}</code>: {_h(w)}</li>" for step, w in warned), "</ul>"]
     sourced = [r for r in records if r.binary]
     if sourced:  # which binary each step ran, and from an env which spec of which lock
         md += ["", "## Binaries", "", "| step | binary | from |", "|---|---|---|"]
@@ -347,11 +372,14 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             cells = []
             for r in rs:
                 m = r.medians().get(size)
-                cells.append("" if not m else f"{_figure(m[0] * factor)} ± {_figure(m[1] * factor)}" if m[2] > 1
-                             else _figure(m[0] * factor))
+                cells.append("" if not m else f"{shown_value(m[0] * factor)} ± {shown_value(m[1] * factor)}" if m[2] > 1
+                             else shown_value(m[0] * factor))
             md.append(f"| {size} | " + " | ".join(cells) + " |")
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        note = f"{label} in {unit}; median (± standard deviation over repeats)."
+        repeats = sorted({len(r.repeats) for r in rs})
+        note = (f"{label} in {unit}; one repeat per step: its figure, no spread." if repeats == [1] else
+                f"{label} in {unit}; median over {'/'.join(map(str, repeats))} repeats (± standard deviation where "
+                "a step has more than one).")
         md.append(f"\n{note}")
         page += [f"<h2>{_h(bench)}, {_h(memory)} memory</h2>",
                  f"<img alt='{_h(bench)} {_h(memory)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"

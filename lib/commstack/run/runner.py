@@ -29,6 +29,7 @@ from commstack.results.references import References, references_of
 from commstack.results.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
+from commstack.run import doubts
 from commstack.run.binaries import Binaries
 from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
 from commstack.run.pair import repeat_step
@@ -276,7 +277,7 @@ class Run:
         record.started = time.time()
         t0 = time.monotonic()
         try:
-            with self.phase("steps"), judged(record):
+            with self.phase("steps"), doubts.checked(record, self.dir), judged(record):
                 try:
                     self._execute(s, record)
                 except FileWriteError as e:

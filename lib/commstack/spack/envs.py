@@ -148,11 +148,16 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
 
 
 def explain(stderr: str, root: Path, env: Path) -> str:
-    """Spack's error lines, plus each line of the env's files that names what the error quotes."""
+    """Our own requirement's message alone when Spack's reasons hold one (Spack lists every error of the
+    solver's model after it: docs/environments.md#errors); else Spack's error lines, plus each line of the
+    env's files that names what the error quotes."""
+    files = [root / env / "spack.yaml", *sorted((root / "envs" / "common").glob("*.yaml"))]
+    named = own_reasons(stderr, files)
+    if named:
+        return "\n".join(named)
     errors = [line for line in stderr.splitlines() if line.strip() and "Warning" not in line][-12:]
     quoted = set(re.findall(r"['\"`]([\w.@+~=:%^-]+)['\"`]", "\n".join(errors)))
     words = {w for q in quoted for w in (q, q.split("@")[0].split("+")[0]) if len(w) > 2}
-    files = [root / env / "spack.yaml", *sorted((root / "envs" / "common").glob("*.yaml"))]
     culprits = []
     for f in files:
         for i, line in enumerate(f.read_text().splitlines(), 1):
@@ -160,6 +165,18 @@ def explain(stderr: str, root: Path, env: Path) -> str:
             if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", code) for w in words):
                 culprits.append(f"  {f.relative_to(root)}:{i}: {line.strip()}")
     return "\n".join(errors + (["offending lines:", *culprits] if culprits else []))
+
+
+def own_reasons(stderr: str, files: list[Path]) -> list[str]:
+    """The numbered reasons of Spack's "failed to concretize" that are a `message:` of our env files, each once."""
+    def messages(node) -> list[str]:
+        if isinstance(node, dict):
+            here = [" ".join(node["message"].split())] if isinstance(node.get("message"), str) else []
+            return here + [m for v in node.values() for m in messages(v)]
+        return [m for v in node for m in messages(v)] if isinstance(node, list) else []
+    ours = {m for f in files if f.is_file() for m in messages(yaml.safe_load(f.read_text()))}
+    reasons = [" ".join(r.split()) for r in re.findall(r"^ +\d+\. (.*)$", stderr, re.M)]
+    return list(dict.fromkeys(r for r in reasons if any(r.startswith(m) for m in ours)))
 
 
 # ---- locks -------------------------------------------------------------------------------------
