@@ -281,7 +281,8 @@ def trend_table(points: list[Point]) -> str:
 def plot(points: list[Point], fmt: str = "png") -> bytes:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
     image in `fmt` (a matplotlib format: png, svg, pdf)."""
-    from commstack.results.report import Figure, mpl_text, shown  # matplotlib only when there is a plot
+    from commstack.results.markup import mpl_text
+    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
