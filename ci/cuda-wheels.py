@@ -82,9 +82,13 @@ def link_names(lib):
 def stub(include, soname, header, declaration, error, into):
     cpp = subprocess.run(["gcc", "-E", "-P", "-I", str(include), "-x", "c", str(include / header)],
                          check=True, capture_output=True, text=True).stdout
-    names = sorted(set(re.findall(declaration, cpp)))
+    names = set(re.findall(declaration, cpp))
     if not names:
         fail(f"no entry points found in {include / header}")
+    # `#define nvmlInit nvmlInit_v2`: the driver exports both names, and configure scripts test
+    # the plain one (UCX: AC_CHECK_LIB([nvidia-ml], [nvmlInit]))
+    plain = re.findall(r"^\s*#\s*define\s+(\w+)\s+(\w+_v\d+)\b", (include / header).read_text(), re.M)
+    names = sorted(names | {old for old, new in plain if new in names})
     value = re.search(rf"\b{error}\s*=\s*(\d+)", cpp)
     if not value:
         fail(f"{error} not found in {include / header}")
