@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Record what an installed env's stack says about itself, as tests/data/stack/ holds it for x86-ompi:
+#   ci/record-stack.sh [ENV] [OUTDIR]      (default: x86-ompi, tests/data/stack)
+# Each file is a command's own output (stdout and stderr), run from the env's view; build-times.txt
+# is perf/build_times.py's. tests/unit/test_stack_build.py reads them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+env=${1:-x86-ompi} out=${2:-tests/data/stack}
+spack=${SPACK_ROOT:-$PWD/.spack/spack}/bin/spack
+export SPACK_PYTHON=${SPACK_PYTHON:-${COMMSTACK_VENV:-$PWD/.venv}/bin/python}
+view=envs/$env/.spack-env/view
+mkdir -p "$out"
+record() {  # FILE COMMAND...: the command's output, whatever its exit status, which ends the file
+  local file=$1; shift
+  local rc=0
+  "$@" >"$out/$file" 2>&1 || rc=$?
+  echo "exit $rc" >>"$out/$file"
+}
+record ompi_info.txt "$view/bin/ompi_info"
+record ucx_info-v.txt "$view/bin/ucx_info" -v
+record ucx_info-d.txt "$view/bin/ucx_info" -d
+record fi_info-l.txt "$view/bin/fi_info" -l
+record fi_info--version.txt "$view/bin/fi_info" --version
+record osu_latency-h.txt "$view/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" -h
+"$spack" -e "envs/$env" python perf/build_times.py >"$out/build-times.txt"
+"$spack" -e "envs/$env" find --long --variants >"$out/spack-find.txt"
+echo "ci/record-stack.sh: $(ls "$out" | wc -l) files in $out"
