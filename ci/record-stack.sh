@@ -19,6 +19,9 @@ record() {  # FILE COMMAND...: the command's output, whatever its exit status, w
 record ompi_info.txt "$view/bin/ompi_info"
 record ucx_info-v.txt "$view/bin/ucx_info" -v
 record ucx_info-d.txt "$view/bin/ucx_info" -d
+record ucx-modules.txt ls "$view/lib/ucx"
+# the CUDA modules are built; without a GPU driver they do not load, which UCX says only at debug level
+record ucx_info-d-debug-cuda.txt sh -c "UCX_LOG_LEVEL=debug '$view/bin/ucx_info' -d 2>&1 | grep 'dlopen.*cuda'"
 record fi_info-l.txt "$view/bin/fi_info" -l
 record fi_info--version.txt "$view/bin/fi_info" --version
 record osu_latency-h.txt "$view/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" -h

@@ -1,0 +1,82 @@
+"""The x86-ompi stack as built here (ci/build-stack.sh, docs/building.md): what its binaries said about
+themselves, recorded by ci/record-stack.sh into tests/data/stack/. Each file is a real command's output
+and ends with its exit status; every line is read, and one of no known form fails the reading."""
+
+import re
+
+import pytest
+
+from commstack.paths import TOP
+
+DATA = TOP / "tests" / "data" / "stack"
+
+
+def output(name: str) -> list[str]:
+    """The recorded lines of a command, which exited 0."""
+    lines = (DATA / name).read_text().splitlines()
+    assert lines[-1] == "exit 0", f"{name}: {lines[-1]}"
+    return lines[:-1]
+
+
+def fi_providers(lines: list[str]) -> dict[str, str]:
+    """`fi_info -l`: 'name:' then '    version: N', pair by pair."""
+    providers = {}
+    for name, version in zip(lines[::2], lines[1::2], strict=True):
+        m, v = re.fullmatch(r"(\w+):", name), re.fullmatch(r" {4}version: (\d+\.\d+)", version)
+        assert m and v, f"fi_info -l: unknown lines {name!r}, {version!r}"
+        providers[m[1]] = v[1]
+    return providers
+
+
+def test_libfabric_is_1_22_0_with_the_twins_providers():
+    assert "libfabric: 1.22.0" in output("fi_info--version.txt")
+    providers = fi_providers(output("fi_info-l.txt"))
+    assert {"tcp", "shm", "sockets"} <= set(providers) and "cxi" not in providers   # fabrics:=shm,tcp,sockets
+    assert set(providers.values()) == {"122.0"}
+
+
+def test_fi_info_reading_is_strict():
+    with pytest.raises(AssertionError, match="unknown lines"):
+        fi_providers(["tcp:", "    version: 122.0", "verbs", "    version: 122.0"])
+
+
+def test_ucx_is_1_19_0_configured_with_cuda_and_gdrcopy():
+    lines = output("ucx_info-v.txt")
+    assert lines[0] == "# Library version: 1.19.0"
+    configured = next(line for line in lines if line.startswith("# Configured with: ")).split()
+    assert "--with-cuda=/opt/commstack/cuda-12.8.1" in configured   # the wheel toolkit (ci/cuda-wheels.py)
+    assert any(a.startswith("--with-gdrcopy=") and "gdrcopy-2.5.1-" in a for a in configured)
+    assert "--enable-mt" in configured   # +thread_multiple, which openmpi@5 needs
+
+
+def test_ucx_cuda_modules_are_built_and_wait_for_a_driver():
+    """The CUDA transports are built; with no GPU driver here they do not load (libcuda.so.1), so
+    `ucx_info -d` lists the host transports only: what a GPU node adds is cuda_copy, cuda_ipc, gdr_copy."""
+    modules = set(output("ucx-modules.txt"))
+    assert {"libuct_cuda.so", "libuct_cuda_gdrcopy.so", "libucm_cuda.so"} <= modules
+    failed = output("ucx_info-d-debug-cuda.txt")
+    assert failed and all(re.search(r"UCX {2}DEBUG dlopen\('.*/lib/ucx/libuct_cuda\.so\.0', mode=0x1\) failed: "
+                                    r"libcuda\.so\.1: cannot open shared object file", line) for line in failed)
+    transports = [line.split(": ")[1] for line in output("ucx_info-d.txt") if line.startswith("#      Transport: ")]
+    assert set(transports) == {"self", "tcp", "sysv", "posix"}, transports
+
+
+BUILT = re.compile(r"(?P<name>[\w-]+) +(?P<version>[\d.]+) +(?P<seconds>\d+) +(?P<mib>[\d.]+)  (?P<phases>.*)")
+
+
+def build_times() -> tuple[dict[str, dict], list[str]]:
+    """perf/build_times.py's table: a header, a row per built package, the total, what is not installed."""
+    lines = (DATA / "build-times.txt").read_text().splitlines()
+    assert lines[0].split() == ["package", "version", "wall", "s", "MiB", "phases", "(s)"], lines[0]
+    rows, missing, total = {}, [], None
+    for line in lines[1:]:
+        if line.startswith("total "):
+            total = line.split()
+        elif line.startswith("not installed: "):
+            missing = line.removeprefix("not installed: ").split(", ")
+        else:
+            m = BUILT.fullmatch(line)
+            assert m, f"build-times.txt: unknown line {line!r}"
+            rows[m["name"]] = m.groupdict()
+    assert total and int(total[1]) == sum(int(r["seconds"]) for r in rows.values()), total
+    return rows, missing
