@@ -120,8 +120,8 @@ def test_pingpong_make_is_cuda_with_the_env_mpi(build_args):
 
 @pytest.fixture(scope="module")
 def twin_build_args(spack, concrete) -> dict:
-    return run_script(spack, concrete["x86-ompi"].copy, "build_args", "libfabric", "pmix", "prrte", "aws-ofi-nccl",
-                      "osu-micro-benchmarks")
+    return run_script(spack, concrete["x86-ompi"].copy, "build_args", "libfabric", "pmix", "prrte", "openmpi",
+                      "aws-ofi-nccl", "osu-micro-benchmarks")
 
 
 @pytest.mark.parametrize("env", ["gh200-ompi", "x86-ompi"])
@@ -133,10 +133,11 @@ def test_libfabric_loads_cuda_and_gdrcopy_at_run_time(spack, concrete, env):
 
 
 def test_twin_finds_debian_zlib_and_libevent(twin_build_args):
-    """Debian keeps libz and libevent in /usr/lib/x86_64-linux-gnu: PMIx's and PRRTE's configure
-    look in /usr/lib and /usr/lib64 only (found by x86-ompi's first build)."""
+    """Debian keeps libz and libevent in /usr/lib/x86_64-linux-gnu: PMIx's, PRRTE's and Open MPI's
+    configure look in /usr/lib and /usr/lib64 only (found by x86-ompi's first build)."""
     assert "--with-zlib-libdir=/usr/lib/x86_64-linux-gnu" in twin_build_args["pmix"]["configure"]
-    assert "--with-libevent-libdir=/usr/lib/x86_64-linux-gnu" in twin_build_args["prrte"]["configure"]
+    for pkg in ("prrte", "openmpi"):
+        assert "--with-libevent-libdir=/usr/lib/x86_64-linux-gnu" in twin_build_args[pkg]["configure"], pkg
 
 
 def test_twin_builds_without_nvcc_and_static_cudart(twin_build_args, build_args):
