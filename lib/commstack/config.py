@@ -350,14 +350,20 @@ def known_suites() -> list[str]:
     return sorted(p.stem for p in SUITES.glob("*.yaml"))
 
 
-def load_suite(name_or_path: str | Path) -> Suite:
-    """`smoke` (suites/smoke.yaml) or a path to a suite file."""
+def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str) -> Model:
+    """`NAME` (directory/NAME.yaml) or a path to a file, validated by `model`, its path kept in it."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = SUITES / f"{name_or_path}.yaml"
+        path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
-        raise ConfigError(f"unknown suite {str(name_or_path)!r}; known: {', '.join(known_suites())}")
-    return load(Suite, path).model_copy(update={"path": path})
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+        raise ConfigError(f"unknown {what} {str(name_or_path)!r}; known: {known}")
+    return load(model, path).model_copy(update={"path": path})
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """`smoke` (suites/smoke.yaml) or a path to a suite file."""
+    return load_named(Suite, SUITES, name_or_path, "suite")
 
 
 # ----------------------------------------------------------------------------------------- images

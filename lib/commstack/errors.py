@@ -56,6 +56,12 @@ class UnknownFormatError(ParseError):
     exit_code = 5
 
 
+class NoTitleError(UnknownFormatError):
+    """No line of the output is a benchmark's title (a job log's first part may hold none yet)."""
+
+    kind = "unknown-format"
+
+
 class BadNumberError(ParseError):
     """A value where a number (or a byte count) should be is not one."""
 

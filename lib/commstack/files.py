@@ -1,17 +1,21 @@
 """Every file commstack writes goes through here: atomically (a temporary file in the same
 directory, fsync, rename), never through a symlink nor over something that is not a regular file, and
 private where it holds state or secrets. Every input file is read through here too: refused, before a
-byte is read, when it is not a regular file or is larger than its limit (a FIFO, /dev/zero)."""
+byte is read, when it is not a regular file or is larger than its limit (a FIFO, /dev/zero). Directories for
+results and state are walked from / down before any part of them is made (walk_dir)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import stat
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from commstack.errors import CommstackError, InputFileError
 
@@ -90,7 +94,8 @@ def regular_or_missing(path: Path) -> None:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISREG, "a regular file")):
         if test(mode):
             return name
     return "not a regular file"
@@ -100,6 +105,19 @@ def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = Tru
     """The bytes of the input file `path`; InputFileError when it is not a regular file (checked on the
     open file: a FIFO is opened without waiting for a writer), is a symlink and `follow_symlinks` is
     false (files commstack wrote itself), or holds more than `limit` bytes."""
+    with open_bounded(path, limit, follow_symlinks) as f:
+        try:
+            data = f.read(limit + 1)  # a file that grows while it is read is cut at the limit, and refused
+        except OSError as e:
+            raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > limit:
+        raise InputFileError(f"{path}: more than the {limit} bytes commstack reads from one input file")
+    return data
+
+
+def open_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = True) -> BinaryIO:
+    """The input file `path` open for reading, checked as read_bounded checks it (its size when opened;
+    a reader of its lines counts them against `limit` itself)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -108,21 +126,38 @@ def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = Tru
             raise InputFileError(f"{path}: is a symlink; commstack reads the files it wrote only as regular files") \
                 from None
         raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(f"{path}: is {_kind(st.st_mode)}, not a regular file; commstack reads only regular "
-                                 "files")
-        if st.st_size > limit:
-            raise InputFileError(f"{path}: {st.st_size} bytes, more than the {limit} bytes commstack reads from one "
-                                 "input file")
-        try:
-            data = f.read(limit + 1)  # a file that grows while it is read is cut at the limit, and refused
-        except OSError as e:
-            raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
-    if len(data) > limit:
-        raise InputFileError(f"{path}: more than the {limit} bytes commstack reads from one input file")
-    return data
+    st = os.fstat(fd)  # before fdopen, which refuses a directory with a bare IsADirectoryError
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputFileError(f"{path}: is {_kind(st.st_mode)}, not a regular file; commstack reads only regular "
+                             "files")
+    if st.st_size > limit:
+        os.close(fd)
+        raise InputFileError(f"{path}: {st.st_size} bytes, more than the {limit} bytes commstack reads from one "
+                             "input file")
+    return os.fdopen(fd, "rb")
+
+
+@contextlib.contextmanager
+def stdout_written():
+    """Standard output written by the block, flushed at its end. A write that fails (a full disk behind `>`,
+    /dev/full) is FileWriteError, exit 5, and what is still buffered is dropped (no second error at exit); a
+    reader that went away stays BrokenPipeError (cli.main)."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        drop_stdout()
+        raise FileWriteError(f"cannot write standard output: {e.strerror or e}", e.errno) from None
+
+
+def drop_stdout() -> None:
+    """Standard output to /dev/null: what is still buffered goes there at exit, not into a traceback."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -139,7 +174,8 @@ def _fsync_dir(directory: Path) -> None:
 
 def private_dir(path: Path) -> Path:
     """`path` as a directory only its owner can use: created 0700 if missing; refused when it is a
-    symlink, belongs to another user, or is open to group or others."""
+    symlink, belongs to another user, or is open to group or others. Its parent is one commstack checked
+    already (private_tree, a run's directory)."""
     path = Path(path)
     try:
         os.mkdir(path, 0o700)
@@ -147,7 +183,15 @@ def private_dir(path: Path) -> Path:
         pass
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        raise UnsafePathError(f"{path} is a symlink; commstack keeps state only in a real directory of its own")
+        raise UnsafePathError(_STATE_LINK.format(path))
+    _check_private(path, st)
+    return path
+
+
+_STATE_LINK = "{} is a symlink; commstack keeps state only in a real directory of its own"
+
+
+def _check_private(path: Path, st: os.stat_result) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"{path} exists and is not a directory")
     if st.st_uid != os.geteuid():
@@ -156,40 +200,92 @@ def private_dir(path: Path) -> Path:
     if st.st_mode & 0o077:
         raise UnsafePathError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700 "
                               f"(chmod 700 {path}, or remove it)")
-    return path
 
 
-def safe_parents(path: Path) -> None:
-    """Refuse a place whose parent directories someone else could change under us (rename our directory
-    away, put a symlink in its place): each one, and each symlink on the way, must belong to root or to
-    us, and a directory others may write must be sticky, as /tmp is."""
+def private_path(path: Path) -> Path:
+    """`path` as a private directory (private_dir's rules) under parents nobody else can change (walk_dir),
+    each missing part made 0700 relative to its checked parent: nothing is made before it is checked."""
+    fd, st = walk_dir(path, make=0o700, make_parents=0o700, last_link=_STATE_LINK)
+    os.close(fd)
+    _check_private(Path(path), st)
+    return Path(path)
+
+
+#: the most symlinks walk_dir follows in one path, as the kernel's own limit (ELOOP)
+MAX_LINKS = 40
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def walk_dir(path: Path, make: int | None = None, make_parents: int | None = None,
+             last_link: str | None = None) -> tuple[int, os.stat_result]:
+    """An open fd of the directory `path` and its fstat, reached from / down one name at a time, each opened
+    with O_NOFOLLOW relative to the one before it, so nothing on the way can be swapped between a check and
+    its use. Every directory before the last must belong to root or to us and, where others may write it,
+    be sticky (as /tmp); the caller checks the last. A symlink on the way is followed only when it belongs
+    to root or us (it sits in a directory nobody else may change); the last one is refused with the message
+    `last_link` ("{}" stands for the path) when given. A missing part is made with mkdir relative to its checked parent
+    (`make_parents` for those before the last, `make` for the last), else FileNotFoundError."""
     path = Path(os.path.abspath(path))
-    for parent in [*path.parents, *Path(os.path.realpath(path)).parents]:
-        st = os.lstat(parent)
-        if st.st_uid not in (0, os.geteuid()):
-            raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state and "
-                                  "results under directories of your own or root's")
-        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
-                                  "by others without the sticky bit; choose another directory")
-
-
-def own_dir(path: Path, private: bool = False) -> Path:
-    """A results directory that is ours: created (0750 and the umask) when missing, else refused when it is a
-    symlink, not a directory, belongs to another user or is writable by group or others; its parents must
-    be safe (safe_parents), and it must take a file (a read-only file system is one named error here,
-    not one per step). `private` (results/ of the checkout): others lose what access they had."""
-    path = Path(path)
+    todo = list(reversed(path.parts[1:]))
+    fds, at, links = [os.open("/", _DIR)], Path("/"), 0
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        safe_parents(path)
-        os.mkdir(path, 0o750)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise FileWriteError.of(path, e) from e
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        while todo:
+            name = todo.pop()
+            last = not todo
+            if name == "..":
+                if len(fds) > 1:
+                    os.close(fds.pop())
+                at = at.parent
+                continue
+            try:
+                st = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                mode = make if last else make_parents
+                if mode is None:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, mode, dir_fd=fds[-1])
+                st = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                if last and last_link:
+                    raise UnsafePathError(last_link.replace("{}", str(path)))
+                _check_parent(path, at / name, st)
+                links += 1
+                if links > MAX_LINKS:
+                    raise UnsafePathError(f"{path}: more than {MAX_LINKS} symlinks on the way")
+                target = Path(os.readlink(name, dir_fd=fds[-1]))
+                if target.is_absolute():
+                    while len(fds) > 1:
+                        os.close(fds.pop())
+                    at = Path("/")
+                todo.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise UnsafePathError(f"{at / name} is {_kind(st.st_mode)}, not a directory")
+            fds.append(os.open(name, _DIR, dir_fd=fds[-1]))
+            at, st = at / name, os.fstat(fds[-1])
+            if todo:
+                _check_parent(path, at, st)
+        fd = fds.pop()
+        return fd, os.fstat(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _check_parent(path: Path, parent: Path, st: os.stat_result) -> None:
+    """Refuse a place whose parent directory (or symlink on the way) someone else could change under us
+    (rename our directory away, put a symlink in its place)."""
+    if st.st_uid not in (0, os.geteuid()):
+        raise UnsafePathError(f"{path}: its parent {parent} belongs to uid {st.st_uid}; keep commstack's state and "
+                              "results under directories of your own or root's")
+    if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UnsafePathError(f"{path}: its parent {parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
+                              "by others without the sticky bit; choose another directory")
+
+
+def _check_results(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"results directory {path} is {_kind(st.st_mode)}, not a directory")
     if st.st_uid != os.geteuid():
         raise UnsafePathError(f"results directory {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
@@ -197,15 +293,55 @@ def own_dir(path: Path, private: bool = False) -> Path:
     if st.st_mode & 0o022:
         raise UnsafePathError(f"results directory {path} has mode {stat.S_IMODE(st.st_mode):04o}, writable by "
                               f"others; chmod go-w {path}, or choose another directory")
+
+
+def checked_parent(path: Path) -> None:
+    """The directory a file `path` goes into (written by name, as sqlite writes the history and its journal):
+    made when missing, each part relative to its checked parent, and checked as walk_dir checks the parents."""
+    fd, st = walk_dir(path.parent, make=0o777, make_parents=0o777)
+    os.close(fd)
+    _check_parent(path, path.parent, st)
+
+
+def results_dir(path: Path) -> int:
+    """An open fd of an existing results directory read or rewritten by a command (report, status, compare,
+    export, history import): ours and not writable by others, under parents nobody else can change
+    (walk_dir; a symlink such as results/latest is followed when it is ours or root's). Nothing in it can
+    then be swapped by another user; what is written goes through this fd."""
     try:
-        if private and st.st_mode & 0o007:
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
-        os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
-        fd, probe = tempfile.mkstemp(prefix=".commstack-", dir=path)
+        fd, st = walk_dir(path)
+    except FileNotFoundError:
+        raise UnsafePathError(f"{path}: no such results directory") from None
+    try:
+        _check_results(Path(path), st)
+    except BaseException:
         os.close(fd)
-        os.unlink(probe)
+        raise
+    return fd
+
+
+def own_dir(path: Path, private: bool = False) -> Path:
+    """A results directory that is ours: created (0750 and the umask) when missing, each missing parent made
+    relative to its checked parent (walk_dir), else refused when it is a symlink, not a directory, belongs to
+    another user or is writable by group or others; and it must take a file (a read-only file system is one
+    named error here, not one per step). `private` (results/ of the checkout): others lose what access they had."""
+    path = Path(path)
+    try:
+        fd, st = walk_dir(path, make=0o750, make_parents=0o777,
+                          last_link="results directory {} is a symlink, not a directory")
     except OSError as e:
         raise FileWriteError.of(path, e) from e
+    try:
+        _check_results(path, st)
+        if private and st.st_mode & 0o007:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o007)
+        probe = f".commstack-{secrets.token_hex(8)}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd))
+        os.unlink(probe, dir_fd=fd)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
+    finally:
+        os.close(fd)
     return path
 
 
@@ -242,15 +378,3 @@ def inside_name(name: str) -> str:
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise UnsafePathError(f"{name!r} is not a plain file name; a path built from it would leave its directory")
     return name
-
-
-def sync_tree(directory: Path) -> None:
-    """fsync every file under `directory` and the directories themselves, before it is swapped in."""
-    for root, _, names in os.walk(directory):
-        for name in names:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))

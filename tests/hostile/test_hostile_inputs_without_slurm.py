@@ -55,6 +55,15 @@ def record_json(run: Path) -> Path:
     return run / "steps" / "s--osu_bw" / "record.json"
 
 
+def mount_tmpfs(d: Path, options: str) -> Path:
+    """A tmpfs mounted at the new directory `d` with `options` (root only: skipped where it cannot be)."""
+    d.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)], capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs ({options}) here: {mount.stderr.strip()}")
+    return d
+
+
 # ------------------------------------------------------------------------------------ 1: job scripts
 
 HOSTILE_SUITE = """name: "evil\\ntouch /tmp/pwned-name; echo"
@@ -361,9 +370,12 @@ def test_parse_quotes_an_output_line_with_its_escapes_shown(tmp_path):
     """issue 22 item 5: `parse` quoted the offending line of a benchmark's output raw on the terminal."""
     out = tmp_path / "stdout.txt"
     out.write_text("# OSU MPI Latency Test v7.2\n" + "".join(ESCAPES) + " junk\n")
-    proc = commstack("parse", str(out))
+    proc = commstack("parse", "--strict", str(out))  # a step's rule: the line is the table's error
     assert proc.returncode == 5 and not raw_controls(proc.stderr)
     assert "  line 2: \\x1b]0;PWNED\\x07\\x1b[31m\\x1b[2K\\u202e junk" in proc.stderr
+    proc = commstack("parse", str(out))  # a job log's: the line after the header is its note (issue 35)
+    assert proc.returncode == 7 and not raw_controls(proc.stdout + proc.stderr)
+    assert "note line 2: unknown (a line of the job log after the last table): \\x1b]0;PWNED" in proc.stdout
 
 
 def test_parse_into_a_reader_that_goes_away_ends_cleanly(tmp_path):
@@ -534,12 +546,7 @@ def test_a_200_mb_suite_is_refused_by_its_size_before_it_is_read(tmp_path):
 def test_an_unwritable_results_directory_is_one_named_error(tmp_path):
     """issue 22 item 12: --results on an unwritable directory gave a FileWriteError traceback per step. It is
     one named error before anything runs, exit 5 (results could not be written, as the README says)."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0755", "tmpfs", str(ro)],
-                           capture_output=True, text=True)
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mount.stderr.strip()}")
+    ro = mount_tmpfs(tmp_path / "ro", "ro,size=1m,mode=0755")
     try:
         for results in (ro, ro / "run"):
             proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(results))

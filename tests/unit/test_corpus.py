@@ -21,7 +21,7 @@ from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
 
 CORPUS = TOP / "tests" / "data" / "corpus"
-FAMILIES = ("osu5", "osu6", "osu7", "nccl-tests", "rccl-tests", "jobs")
+FAMILIES = ("osu5", "osu6", "osu7", "nccl-tests", "rccl-tests", "jobs", "ucx_perftest", "fi_pingpong")
 INDEXES = [CORPUS / "index.yaml", *sorted((CORPUS / "index.d").glob("*.yaml"))]
 MIN_SHARE = 0.97  # issue 25: `commstack parse` gives the indexed result for at least 97 % of the files
 EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
@@ -40,9 +40,9 @@ class Table(BaseModel):
 
 class Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    source: str = Field(pattern=r"^(https?://\S+|reproduction of .+ from \S+.*)$")
+    source: str = Field(pattern=r"^(https?://\S+|reproduction of .+ from \S+.*|recorded by tests/data/corpus/\S+.*)$")
     verbatim: bool
-    tool: Literal["osu", "nccl-tests", "rccl-tests"]
+    tool: Literal["osu", "nccl-tests", "rccl-tests", "ucx_perftest", "fi_pingpong"]
     version: str | None
     launcher: Literal["mpirun", "mpiexec", "srun", "aprun", "jsrun", "unknown", "none"]
     mpi: Literal["open-mpi", "mpich", "intel-mpi", "cray-mpich", "mvapich", "spectrum-mpi", "hpe-mpt", "unknown",

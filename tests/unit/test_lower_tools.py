@@ -157,8 +157,9 @@ def test_ucx_perftest_hostile_text():
     line = "# commstack pair client: ucx_perftest 10.77.0.2 -p 40000 -t tag_bw -s 1048576 -n 20000\n"
     assert ucx_perftest.parse_perftest(line + good).sizes == [1 << 20]
     assert ucx_perftest.title(line.strip()).name == "ucx_perftest-tag_bw"
+    assert ucx_perftest.title(good.splitlines()[0]) is ucx_perftest.UNNAMED  # its own first line names no test
     with pytest.raises(ParseError, match="names neither its test nor its message size"):
-        ucx_perftest.title(good.splitlines()[0])  # its own first line: commstack parse needs the pair line
+        ucx_perftest.parse_perftest(good)  # the client's table alone: no box, no pair line
     assert ucx_perftest.title("# OSU MPI Bandwidth Test v7.2") is None
 
 

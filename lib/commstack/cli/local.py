@@ -48,12 +48,15 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
     stop and status without --nodes: both."""
     if args.nodes is not None and args.nodes < 1:
         raise CommstackError("--nodes must be 1 or more")
+    if args.leaf_switches and not (args.action == "start" and (args.nodes or 1) > 1
+                                   and args.leaf_switches <= args.nodes):
+        raise CommstackError("--leaf-switches S goes with start --nodes N, S from 1 to N")
     n = args.nodes or (1 if args.action == "start" else None)
     clusters = []
     if n in (None, 1):
         clusters.append(LocalSlurm())
     if n != 1:
-        clusters.append(LocalSlurm.multinode(n))  # None: as many nodes as its slurm.conf names
+        clusters.append(LocalSlurm.multinode(n, args.leaf_switches))  # None: as many nodes as its slurm.conf names
     for cluster in clusters:
         what = f"local Slurm ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''})"
         if args.action == "start":
@@ -76,3 +79,6 @@ def add_slurm(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--nodes", type=int, default=None,
                    help="1 (start's default): single node; N>1: N network-namespace nodes (root); "
                         "stop/status without it: both clusters")
+    s.add_argument("--leaf-switches", type=int, default=0,
+                   help="with start --nodes N: a topology.conf of S leaf switches (topology/tree), the nodes split "
+                        "evenly in order (commstack screen's groups)")

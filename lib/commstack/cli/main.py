@@ -9,14 +9,16 @@
   images       image references and the podman commands that build and push them
   mirror create ENV [DIR]  sources (and, with --key, a signed build cache) for an offline site
   suite NAME   run a suite (suites/NAME.yaml) on --system, or print its srun lines with --dry-run
+  screen [S]   every node and link of an allocation in one pass (screens/S.yaml); bad nodes and pairs named
   report DIR   (re)write the report of a results directory; compare A B: B against baseline A
   slurm        start | stop | status of the local embedded Slurm
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
 2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
-file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). Whatever input put in
-what they print (names, reasons, errors) is shown with its control characters escaped.
+file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). screen: 0 no node and no
+pair bad, 1 some are, 2 bad input, 130 and 128+N as above. Whatever input put in what they print (names,
+reasons, errors) is shown with its control characters escaped.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import subprocess
 import sys
 
 import commstack
-from commstack.cli import envs, local, results, run
+from commstack.cli import envs, local, results, run, screen
 from commstack.errors import CommstackError, printable
+from commstack.files import drop_stdout
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -47,6 +50,7 @@ COMMANDS = {
     "images": (envs.add_images, envs.cmd_images),
     "mirror": (envs.add_mirror, envs.cmd_mirror),
     "suite": (run.add_suite, run.cmd_suite),
+    "screen": (screen.add_screen, screen.cmd_screen),
     "report": (results.add_report, results.cmd_report),
     "status": (run.add_status, run.cmd_status),
     "compare": (results.add_compare, results.cmd_compare),
@@ -96,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())  # what is still buffered goes there at exit, not into a traceback
-        os.close(null)
+        drop_stdout()
         return EXIT_BROKEN_PIPE
 
 

@@ -1,19 +1,20 @@
 """The commands about results already there: `report` (written again), `compare` (a run against a baseline
-run or the history), `history` (its trend, or `history import`), `export` and `parse` (one benchmark output,
-checked).
+run or the history), `history` (its trend, or `history import`), `export` and `parse` (one benchmark output
+or job log, checked; or a directory of them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
-from commstack.errors import CommstackError, printable
-from commstack.files import regular_or_missing, write_atomic
+from commstack.errors import CommstackError, InputFileError, printable
+from commstack.files import regular_or_missing, stdout_written, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
@@ -98,12 +99,14 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
     if args.plot not in (None, "-"):
         regular_or_missing(Path(args.plot))  # before the work, not only when it is written
-    points = history.trend(path, args.system, args.suite, args.step, args.size)
+    points = history.trend(path, args.system, args.suite, args.step, args.size, args.node)
     to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
-    print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
-    if to_stdout:
-        sys.stdout.buffer.write(history.plot(points))
-    elif args.plot:
+    image = history.plot(points) if to_stdout else None
+    with stdout_written():
+        print(printable(history.trend_table(points), keep="\n"), end="", file=sys.stderr if to_stdout else sys.stdout)
+        if image:
+            sys.stdout.buffer.write(image)
+    if args.plot and not to_stdout:
         out = Path(args.plot)
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
@@ -119,6 +122,7 @@ def add_history(sub: argparse._SubParsersAction) -> None:
     for opt in ("system", "suite", "step"):
         s.add_argument(f"--{opt}", help=f"only this {opt}")
     s.add_argument("--size", type=int, help="only this message size (bytes)")
+    s.add_argument("--node", help="only the steps that ran on this node (its history across screens and runs)")
     s.add_argument("--plot", help="draw the trend into this file (PNG, or .svg, .pdf; - for PNG on stdout); "
                                   "an existing one must be a regular file")
 
@@ -126,7 +130,9 @@ def add_history(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.export import export, render
     if args.output == "-":
-        sys.stdout.write(render(read_run(Path(args.results)), args.format))
+        text = render(read_run(Path(args.results)), args.format)
+        with stdout_written():
+            sys.stdout.write(text)
     else:
         if args.output:
             regular_or_missing(Path(args.output))  # before the work, not only when it is written
@@ -143,13 +149,61 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_parse(args: argparse.Namespace, extra: list[str]) -> int:
-    return parse.parse_command(args.file, args.args, args.json, args.ranks)
+    argv = parse.parse_arguments(args.args, args.ranks)
+    with stdout_written():  # its input is read through files.open_bounded: an OSError here is stdout's
+        if Path(args.file).is_dir():
+            return parse_directory(Path(args.file), argv, args.json, args.ranks, args.strict)
+        return parse.parse_command(args.file, argv, args.json, args.ranks, args.strict)
+
+
+def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int | None, strict: bool) -> int:
+    """`commstack parse DIR`: every regular file in DIR (not below it), by name, one line each: its
+    verdict (the first failure's kind, else complete), its tables and rows. Exit status: the highest of
+    its files' (2 where one cannot be read: a FIFO, a symlink to a directory, one over the size limit)."""
+    try:
+        names = sorted(p.name for p in directory.iterdir())
+    except OSError as e:
+        raise InputFileError(f"{directory}: cannot list: {e.strerror}") from None
+    worst, out = 0, []
+    for name in names:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            continue  # a directory of job logs: its files, not its subdirectories
+        try:
+            results, _ = parse.read_results(path, argv, ranks, strict)
+        except InputFileError as e:
+            out.append({"file": name, "verdict": "unreadable", "error": str(e), "lineno": None, "tables": 0,
+                        "rows": 0, "benchmarks": []})
+            worst = max(worst, 2)
+            continue
+        failed = next((r for r in results if r.error), None)
+        worst = max(worst, parse.exit_status(results))
+        out.append({"file": name, "verdict": failed.verdict if failed else "complete",
+                    "error": failed.error.message if failed else None,
+                    "lineno": failed.error.lineno if failed else None,
+                    "tables": len(results), "rows": sum(len(r.sweep.rows) for r in results if r.sweep),
+                    "benchmarks": sorted({r.benchmark for r in results if r.benchmark})})
+    if as_json:
+        print(json.dumps(out, indent=1))
+        return worst
+    for f in out:
+        line = f"{f['file']}: {f['verdict']}: {', '.join(f['benchmarks']) or '-'}, {f['tables']} table(s), " \
+            f"{f['rows']} rows"
+        if f["error"]:
+            line += f"; {'line ' + str(f['lineno']) + ': ' if f['lineno'] else ''}{f['error']}"
+        print(printable(line))
+    return worst
 
 
 def add_parse(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
                        epilog=parse.PARSE_HELP)
-    s.add_argument("file", help="the output (stdout) of an OSU 5.x-7.5, nccl-tests or mpi-pingpong run")
+    s.add_argument("file", help="the output (stdout, or a Slurm job log) of an OSU 5.x-7.5, nccl-tests, rccl-tests, "
+                                "mpi-pingpong, fi_pingpong or ucx_perftest run; or a directory of them (one line "
+                                "per file; exit status the highest)")
+    s.add_argument("--strict", action="store_true",
+                   help="a step's rule: an unknown line before the first table or after the last is an error, "
+                        "not a note of the job log")
     s.add_argument("--args", default="", help='the benchmark\'s own arguments, e.g. --args="-m 1:1048576" '
                                               '(default: none, so the benchmark\'s default sizes)')
     s.add_argument("--ranks", type=int, help="ranks of the run (OSU collectives shrink their sizes with many)")

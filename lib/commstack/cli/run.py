@@ -17,7 +17,7 @@ import pytest
 
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError, SlurmUnavailableError, printable
-from commstack.files import FileWriteError, own_dir
+from commstack.files import FileWriteError, own_dir, results_dir
 from commstack.paths import TOP
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
@@ -187,6 +187,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.run import batch
     from commstack.results.report import write_report
     results = Path(args.results)
+    os.close(results_dir(results))  # ours, under parents nobody else can change, before its plan is read
     plan = batch.read_plan(results)
     system = load_system(plan.system)
     records = batch.status(results, batch_variables(system, getattr(args, "slurm", "auto")), wait=args.wait)

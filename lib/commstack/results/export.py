@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
-from commstack.errors import CommstackError
+from commstack.errors import CommstackError, printable
 from commstack.files import make_dirs, write_atomic
 from commstack.results.records import Record, read_run
 
@@ -56,8 +56,8 @@ def render(records: list[Record], fmt: str) -> str:
     if fmt == "perflog":
         buf = io.StringIO()
         w = csv.DictWriter(buf, PERFLOG_FIELDS, delimiter="|", extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+        w.writeheader()  # a text log, read on terminals: controls of a record's strings shown as escapes
+        w.writerows({k: printable(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
         return buf.getvalue()
     if fmt == "jsonl":
         return "".join(json.dumps(row, sort_keys=True, default=str) + "\n" for row in rows)

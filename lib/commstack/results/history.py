@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
 from commstack.errors import CommstackError
-from commstack.files import UnsafePathError, regular_or_missing
+from commstack.files import FileWriteError, UnsafePathError, checked_parent, regular_or_missing, results_dir
 from commstack.results.compare import Change
 from commstack.benchmarks import METRICS
 from commstack.results.records import RECORD, Record, read_run
@@ -52,6 +52,23 @@ CREATE INDEX figures_by_step ON figures (suite, step, size);
 
 class HistoryError(CommstackError):
     """A history file that is not ours, of another schema version, or a query it cannot answer."""
+
+
+class HistoryFullError(HistoryError):
+    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
+
+    exit_status = FileWriteError.exit_status
+
+
+#: sqlite's result code for "database or disk is full" (the low byte of an extended code)
+SQLITE_FULL = 13
+
+
+def _db_error(path: Path, e: sqlite3.DatabaseError, damaged: str) -> HistoryError:
+    """A sqlite error as a named one: a full file system says so; anything else is the history `damaged`."""
+    if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == SQLITE_FULL:
+        return HistoryFullError(f"{path}: the file system is full ({e}); the history is as it was")
+    return HistoryError(damaged)
 
 
 def default_path(results_root: Path) -> Path:
@@ -83,7 +100,10 @@ def connect(path: Path) -> sqlite3.Connection:
         regular_or_missing(path)
     except UnsafePathError as e:
         raise HistoryError(f"{e}; the history is kept only in a regular file") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        checked_parent(path)
+    except OSError as e:
+        raise FileWriteError.of(path.parent, e) from e
     db = None
     try:
         db = sqlite3.connect(path, timeout=30)
@@ -103,7 +123,7 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as e:
         if db is not None:
             db.close()
-        raise HistoryError(f"{path}: not a commstack history, or damaged ({e})") from None
+        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})") from None
     except HistoryError:
         db.close()
         raise
@@ -130,7 +150,7 @@ def add_run(run_dir: Path, path: Path | None = None) -> int:
         with db:  # one transaction: a run is in the history whole or not at all
             _store(db, run_dir, records)
     except sqlite3.DatabaseError as e:
-        raise HistoryError(f"{path}: cannot add {run_dir}: damaged history ({e})") from None
+        raise _db_error(path, e, f"{path}: cannot add {run_dir}: damaged history ({e})") from None
     finally:
         db.close()
     return len(records)
@@ -155,8 +175,10 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
     """Every run under `root` (a run directory, or a directory of runs) into the history."""
     root = Path(root)
-    if not root.is_dir():
-        raise HistoryError(f"{root}: no such results directory")
+    try:
+        os.close(results_dir(root))  # ours, under parents nobody else can change
+    except UnsafePathError as e:
+        raise HistoryError(str(e)) from None
     runs = [root] if (root / "steps").is_dir() else sorted(
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
     if not runs:
@@ -181,13 +203,17 @@ class Point:
 
 
 def trend(path: Path, system: str | None = None, suite: str | None = None, step: str | None = None,
-          size: int | None = None) -> list[Point]:
-    """The judged figure of every matching step and size, oldest run first."""
+          size: int | None = None, node: str | None = None) -> list[Point]:
+    """The judged figure of every matching step and size, oldest run first; `node`: the steps that ran on it
+    (a node's history across screens and runs)."""
     where, args = [], []
     for column, value in (("r.system", system), ("r.suite", suite), ("r.step", step), ("f.size", size)):
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
+    if node is not None:  # the node list is stored as JSON: the name with its quotes, exactly
+        where.append("instr(r.nodelist, ?) > 0")
+        args.append(json.dumps(node))
     if not Path(path).is_file():
         raise HistoryError(f"no history at {path}: runs add themselves when they finish, or "
                            "`commstack history import RESULTS_DIR`")
@@ -226,7 +252,7 @@ def trend_table(points: list[Point]) -> str:
 def plot(points: list[Point], fmt: str = "png") -> bytes:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
     image in `fmt` (a matplotlib format: png, svg, pdf)."""
-    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
+    from commstack.results.report import Figure, mpl_text, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
@@ -239,11 +265,11 @@ def plot(points: list[Point], fmt: str = "png") -> bytes:
         xs = [p.started or i for i, p in enumerate(pts)]
         factor = shown(pts[0].metric)[2]
         ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
-                     for x, p in zip(xs, pts)], [p.median * factor for p in pts],
-                    yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=f"{step} {size} B")
-    ax.set_ylabel(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points})))
+                     for x, p in zip(xs, pts)], [math.nan if p.median is None else p.median * factor for p in pts],
+                    yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=mpl_text(f"{step} {size} B"))
+    ax.set_ylabel(mpl_text(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points}))))
     ax.set_xlabel("run")
-    ax.set_title(", ".join(sorted({p.system for p in points})))
+    ax.set_title(mpl_text(", ".join(sorted({p.system for p in points}))))
     ax.legend(fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()

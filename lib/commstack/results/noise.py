@@ -111,6 +111,22 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("shell", "banner line", r"(?:#{2,}(?: .*)?|(?P<r>={3,}|-{3,}|\*{3,}) \S.*? (?P=r))", "=== osu_latency ==="),
     _p("shell", "date line", _DAY + r" \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}", "Tue Nov 14 09:12:01 MST 2023"),
     _p("shell", "job-script banner (seed 004)", r"Nodes:\d+ Tasks:\d+ Per Node:\d+", "Nodes:2 Tasks:2 Per Node:1"),
+    # the `time` keyword of bash (real/user/sys, `%dm%.3fs`), POSIX `time -p` (`real 7.90`), GNU time's
+    # default two lines: a job script's trailer (tests/data/corpus/jobs/*-time.out)
+    _p("shell", "bash `time` line", r"(?:real|user|sys)\t\d+m\d+\.\d+s", "real\t0m7.902s"),
+    _p("shell", "`time -p` line", r"(?:real|user|sys) \d+\.\d+", "real 7.90"),
+    _p("shell", "GNU time line", r"\d+\.\d+user \d+\.\d+system (?:\d+:)+\d+\.\d+elapsed \d+%CPU \(.*"
+       r"|\d+inputs\+\d+outputs \(\d+major\+\d+minor\)pagefaults \d+swaps",
+       "0.41user 0.08system 0:01.52elapsed 32%CPU (0avgtext+0avgdata 24576maxresident)k"),
+    # ------------------------------------------------------------------ module systems (Lmod, Environment Modules)
+    _p("lmod", "module swapped for another", r"Lmod is automatically replacing \S+ with \S+\.?",
+       'Lmod is automatically replacing "gnu/9.3.0" with "intel/19.1.3".'),
+    _p("lmod", "modules reloaded or inactive", r"The following have been (?:reloaded with a version change|"
+       r"reloaded|inactivated|activated)?:?|Due to MODULEPATH changes, the following have been reloaded:"
+       r"|Inactive Modules:|  \d+\) \S+(?: => \S+)?(?:\s+\d+\) \S+(?: => \S+)?)*",
+       "Due to MODULEPATH changes, the following have been reloaded:"),
+    _p("modules", "module load message", r"Loading (?:requirement: )?[\w.+-]+(?:/[\w.+-]+)*",
+       "Loading mpi/hpcx"),
 )
 
 #: known text with a known end, also where it is glued to the start or end of another line (no newline
@@ -134,6 +150,24 @@ GLUED: tuple[Pattern, ...] = (
     # printed by the X library without a newline, once per connection attempt
     _p("x11", "X11 authentication failure", r"Invalid MIT-MAGIC-COOKIE-1 key", "Invalid MIT-MAGIC-COOKIE-1 key"),
 )
+
+#: crash lines that a tool's parser tells inside its table (ucx_perftest: UCX's ERROR and fatal lines), known
+#: here for an output that holds no title at all: its kind is crashed, quoting the first one
+#: (commstack.results.parse; issue 35); never a note, also before or after a table (results.tables)
+CRASHES: tuple[Pattern, ...] = (
+    _p("ucx", "UCX error log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:ERROR|FATAL) .*",
+       "[1795498764.937797] [vm:7107 :0]        perftest.c:405  UCX  ERROR client failed. connect() failed: "
+       "Connection refused"),
+    _p("ucx", "UCX fatal error (a local protection or retry error, then a backtrace)",
+       r"\[[\w.-]+:\d+ *:\d+:\d+\] +\S+:\d+ +.*",
+       "[gpu-01:12345:0:12345] ib_mlx5_log.c:177  Local protection on mlx5_0:1/IB (synd 0x4 vend 0x56 hw_synd 0/0)"),
+)
+
+
+def crash(line: str) -> Pattern | None:
+    """The known crash line a whole line is (CRASHES), or None."""
+    return next((p for p in CRASHES if p.regex.fullmatch(line.rstrip())), None)
+
 
 #: per-line prefixes that launchers add: the rest of the line is the program's own
 PREFIXES: tuple[Pattern, ...] = (

@@ -18,13 +18,12 @@ from typing import Any, Literal
 
 from commstack import benchmarks, tools
 from commstack.benchmarks import COLUMNS
-from commstack.errors import (PARSE_ERRORS, CommstackError, ParseError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError, printable)
-from commstack.files import MAX_OUTPUT, read_bounded
-from commstack.results import noise
-from commstack.results.lines import Sweep, own_lines
+from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
+                              UnknownFormatError, ValidationFailedError, printable)
+from commstack.results import noise, settle
+from commstack.results.lines import VALIDATION_FAILED, Sweep, own_lines
 from commstack.results.noise import Note
-from commstack.results.tables import DATA_ROW, Table, split_tables
+from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 
 
@@ -39,7 +38,7 @@ def identify(text: str) -> Benchmark:
         if bench:
             return bench
     labels = [t.label for t in TOOLS.values()]
-    raise UnknownFormatError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
+    raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
 
 
 def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
@@ -119,6 +118,7 @@ class Result:
     sweep: Sweep | None          # the table, or the rows read before the line its error quotes
     error: ParseError | None
     notes: list[Note]
+    check_failed: bool = False   # a table refused for another reason holds the benchmark's failed check
 
     @property
     def verdict(self) -> str:
@@ -126,7 +126,7 @@ class Result:
 
     @property
     def validated(self) -> Validated:
-        return validated(self.sweep, self.error)
+        return "failed" if self.check_failed else validated(self.sweep, self.error)
 
 
 def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated:
@@ -186,14 +186,33 @@ def _partial(table: Table, error: ParseError) -> Sweep | None:
     return None
 
 
-def parse_results(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
-        -> list[Result]:
+def crashed(table: Table) -> CrashedError | None:
+    """An output with no title that holds a crash line the noise table knows (noise.CRASHES): crashed,
+    quoting the first."""
+    for lineno, line in enumerate(table.text.splitlines(), table.offset + 1):
+        line = noise.strip_prefix(line)[0]
+        if (known := noise.crash(line)) is not None:
+            return CrashedError(f"no benchmark title, and a crash line: {known.source}'s {known.what}", line, lineno)
+    return None
+
+
+def parse_results(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None,
+                  lenient: bool = False) -> list[Result]:
     """Every table of an output, each parsed and checked against `args` on its own: one's failure is
-    its verdict, not the others'. `benchmark` (a step's) names the tables of an output that names none."""
+    its verdict, not the others'. `benchmark` (a step's) names the tables of an output that names none.
+    `lenient`: a job log, whose unknown lines before the first table and after the last are notes
+    (commstack.results.tables.split_tables)."""
     results: list[Result] = []
-    for table in split_tables(text):
+    tables = split_tables(text, lenient)
+    for k, table in enumerate(tables):
+        if lenient and k == len(tables) - 1:
+            table = without_trailer(table)
         try:
             bench = identify(table.text)
+        except NoTitleError as e:
+            results.append(Result(None, table.first, table.last, None, crashed(table) or table.shifted(e),
+                                  table.outside))
+            continue
         except UnknownFormatError as e:
             results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
             continue
@@ -211,7 +230,11 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
             named = partial.benchmark if partial and partial.benchmark else \
                 bench.name if bench.name in benchmarks.BENCHMARKS else None
-            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes))
+            # its rows were read up to the error's line: a failed check after it (nccl-tests' out-of-bounds
+            # footer) still makes it `validated: failed`, never `yes`
+            failed = any(VALIDATION_FAILED.search(noise.strip_prefix(line.rstrip())[0])
+                         for line in table.text.splitlines())
+            results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes, failed))
             continue
         for i, s in enumerate(sweeps):
             if s.benchmark is None:  # an output that names no benchmark (nccl-tests before 2.16.7): the step's
@@ -227,6 +250,22 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             last = table.last if i == len(sweeps) - 1 else sweeps[i + 1].row_lines[0][0] - 1
             results.append(Result(s.benchmark, first, last, s, error, s.notes))
     return results
+
+
+def without_trailer(table: Table) -> Table:
+    """The last table of a job log, less the lines after it that its parser refuses and a job script
+    prints (Table.trailer)."""
+    try:
+        tool = identify(table.text).tool
+    except CommstackError:
+        return table  # no title: nothing is after a table
+    try:
+        tool.parse(table.text)
+    except UnknownFormatError as e:
+        return table.trailer(e) or table
+    except CommstackError:
+        pass
+    return table
 
 
 def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmark: str | None = None) \
@@ -294,23 +333,30 @@ def describe(result: Result) -> dict[str, Any]:
             "notes": [{"lineno": n.lineno, "source": n.source, "what": n.what, "line": n.line} for n in result.notes]}
 
 
-def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int:
-    """`commstack parse FILE`: parse and check each table of any run's output; print each one's rows,
-    verdict, validation and notes, and each failure on stderr. Exit status: 0 when every table is
-    complete, else the first failure's."""
-    text = read_bounded(Path(path), MAX_OUTPUT).decode(errors="replace")  # a regular file, at most 64 MiB
+def parse_arguments(args: str, ranks: int | None) -> list[str]:
+    """`commstack parse --args` as argv, and --ranks, checked."""
     if ranks is not None and ranks < 1:
         raise CommstackError(f"--ranks {ranks}: a run has 1 rank or more")
     try:
-        argv = shlex.split(args)
+        return shlex.split(args)
     except ValueError as e:
         raise CommstackError(f"--args {args!r}: {e}") from None
-    results = parse_results(text, argv, ranks)
+
+
+def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, strict: bool = False) -> int:
+    """`commstack parse FILE`: parse and check each table of any run's output, read as far as its verdict
+    needs (commstack.results.settle); print each one's rows, verdict, validation and notes, and each
+    failure on stderr. A job log's own lines around its tables are notes, unless `strict` (a step's rule).
+    Exit status: 0 when every table is complete, else the first failure's."""
+    results, stopped = read_results(Path(path), argv, ranks, strict)
     for r in results:
         if r.error:
             print(f"commstack parse: {path}: {r.error.kind}: {r.error.message}", file=sys.stderr)
             if r.error.line is not None:
                 print(f"  line {r.error.lineno}: {printable(r.error.line)}", file=sys.stderr)
+    if stopped:
+        print(f"commstack parse: {path}: read {stopped} lines: the failure above settles the verdict, whatever "
+              "follows", file=sys.stderr)
     if as_json:
         print(json.dumps([describe(r) for r in results], indent=1))
     else:
@@ -320,7 +366,20 @@ def parse_command(path: str, args: str, as_json: bool, ranks: int | None) -> int
             what = f"{r.benchmark} ({r.sweep.title})" if r.sweep else (r.benchmark or "no table")
             print(f"lines {r.first}-{r.last}: {what}: {len(rows)} rows{sizes}, {r.verdict}, validated: {r.validated}"
                   + (f"; {len(r.notes)} note(s)" if r.notes else ""))
-            for n in r.notes:
-                print(f"  note {n}")
+            for line in summary(r.notes):
+                print(f"  {line}")
+            for n in r.notes:  # a job log's line may hold anything: its escapes shown, never sent raw
+                print(printable(f"  note {n}"))
+    return exit_status(results)
+
+
+def read_results(path: Path, argv: list[str], ranks: int | None, strict: bool) -> tuple[list[Result], int | None]:
+    """The checked tables of the output in `path`, read as far as its verdict needs, and the lines read
+    when that was not all of it."""
+    return settle.read_results(path, lambda text: parse_results(text, argv, ranks, lenient=not strict),
+                               lambda r: r.error)
+
+
+def exit_status(results: list[Result]) -> int:
     failed = next((r.error for r in results if r.error), None)
     return failed.exit_code if failed else 0

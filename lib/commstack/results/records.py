@@ -8,6 +8,7 @@ it starts as, and for a batch run the job. A planned step that left no record is
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 from commstack.benchmarks import METRICS
 from commstack.config import MAX_MESSAGE, Line, SafeName, check_name
 from commstack.errors import CommstackError
-from commstack.files import FileWriteError, make_dirs, read_bounded, write_atomic
+from commstack.files import FileWriteError, UnsafePathError, make_dirs, read_bounded, results_dir, write_atomic
 
 Verdict = Literal["pass", "no-reference", "unstable", "degraded", "fail", "not-run"]
 RECORD = "record.json"
@@ -43,7 +44,7 @@ class Record(BaseModel):
     step: StepName                         # unique in its suite: benchmark, mode, nodes, ranks, memory, environment
     benchmark: str
     tool: str
-    tags: dict[str, Any]
+    tags: dict[str, str | bool | int | float | None]  # scalars: the report groups and names files by them
     metric: str
     unit: str
     verdict: Verdict
@@ -108,8 +109,10 @@ class Record(BaseModel):
         by_size: dict[int, list[float]] = {}
         for rows in self.repeats:
             for row in rows:
-                value = row.get(self.metric)  # JSON has no NaN: a non-finite value comes back as null
-                by_size.setdefault(row["size"], []).append(float("nan") if value is None else float(value))
+                # a non-finite value is written as null (and Infinity in a file read as one): NaN, never drawn
+                value = row.get(self.metric)
+                finite = value is not None and math.isfinite(value)
+                by_size.setdefault(row["size"], []).append(float(value) if finite else float("nan"))
         return dict(sorted(by_size.items()))
 
     def medians(self) -> dict[int, tuple[float, float, int]]:
@@ -175,8 +178,10 @@ def _read(model: type[Record] | type[Plan], path: Path, what: str):
 def read_run(run_dir: Path) -> list[Record]:
     """Every record of a results directory, in suite and step order; a planned step that left none
     is not-run (LOST)."""
-    if not run_dir.is_dir():
-        raise RecordError(f"no results directory {run_dir}")
+    try:
+        os.close(results_dir(run_dir))  # ours, under parents nobody else can change: nothing swapped while read
+    except UnsafePathError as e:
+        raise RecordError(str(e)) from None
     records = {r.key: r for r in (Record.read(p) for p in sorted(run_dir.glob(f"steps/*/{RECORD}")))}
     plan = read_plan(run_dir)
     for planned in plan.steps if plan else []:

@@ -11,12 +11,14 @@ symlink swapped onto it in one rename; the previous report is removed only after
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import html
+import io
+import math
 import os
 import re
 import secrets
-import shutil
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +27,8 @@ from matplotlib.figure import Figure  # no pyplot: files only, no display and no
 from matplotlib.ticker import FuncFormatter
 
 from commstack.errors import CommstackError, printable
-from commstack.files import sync_tree
+from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
+from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
 from commstack.benchmarks import COLUMNS, METRICS
 from commstack.results.diagnosis import against_references, by_layer, diagnose
@@ -60,6 +63,21 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`\[\]|])", r"\\\1", html.escape(printable(text), quote=False))
 
 
+def _h(text: object, keep: str = "") -> str:
+    """`text` as HTML text or an attribute value: controls escaped visibly (errors.printable), then markup."""
+    return html.escape(printable(str(text), keep))
+
+
+def mpl_text(text: object) -> str:
+    """`text` for a matplotlib label or title: controls escaped, and no `$` that would start mathtext."""
+    return printable(str(text)).replace("$", r"\$")
+
+
+def _file_name(text: str) -> str:
+    """`text` as part of a file name: what is not a letter, digit, '.', '_' or '-' becomes '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".") or "_"
+
+
 def _md_code(text: str, block: bool = False) -> str:
     """`text` in a code span (or, `block`, a fenced block) that nothing in it can end."""
     text = printable(text, keep="\n" if block else "")
@@ -79,7 +97,7 @@ def shown(metric: str) -> tuple[str, str, float]:
 
 def _title(records: list[Record], what: str, date: str) -> str:
     r = records[0]
-    return f"{what} — system {r.system}, suite {r.suite}, {date}"
+    return mpl_text(f"{what} — system {r.system}, suite {r.suite}, {date}")
 
 
 def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
@@ -91,7 +109,7 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     fig = Figure(figsize=(8, 5))
     ax = fig.subplots()
     for r in records:
-        m = r.medians()
+        m = {s: v for s, v in r.medians().items() if math.isfinite(v[0]) and v[0] > 0}  # a log scale: drawn ones
         sizes = list(m)
         ys = [m[s][0] * factor for s in sizes]
         if r.repeats and len(r.repeats) > 1:
@@ -104,8 +122,9 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
             ys = [ref.points[x] * factor for x in xs]
             lo, hi = (ref.lower, ref.upper) if METRICS[first.metric].higher_is_better else (-ref.upper, -ref.lower)
             ax.errorbar(xs, ys, yerr=[[-y * lo for y in ys], [y * hi for y in ys]], fmt="D", ms=5, capsize=4,
-                        color="black", label=f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})")
-    limit = benchmarks.get(first.benchmark).line_rate_factor
+                        color="black", label=mpl_text(f"reference {ref.id} ({lo:+.0%}/{hi:+.0%})"))
+    known = benchmarks.BENCHMARKS.get(first.benchmark)  # a record's benchmark is shown, whatever it names
+    limit = known.line_rate_factor if known else None
     if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
         ax.axhline(line_rate_MBps * limit * factor, color="red", ls="--", lw=1,
                    label=f"NIC line rate x{limit} ({line_rate_MBps * limit * factor:g} {unit})")
@@ -119,7 +138,7 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     ax.legend(fontsize=8)
     # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, format="png", dpi=100)
 
 
 def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
@@ -134,10 +153,10 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
         ax = fig.subplots()
         for environment in environments:
             for r in (r for r in records if r.tags["environment"] == environment):
-                means = r.means()
+                means = {s: v for s, v in r.means().items() if math.isfinite(v[0]) and v[0] > 0}
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
                             yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
-                            label=environment)
+                            label=mpl_text(environment))
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
         ax.set_yscale("log")
@@ -157,9 +176,10 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
         for ax, size in zip(axes.flat, panels):
             for environment in environments:
                 pts = sorted((r.tags["nodes"], r.means()[size]) for r in records
-                             if r.tags["environment"] == environment and size in r.means())
+                             if r.tags["environment"] == environment and size in r.means()
+                             and math.isfinite(r.means()[size][0]) and r.means()[size][0] > 0)
                 ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
-                            marker="o", ms=4, capsize=3, label=environment)
+                            marker="o", ms=4, capsize=3, label=mpl_text(environment))
             ax.set_xscale("log", base=2)
             ax.set_xticks(counts, [str(n) for n in counts])
             ax.set_xlabel("nodes")
@@ -171,46 +191,68 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
             ax.set_visible(False)
         fig.suptitle(_title(records, f"{first.benchmark}: native vs container", date), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, format="png", dpi=100)
 
 
 NOTES_SHOWN = 20  # a step's notes the report lists; its record holds them all
 
 
 def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: float | None = None) -> Path:
-    """run_dir/report/{index.html, report.md, rows.csv, *.png}; returns the HTML page's path."""
+    """run_dir/report/{index.html, report.md, rows.csv, *.png}; returns the HTML page's path. The run's directory
+    is opened once (files.results_dir: ours, not writable by others) and everything is written, swapped and
+    removed through its fd (commstack.dirfd)."""
     records = read_run(run_dir)
-    date = datetime.fromtimestamp(run_dir.stat().st_mtime).strftime("%Y-%m-%d")
-    out = run_dir / f".report-{secrets.token_hex(4)}"
-    out.mkdir()
+    run_fd = results_dir(run_dir)
     try:
-        _render(records, refs, line_rate_MBps, out, date)
-        sync_tree(out)  # on disk before the swap makes it the report
-        link = run_dir / f".report-link-{secrets.token_hex(4)}"
-        link.symlink_to(out.name)
-        final = run_dir / "report"
-        old = final.resolve() if final.is_symlink() else None
-        if final.exists() and not final.is_symlink():  # a report of an older commstack: set it aside first
-            old = run_dir / f".report-old-{secrets.token_hex(4)}"
-            final.rename(old)
-        os.replace(link, final)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    if old and old.is_dir() and old != out.resolve():
-        shutil.rmtree(old, ignore_errors=True)
-    return final / "index.html"
+        date = datetime.fromtimestamp(os.fstat(run_fd).st_mtime).strftime("%Y-%m-%d")
+        name = f".report-{secrets.token_hex(4)}"
+        out_fd = make_dir(run_fd, name, run_dir / name)
+        try:
+            _render(records, refs, line_rate_MBps, date,
+                    lambda file, data: write_in(out_fd, file, data, run_dir / name / file))
+            os.fsync(out_fd)  # on disk before the swap makes it the report
+            old = swap_link(run_fd, "report", name, run_dir / "report")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                remove_tree(run_fd, name)
+            raise
+        finally:
+            os.close(out_fd)
+        if old and old.startswith(".report"):  # the previous report; a symlink there was planted: left alone
+            with contextlib.suppress(OSError, UnsafePathError):
+                remove_tree(run_fd, old)
+    finally:
+        os.close(run_fd)
+    return run_dir / "report" / "index.html"
 
 
-def _render(records: list[Record], refs: References | None, line_rate: float | None, out: Path, date: str) -> None:
-    with open(out / "rows.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["suite", "step", "system", "benchmark", "repeat", "size", "metric", "unit", "value", "verdict"])
-        for r in records:
-            for i, rows in enumerate(r.repeats):
-                for row in rows:
-                    w.writerow([r.suite, r.step, r.system, r.benchmark, i, row["size"], r.metric, r.unit,
-                                row[r.metric], r.verdict])
+NO_PLOT = "No plot: no step has a finite figure above zero (a log scale)."
+
+
+def _plot(rs: list[Record], suite: str, refs: References | None, line_rate: float | None, date: str) -> bytes | None:
+    """The PNG of one benchmark's steps; None when none has a figure a log scale can draw."""
+    if not any(math.isfinite(m[0]) and m[0] > 0 for r in rs for m in r.medians().values()):
+        return None
+    png = io.BytesIO()
+    if suite == "container-vs-native" and len({str(r.tags.get("environment")) for r in rs}) > 1 and all(
+            isinstance(r.tags.get("nodes"), int) and isinstance(r.tags.get("environment"), str) for r in rs):
+        plot_native_vs_container(rs, png, date)
+    else:
+        plot_curves(rs, refs, line_rate, png, date)
+    return png.getvalue()
+
+
+def _render(records: list[Record], refs: References | None, line_rate: float | None, date: str, put) -> None:
+    """The report's files, each given to `put(name, bytes)`."""
+    rows_csv = io.StringIO(newline="")
+    w = csv.writer(rows_csv)
+    w.writerow(["suite", "step", "system", "benchmark", "repeat", "size", "metric", "unit", "value", "verdict"])
+    for r in records:
+        for i, rows in enumerate(r.repeats):
+            for row in rows:
+                w.writerow([r.suite, r.step, r.system, r.benchmark, i, row["size"], r.metric, r.unit,
+                            row[r.metric], r.verdict])
+    put("rows.csv", rows_csv.getvalue().encode())
     counts = Counter(r.verdict for r in records)
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
     suites = sorted({r.suite for r in records})
@@ -219,8 +261,8 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     md = [f"# {_md(head)}", "", f"{date}, run {_md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
           "Rows in [rows.csv](rows.csv).", "",
           "| step | verdict | reason | nodes | command | validated |", "|---|---|---|---|---|---|"]
-    page = [f"<h1>{html.escape(head)}</h1>",
-            f"<p>{date}, run <code>{html.escape(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
+    page = [f"<h1>{_h(head)}</h1>",
+            f"<p>{date}, run <code>{_h(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
             "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
             "</tr>"]
@@ -230,7 +272,7 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         md[at:at] = ["## Lowest layer at fault", "",
                      *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
         page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
-            f"<li><code>{html.escape(f.step)}</code> on {html.escape(', '.join(f.nodes))}: {html.escape(f.message)}"
+            f"<li><code>{_h(f.step)}</code> on {_h(', '.join(f.nodes))}: {_h(f.message)}"
             f"</li>" for f in findings), "</ul>"]
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
@@ -238,9 +280,9 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         checked = r.validated or ""
         md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
                   + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
-        page.append(f"<tr class='{r.verdict}'><td><code>{html.escape(r.step)}</code></td>"
-                    f"<td>{verdict}</td><td>{html.escape(r.reason)}</td><td>{html.escape(', '.join(r.nodelist))}</td>"
-                    f"<td><code>{html.escape(command)}</code></td><td>{checked}</td></tr>")
+        page.append(f"<tr class='{r.verdict}'><td><code>{_h(r.step)}</code></td>"
+                    f"<td>{_h(verdict)}</td><td>{_h(r.reason)}</td><td>{_h(', '.join(r.nodelist))}</td>"
+                    f"<td><code>{_h(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
@@ -251,9 +293,10 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         for nodes, rows in layered:
             for layer, r, figure in rows:
                 name = f"{r.suite}/{r.step}"
-                md.append(f"| {_md(', '.join(nodes))} | {layer} | {_md_code(name)} | {r.verdict} | {figure} |")
-                page.append(f"<tr><td>{html.escape(', '.join(nodes))}</td><td>{layer}</td><td><code>{html.escape(name)}"
-                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{figure}</td></tr>")
+                md.append(f"| {_md(', '.join(nodes))} | {_md(layer)} | {_md_code(name)} | {r.verdict} | "
+                          f"{_md(figure)} |")
+                page.append(f"<tr><td>{_h(', '.join(nodes))}</td><td>{_h(layer)}</td><td><code>{_h(name)}"
+                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{_h(figure)}</td></tr>")
         page.append("</table>")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
@@ -263,22 +306,25 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             more = len(r.notes) - NOTES_SHOWN
             listed = r.notes[:NOTES_SHOWN] + ([f"... {more} more in {r.dirname}/record.json"] if more > 0 else [])
             md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(listed), block=True), ""]
-            page.append(f"<p><code>{html.escape(r.step)}</code>:</p><pre>{html.escape(chr(10).join(listed))}</pre>")
+            page.append(f"<p><code>{_h(r.step)}</code>:</p><pre>{_h(chr(10).join(listed), keep=chr(10))}</pre>")
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         if r.repeats:
-            groups[(r.suite, r.benchmark, r.tags.get("memory", "host"))].append(r)
+            groups[(r.suite, r.benchmark, str(r.tags.get("memory", "host")))].append(r)
+    names: set[str] = set()
     for (suite, bench, memory), rs in sorted(groups.items()):
-        name = f"{bench}-{memory}.png" if len(suites) == 1 else f"{suite}-{bench}-{memory}.png"
-        if len({r.tags.get("environment") for r in rs}) > 1 and suite == "container-vs-native":
-            plot_native_vs_container(rs, out / name, date)
-        else:
-            plot_curves(rs, refs, line_rate, out / name, date)
-        md += ["", f"## {bench}, {memory} memory", "", f"![{bench} {memory}]({name})", "",
+        stem = _file_name(f"{bench}-{memory}" if len(suites) == 1 else f"{suite}-{bench}-{memory}")
+        name = next(n for n in (f"{stem}{f'-{i}' if i else ''}.png" for i in range(len(names) + 1)) if n not in names)
+        names.add(name)
+        png = _plot(rs, suite, refs, line_rate, date)
+        if png:
+            put(name, png)
+        md += ["", f"## {_md(bench)}, {_md(memory)} memory", "",
+               f"![{_md(bench)} {_md(memory)}]({name})" if png else NO_PLOT, "",
                "| size (B) | " + " | ".join(_md(r.step) for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
         sizes = sorted({s for r in rs for s in r.medians()})
         label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
-        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html.escape(r.step)}</th>" for r in rs) + "</tr>"]
+        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{_h(r.step)}</th>" for r in rs) + "</tr>"]
         for size in sizes:
             cells = []
             for r in rs:
@@ -289,16 +335,16 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         note = f"{label} in {unit}; median (± standard deviation over repeats)."
         md.append(f"\n{note}")
-        png = base64.b64encode((out / name).read_bytes()).decode()
-        page += [f"<h2>{html.escape(bench)}, {memory} memory</h2>",
-                 f"<img alt='{html.escape(bench)} {memory}' src='data:image/png;base64,{png}'>",
+        page += [f"<h2>{_h(bench)}, {_h(memory)} memory</h2>",
+                 f"<img alt='{_h(bench)} {_h(memory)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+                 if png else f"<p>{NO_PLOT}</p>",
                  "".join(table) + "</table>", f"<p>{note}</p>"]
         for r in rs:
             if r.verdict != "pass" and r.detail:
                 md += ["", _md_code(r.detail, block=True)]
-                page.append(f"<pre>{html.escape(r.detail)}</pre>")
-    (out / "report.md").write_text("\n".join(md) + "\n")
-    (out / "index.html").write_text(_HTML.format(title=html.escape(head), body="\n".join(page)))
+                page.append(f"<pre>{_h(r.detail, keep=chr(10))}</pre>")
+    put("report.md", ("\n".join(md) + "\n").encode())
+    put("index.html", _HTML.format(title=_h(head), body="\n".join(page)).encode())
 
 
 _HTML = """<!doctype html>

@@ -13,8 +13,8 @@ from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR
 from commstack.results.noise import Note
 from commstack.tools import TOOLS
 
-# a table's data row starts with a number (OSU, nccl-tests) after blanks
-DATA_ROW = re.compile(r"\s*[-+]?\d")
+# a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
+DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
 
 
 def is_title(line: str) -> bool:
@@ -35,6 +35,7 @@ def _outside(line: str) -> bool:
     return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
+        and noise.crash(line) is None \
         and not any(g.regex.search(line) for g in noise.GLUED)
 
 
@@ -53,6 +54,23 @@ class Table:
         """The error with the output's line number."""
         return type(e)(e.message, e.line, e.lineno + self.offset) if self.offset and e.lineno else e
 
+    def trailer(self, e: UnknownFormatError) -> Table | None:
+        """The last table without the job log's lines after it: from the line its parser refused (`e`)
+        to the end, every line blank, known (a note of the table) or a job script's (a note here); None
+        where one is the benchmark's (a row, a comment, a crash line): the table's own error stands."""
+        lines = self.text.splitlines()
+        if not e.lineno or e.lineno > len(lines):
+            return None
+        own = [noise.strip_prefix(line.rstrip())[0] for line in lines]
+        framed = noise.framed(own)
+        after = [i for i in range(e.lineno - 1, len(lines)) if own[i].strip() and i not in framed
+                 and noise.classify(own[i]) is None]
+        if not after or not all(_outside(own[i]) for i in after):
+            return None
+        text = "\n".join("" if i in after else line for i, line in enumerate(lines)) + "\n"
+        notes = [Note(self.offset + i + 1, cut(own[i]), "unknown", AFTER) for i in after]
+        return dataclasses.replace(self, text=text, outside=self.outside + notes)
+
     def shift(self, sweep: Sweep) -> Sweep:
         """The sweep with the output's line numbers."""
         if self.offset:
@@ -64,13 +82,16 @@ class Table:
         return sweep
 
 
-def split_tables(text: str) -> list[Table]:
+def split_tables(text: str, lenient: bool = False) -> list[Table]:
     """An output cut into its tables at their titles: a title starts a table once the one before has a
     data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
     osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
     row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
-    between two benchmarks). Before the first title and after the last table's last row, text is that
-    table's: an unknown line there an error, as inside a table."""
+    between two benchmarks). Before the first title and after the last table's own last line, such text
+    is a note only when `lenient` (a job log read by `commstack parse`: the job script's lines around
+    the benchmark; those after the last table are the ones its parser refuses: Table.trailer); otherwise
+    it is that table's, an unknown line there an error, as inside a table (a step's own output, which
+    commstack launched itself: nothing but the benchmark prints there)."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
@@ -86,17 +107,41 @@ def split_tables(text: str) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside: set[int] = set()
+    outside: dict[int, str] = {}
+
+    def note(i: int, where: str) -> bool:
+        if i in framed or not _outside(lines[i]):
+            return False
+        outside[i] = where
+        return True
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         tail = data[-1] + 1 if data else end
-        outside.update(i for i in range(tail, end) if i not in framed and _outside(lines[i]))
+        for i in range(tail, end):
+            note(i, BETWEEN)
+    if lenient:
+        for i in range(starts[0]):
+            note(i, BEFORE)
     tables = []
     for k, (begin, end) in enumerate(bounds):
         start = 0 if k == 0 else begin
         body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
         body += "\n" if end < len(raw) or text.endswith("\n") else ""
-        notes = [Note(i + 1, cut(lines[i]), "unknown", "a line between two tables")
+        notes = [Note(i + 1, cut(lines[i]), "unknown", outside[i])
                  for i in sorted(j for j in outside if start <= j < end)]
         tables.append(Table(begin + 1, end, body, start, notes))
     return tables
+
+
+BETWEEN, BEFORE, AFTER = "a line between two tables", "a line of the job log before the first table", \
+    "a line of the job log after the last table"
+
+
+def summary(notes: list[Note]) -> list[str]:
+    """The job log's own lines around the tables, counted: "12 lines of the job log before the first table"."""
+    out = []
+    for where in (BEFORE, BETWEEN, AFTER):
+        n = sum(1 for note in notes if note.what == where)
+        if n:
+            out.append(f"{n} {where.replace('a line', 'lines' if n > 1 else 'line', 1)}")
+    return out

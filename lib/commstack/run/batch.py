@@ -15,14 +15,16 @@ cancelled or hit its time limit leaves the steps it never finished not-run, with
 
 from __future__ import annotations
 
+import math
 import shlex
 import subprocess
 import time
 from pathlib import Path
 
 from commstack.config import Suite, System, load_suite, load_system
-from commstack.errors import CommstackError, LaunchError, ParseError, SlurmUnavailableError, has_control, printable
-from commstack.files import write_atomic
+from commstack.errors import (CommstackError, InputFileError, LaunchError, ParseError, SlurmUnavailableError,
+                              has_control, printable)
+from commstack.files import read_bounded, write_atomic
 from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
@@ -190,15 +192,15 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
     with judged(record):
         sweeps, out = [], ""
         for outdir in done:
-            rc, started, ended = (outdir / EXIT).read_text().split()
+            rc, started, ended = exit_of(outdir)
             streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
             over = {name: len(data) for name, data in streams.items() if len(data) > limit}
             if over:
                 record.outputs.append(str(outdir.relative_to(run_dir)))
                 raise output_too_large(s.step.name, over, limit, outdir)
-            result = StepResult(launched_step(s, commands[1]), commands[1], int(rc),
+            result = StepResult(launched_step(s, commands[1]), commands[1], rc,
                                 *(data.decode(errors="replace") for data in streams.values()),
-                                float(started), float(ended) - float(started), hosts, outdir)
+                                started, ended - started, hosts, outdir)
             record.started = record.started or result.started
             record.elapsed_s += result.elapsed_s
             with validation_first(s, result.step, outdir):
@@ -214,16 +216,32 @@ def _head(path: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def _probe_facts(outdir: Path) -> dict:
+def exit_of(outdir: Path) -> tuple[int, float, float]:
+    """A command's exit file as the job wrote it: status, started, ended; BatchError naming it when damaged."""
+    path = outdir / EXIT
+    text = read_bounded(path, 200, follow_symlinks=False).decode(errors="replace")
     try:
-        rc = (outdir / EXIT).read_text().split()[0]
-        if rc != "0":
+        rc, started, ended = text.split()
+        out = int(rc), float(started), float(ended)
+    except ValueError:
+        out = None
+    if out is None or not all(map(math.isfinite, out[1:])):
+        raise BatchError(f"{path}: {printable(text.strip())!r} is not the job's '<status> <started> <ended>': damaged")
+    return out
+
+
+def _probe_facts(outdir: Path) -> dict:
+    if not (outdir / EXIT).exists():
+        return {"probe_error": "the probe did not finish"}
+    try:
+        rc = exit_of(outdir)[0]
+        if rc != 0:
             return {"probe_error": f"exit {rc}: {(outdir / 'stderr.txt').read_text(errors='replace').strip()[-300:]}"}
         return parse_probe((outdir / "stdout.txt").read_text(errors="replace"))
     except OSError:
         return {"probe_error": "the probe did not finish"}
-    except ParseError as e:
-        return {"probe_error": f"ParseError: {e}"}
+    except (ParseError, BatchError, InputFileError) as e:
+        return {"probe_error": f"{type(e).__name__}: {e}"}
 
 
 def status(run_dir: Path, slurm_variables: dict[str, str], wait: bool = False, poll_s: float = 5.0,

@@ -15,6 +15,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +51,9 @@ class Step:
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
     loader: bool = True  # all loader variables reach the program; False (the probe): SEARCH_PATH alone
+    #: the nodes it runs on, by name (commstack screen: many steps at once on disjoint nodes, each `--exact`);
+    #: empty: the allocation's first `nodes`
+    hosts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -161,6 +165,9 @@ class Launcher:
         self.allocation = allocation
         #: once slurmctld or the allocation is gone, no further step is launched
         self.lost: SlurmUnavailableError | None = None
+        #: the launched steps still running (steps run from several threads at once: commstack screen)
+        self.running: set[subprocess.Popen] = set()
+        self._running_lock = threading.Lock()
 
     def loader_variables(self, step: Step) -> dict[str, str]:
         """The system's and the step's loader variables (LD_PRELOAD, LD_LIBRARY_PATH, ...)."""
@@ -186,6 +193,8 @@ class Launcher:
         argv += [f"--mpi={s.launcher.mpi}", f"-N{step.nodes}"]
         if self._hosts_for(step):
             argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
+        if step.hosts:  # only the CPUs it asks for: steps beside it on other nodes start at once
+            argv.append("--exact")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
         # a rank that dies ends the step: its peers would wait for it until the time limit
         argv += [f"-t{max(1, -(-step.timeout_s // 60))}", "--kill-on-bad-exit=1"]
@@ -233,6 +242,8 @@ class Launcher:
         started = time.time()
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        with self._running_lock:
+            self.running.add(proc)
         sinks = {proc.stdout.fileno(): Sink(outdir / "stdout.txt", limit),
                  proc.stderr.fileno(): Sink(outdir / "stderr.txt", limit)}
         marks = {STEP_TOKEN: token}
@@ -254,6 +265,8 @@ class Launcher:
                 pump(proc, sinks, time.monotonic() + 30, watch=False)  # what it printed while it stopped
                 sweep(marks)
             finally:
+                with self._running_lock:
+                    self.running.discard(proc)
                 for sink in sinks.values():
                     sink.close()
                 proc.stdout.close()
@@ -274,6 +287,17 @@ class Launcher:
         write_json(outdir / "step.json", result.record())
         return result
 
+    def stop_all(self) -> None:
+        """Cancel every step still running (srun cancels its step on SIGINT), from another thread than
+        theirs: each one's run() then ends as for a timeout, keeping its output, and sweeps what it left."""
+        with self._running_lock:
+            procs = list(self.running)
+        stoppers = [threading.Thread(target=stop, args=(proc,)) for proc in procs]  # each takes ~1 s: at once
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
+
     def nodelist(self, step: Step) -> list[str]:
         """The nodes `step` runs on, known before it runs."""
         if self.kind == "mpirun" or not self.allocation or not self.allocation.job_id:
@@ -282,6 +306,8 @@ class Launcher:
 
     def _hosts_for(self, step: Step) -> list[str]:
         """A step on fewer nodes than the allocation gets named ones, so its node list is known."""
+        if step.hosts:
+            return list(step.hosts)
         hosts = self.allocation.hosts if self.allocation and self.allocation.job_id else []
         return hosts[:step.nodes] if 0 < step.nodes < len(hosts) else []
 

@@ -34,8 +34,7 @@ from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
 from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
-from commstack.slurm.clients import choose_slurm
-from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.cluster import take_slurm
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -262,17 +261,8 @@ class Run:
         return self._variables
 
     def _start_slurm(self) -> dict[str, str]:
-        which = choose_slurm(self.system.name, self.slurm_mode)
-        if which == "off":
-            raise SlurmUnavailableError("Slurm is off (--slurm off); use --launcher mpirun to run without it")
-        if which == "site":
-            return dict(os.environ)
-        cluster = LocalSlurm.for_system(self.system.name, self.system.nodes)
-        cluster.check_state()  # a state directory someone else prepared: nothing to stop either
-        self._cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
-        with self.phase("slurm start"):
-            cluster.start()
-        return cluster.variables
+        return take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
+                          "use --launcher mpirun to run without it", lambda: self.phase("slurm start"))
 
     def launcher(self) -> Launcher:
         if self._launcher is None:

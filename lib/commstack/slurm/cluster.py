@@ -21,10 +21,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from commstack.errors import EmbeddedSlurmNeedsRootError, SlurmUnavailableError
 from commstack.slurm import config, namespaces, procs
-from commstack.slurm.clients import CLIENT_TIMEOUT, client
+from commstack.slurm.clients import CLIENT_TIMEOUT, choose_slurm, client
 from commstack.slurm.leases import MANUAL, Leases, job_tag, own
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -44,6 +45,8 @@ class LocalSlurm:
     ctld_port: int | None = None
     slurmd_port: int | None = None
     nodes: int = 1
+    #: leaf switches of its topology.conf (topology/tree), the nodes split evenly in order; 0: no topology
+    leaf_switches: int = 0
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).absolute()
@@ -63,7 +66,7 @@ class LocalSlurm:
         return (int(found["SlurmctldPort"]), int(found["SlurmdPort"])) if len(found) == 2 else None
 
     @classmethod
-    def multinode(cls, nodes: int | None = None) -> "LocalSlurm":
+    def multinode(cls, nodes: int | None = None, leaf_switches: int = 0) -> "LocalSlurm":
         """Its own directory and ports, so it runs beside the single-node cluster.
         nodes=None: as many as the existing slurm.conf names (stop, status), else 2."""
         root = config.multinode_dir()
@@ -72,10 +75,10 @@ class LocalSlurm:
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
-        return cls(root, nodes=nodes)
+        return cls(root, nodes=nodes, leaf_switches=leaf_switches)
 
     @classmethod
-    def for_system(cls, system: str, nodes: int) -> "LocalSlurm":
+    def for_system(cls, system: str, nodes: int | None) -> "LocalSlurm":
         """The embedded cluster a local system runs on."""
         return cls.multinode(nodes) if system == "local-multinode" else cls()
 
@@ -164,9 +167,10 @@ class LocalSlurm:
             raise EmbeddedSlurmNeedsRootError(
                 "the embedded Slurm needs root: run as root or with sudo, or use --slurm external")
 
-    def start(self, timeout: float = 30.0, manual: bool = False) -> None:
+    def start(self, timeout: float = 30.0, manual: bool = False, heal: bool = True) -> None:
         """Start the cluster unless it runs, and take a lease on it: this process's, or with
-        manual=True the one `commstack slurm stop` gives back."""
+        manual=True the one `commstack slurm stop` gives back. heal=False: a running cluster is joined as it is,
+        its drained or down nodes left so (commstack screen reports them); one it starts is always healed."""
         self.check_root()
         missing = [d for d in PROGRAMS + ("srun", "sinfo") if not shutil.which(d, path=procs.sbin_path())]
         if missing:
@@ -183,7 +187,7 @@ class LocalSlurm:
                 self._teardown()  # half-started leftovers, or a cluster whose controller died
                 self._launch()
             try:
-                self._ready(timeout)
+                self._ready(timeout, resume=heal or launched)
             except SlurmUnavailableError:
                 if launched:  # a cluster others use is left as it is
                     self._teardown()
@@ -211,7 +215,7 @@ class LocalSlurm:
     def _launch(self) -> None:
         if self._choose_ports:  # for this life of the cluster; its slurm.conf records them
             self.ctld_port, self.slurmd_port = config.free_ports(2)
-        config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port)
+        config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port, self.leaf_switches)
         if self.nodes > 1:
             try:
                 namespaces.up(self.node_names)
@@ -236,16 +240,18 @@ class LocalSlurm:
                              'hostname "$1" && exec "$2" -f "$3" -N "$1"', "sh", n, slurmd, str(self.conf)],
                             f"slurmd-{n}")
 
-    def _ready(self, timeout: float) -> None:
-        """Wait until every node takes jobs; a drained or down node is resumed once, then reported."""
+    def _ready(self, timeout: float, resume: bool = True) -> None:
+        """Wait until every node takes jobs; a drained or down node is resumed once, then reported. resume=False:
+        until every node takes jobs or is drained or down, as it is."""
         deadline = time.monotonic() + timeout
         resumed: set[str] = set()
+        settled = READY if resume else READY | RESUMABLE
         while True:
             nodes = self.node_states()
-            if nodes and all(state in READY for state, _ in nodes.values()):
+            if nodes and all(state.rstrip("*") in settled for state, _ in nodes.values()):
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
-            for n in set(stuck) - resumed:
+            for n in (set(stuck) - resumed) if resume else ():
                 self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
                 resumed.add(n)
             if time.monotonic() > deadline:
@@ -354,3 +360,22 @@ class LocalSlurm:
         lines.append(f"users: {', '.join(self.leases()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
+
+
+def take_slurm(system: str, mode: str, cleanup: contextlib.ExitStack, nodes: int | None, off: str,
+               timed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+               heal: bool = True) -> dict[str, str]:
+    """The Slurm `--slurm MODE` gives `system`: the site's (this environment), or the embedded cluster (of `nodes`
+    nodes for local-multinode; None: the one running) started or joined under a lease that `cleanup` gives back
+    (heal: LocalSlurm.start's). `off`: what to do instead, when Slurm is off."""
+    which = choose_slurm(system, mode)
+    if which == "off":
+        raise SlurmUnavailableError(f"Slurm is off (--slurm off); {off}")
+    if which == "site":
+        return dict(os.environ)
+    cluster = LocalSlurm.for_system(system, nodes)
+    cluster.check_state()  # a state directory someone else prepared: nothing to stop either
+    cleanup.callback(cluster.stop)  # gives our lease back; the last user stops it
+    with timed():
+        cluster.start(heal=heal)
+    return cluster.variables

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from commstack.errors import SlurmUnavailableError
-from commstack.files import UnsafePathError, private_dir, safe_parents, write_atomic
+from commstack.files import UnsafePathError, private_dir, private_path, write_atomic
 from commstack.slurm import namespaces
 
 CONF_MARK = "# written by commstack localslurm"
@@ -61,16 +61,12 @@ def free_ports(count: int) -> list[int]:
 
 
 def private_tree(path: Path) -> Path:
-    """`path` as a private directory under parents nobody else can change; a missing commstack state
-    home above it is made private too."""
+    """`path` as a private directory under parents nobody else can change, checked from / down before any
+    part of it is made (files.private_path); a commstack state home above it is private too."""
     home = state_home()
     if path.parent == home:
-        home.parent.mkdir(parents=True, exist_ok=True)
-        private_dir(home)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    safe_parents(path)
-    return private_dir(path)
+        private_path(home)
+    return private_path(path)
 
 
 def conf_path(root: Path) -> Path:
@@ -83,9 +79,10 @@ def pidfile(root: Path, daemon: str) -> Path:
     return root / "run" / f"{daemon}.pid"
 
 
-def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int) -> None:
+def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, leaf_switches: int = 0) -> None:
     """The private subdirectories of the cluster in `root`, its slurm.conf (replacing whatever is in its place),
-    the TaskEpilog script and, unless one is there already, the munge key; a key that is not a private file of
+    with leaf_switches > 0 its topology.conf (leaf1.. under one spine, the nodes split evenly in order), the
+    TaskEpilog script and, unless one is there already, the munge key; a key that is not a private file of
     ours is refused."""
     r, nodes = root, len(node_names)
     subdirs = ["etc", "run", "log", "state", "spool", "munge", "tmp"]
@@ -113,6 +110,17 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int) -
         node_lines = "\n".join(f"NodeName={n} NodeAddr={namespaces.address(n)} CPUs={cpus} "
                                f"RealMemory={mem_mb // nodes} State=UNKNOWN" for n in node_names)
         part_nodes = ",".join(node_names)
+    if leaf_switches:
+        if not 1 <= leaf_switches <= nodes:
+            raise ValueError(f"{leaf_switches} leaf switches for {nodes} nodes: 1 to {nodes}")
+        extra += "TopologyPlugin=topology/tree\n"
+        per = -(-nodes // leaf_switches)
+        leaves = [node_names[i:i + per] for i in range(0, nodes, per)]
+        write_atomic(r / "etc" / "topology.conf", "".join(
+            f"SwitchName=leaf{i} Nodes={','.join(members)}\n" for i, members in enumerate(leaves, 1))
+            + f"SwitchName=spine Switches={','.join(f'leaf{i}' for i in range(1, len(leaves) + 1))}\n")
+    elif (r / "etc" / "topology.conf").is_file():
+        (r / "etc" / "topology.conf").unlink()
     for own in (conf_path(r), r / "etc" / "task-epilog"):  # the private directory's: replaced whatever they are
         if own.is_symlink():
             own.unlink()

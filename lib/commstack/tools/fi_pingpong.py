@@ -41,6 +41,11 @@ HEADER = ["bytes", "#sent", "#ack", "total", "time", "MB/sec", "usec/xfer", "Mxf
 DEFAULT_SIZES = [64, 256, 1024, 4096, 65536, 1048576]
 MAX_DATA_MSG = (1 << 22) + (1 << 21)  # PP_MAX_DATA_MSG: 6 MiB, the largest size of -S all
 DEFAULT_ITERATIONS = 10
+# the largest message of a provider's datagram endpoint, which ends every sweep (pp_alloc_msgs: tx_size is
+# at most ep_attr->max_msg_size): udp's is fixed (prov/udp/src/udpx_attr.c), verbs' is the port's active
+# MTU (verbs_info.c: vrb_mtu_type_to_len, 256 to 4096). fi_pingpong's endpoint is dgram unless -e says
+# otherwise (pingpong.c main: hints->ep_attr->type = FI_EP_DGRAM)
+DGRAM_CAPS = {"udp": (1472,), "verbs": (256, 512, 1024, 2048, 4096)}
 
 SIZE = re.compile(r"(?P<int>\d+)(?:\.(?P<frac>\d))?(?P<mag>[kmg]?)")
 COUNT = re.compile(r"(?P<n>\d+)(?P<mag>[kmb]?)")
@@ -198,6 +203,18 @@ def asked(args: list[str]) -> tuple[list[int], int]:
     return sizes, iterations
 
 
+def dgram_caps(args: list[str]) -> tuple[int, ...]:
+    """The largest messages the provider's datagram endpoint may have, where `args` run one (-e dgram, or
+    no -e) over a provider whose cap is known (DGRAM_CAPS); () elsewhere."""
+    provider, endpoint = None, "dgram"
+    for i, arg in enumerate(args[:-1]):
+        if arg == "-p":
+            provider = args[i + 1]
+        elif arg == "-e":
+            endpoint = args[i + 1].lower()
+    return DGRAM_CAPS.get(provider, ()) if endpoint == "dgram" else ()
+
+
 def _plain(value: str, flag: str) -> int:
     if not value.isascii() or not value.isdigit():
         raise UnknownFormatError(f"{flag} {value}: not a plain number")
@@ -212,7 +229,8 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
     if sweep.error_lines:
         lineno, line = sweep.error_lines[0]
         raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
-    sizes, iterations = asked(sweep.meta.get("args", args or []))
+    argv = sweep.meta.get("args", args or [])
+    sizes, iterations = asked(argv)
     want = [s for s in sizes if max_size is None or s <= max_size]
     for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
@@ -223,6 +241,10 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         if row["iterations"] != iterations and cnt_str(iterations) != cnt_str(row["iterations"]):
             raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
                                      lineno)
+    if len(sweep.rows) < len(want) and max_size is None \
+            and any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
+        sweep.meta["max_size"] = "the datagram endpoint's largest message"
+        return
     if len(sweep.rows) < len(want):
         lineno, line = sweep.row_lines[-1]
         raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "

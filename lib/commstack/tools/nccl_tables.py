@@ -13,6 +13,9 @@ from commstack.results.lines import Sweep, Text, assign_warnings, check_last_lin
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"
                      r" (?:nccl|rccl)-headers=(?P<headers>\d+) (?:nccl|rccl)-library=(?P<library>\d+)$")
 RCCL_VERSION = re.compile(r"^rccl-tests: Version (\S+)$")
+# RCCL's version block (init.cc showVersion, printed at NCCL_DEBUG=VERSION, the default of newer RCCL) after
+# the device list: `RCCL version : 2.22.3-HEAD:7d8d67c`, then HIP, ROCm, the host and the library's path
+RCCL_BLOCK = re.compile(r"^(?P<key>RCCL version|HIP version|ROCm version|Hostname|Librccl path) *: (?P<value>.*)$")
 START = re.compile(r"^# Collective test starting: (\S+)$")
 END = re.compile(r"^# Collective test concluded: (\S+)$")
 PARAMS = re.compile(r"^# nThread (?P<nThread>\d+) nGpus (?P<nGpus>\d+) minBytes (?P<minBytes>\d+) maxBytes "
@@ -189,6 +192,10 @@ def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
         return
     if (m := RCCL_VERSION.match(line)):
         run.rccl, run.version = True, run.version or m.group(1)
+        return
+    if (m := RCCL_BLOCK.match(line)):
+        run.rccl = True
+        run.meta[m.group("key").lower().replace(" ", "_")] = m.group("value").strip()
         return
     if line.strip() == "# Using devices":
         run.in_devices = True

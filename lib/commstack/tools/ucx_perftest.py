@@ -44,16 +44,36 @@ COLUMNS = {
 }
 DEFAULT_SIZE = 8  # perftest.c: msg_size_list {8}
 
-TOP = "+--------------+--------------+------------------------------+---------------------+-----------------------+"
-BORDER = "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+"
-OUTER = "+" + "-" * 106 + "+"
-GROUPS = re.compile(r"^\|\s+\|\s+\|\s+(?P<lat>latency|overhead) \(usec\)\s+\|\s+bandwidth \(MB/s\)\s+\|"
-                    r"\s+message rate \(msg/s\)\s+\|$")
-NAMES = re.compile(r"^\|\s+(?:Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \| average \| overall \|"
-                   r"\s+average \|\s+overall \|\s+average\s+\|\s+overall\s+\|$")
+# the client's table header (print_header), five lines, in the layouts of perftest.c and perftest_run.c:
+# 1.8: no Stage column, `typical` latency, `latency` always; 1.9-1.11: a Stage column, `%8s (usec)` (latency
+# or overhead); 1.12+: the percentile column (`%4.1f%%ile`), `Test` for `Stage` with -f (only the final row)
+_GROUP = r"\s+(?P<lat>latency|overhead) \(usec\)\s+\|\s+bandwidth \(MB/s\)\s+\|\s+message rate \(msg/s\)\s+\|$"
+_FIGURES = r" average \| overall \|\s+average \|\s+overall \|\s+average\s+\|\s+overall\s+\|$"
+
+
+def _rule(*widths: int) -> str:
+    """A rule line of print_header: `+`, then each column's dashes and a `+`."""
+    return "+" + "+".join("-" * w for w in widths) + "+"
+
+
+LAYOUTS = {
+    "1.8": (_rule(14, 29, 21, 23), re.compile(r"^\|\s+\|" + _GROUP), _rule(14, 9, 9, 9, 10, 10, 11, 11),
+            re.compile(r"^\| # iterations \| (?P<typical>typical) \|" + _FIGURES)),
+    "1.9": (_rule(14, 14, 29, 21, 23), re.compile(r"^\|\s+\|\s+\|" + _GROUP), _rule(14, 14, 9, 9, 9, 10, 10, 11, 11),
+            re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \| (?P<typical>typical) \|" + _FIGURES)),
+    "1.12": (_rule(14, 14, 30, 21, 23), re.compile(r"^\|\s+\|\s+\|" + _GROUP), _rule(14, 14, 10, 9, 9, 10, 10, 11, 11),
+             re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \|" + _FIGURES)),
+}
+TOPS = {top: layout for layout, (top, _, _, _) in LAYOUTS.items()}
+TOP, _, BORDER, _ = LAYOUTS["1.12"]
+# the test box (print_header with PRINT_TEST: the server, a loopback or MPI run): 90 dashes to 1.11, 106 after
+OUTERS = ("+" + "-" * 90 + "+", "+" + "-" * 106 + "+")
+OUTER = OUTERS[1]
 BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Message size|Window size|AM header size):"
                  r" +(?P<value>.*?) *\|$")
 SERVER = re.compile(r"^(?:Waiting for connection\.\.\.|Accepted connection from \S+)$")
+# a progress row (`[thread N]` first where UCX was built with OpenMP), the final row (`Final:`; to 1.11 only
+# with OpenMP; with -f, 1.12+, `%10s` of no batch file's name: blanks); 1.8 marks neither
 ROW = re.compile(r"^(?P<prefix>Final:|\[thread \d+\])?\s*(?P<values>[\d.\s]+)$")
 ROW_START = re.compile(r"^(?:Final:|\[thread |\s*\d)")
 FLOAT = re.compile(r"\d+(?:\.\d+)?")
@@ -122,18 +142,18 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
             sweep.meta.setdefault("server", []).append(line)
         elif (m := BOX.match(line)):
             box[m.group("key")] = m.group("value")
-        elif line == OUTER:
+        elif line in OUTERS:
             continue
         elif final is not None:
             raise UnknownFormatError("output after the Final row", line, lineno)
-        elif len(header) < 5 and _header_line(len(header), line, sweep):
+        elif len(header) < 5 and _header_line(header, line, sweep):
             header.append(line)
         elif (m := ROW.match(line)) and len(header) == 5:
             values = _values(t, m.group("values"), line, lineno)
             if m.group("prefix") == "Final:":
                 final = (lineno, line, values)
             else:
-                progress.append(values)
+                progress.append((lineno, line, values, m.group("prefix")))
         elif len(header) == 5 and ROW_START.match(line):
             raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 9)
         else:
@@ -144,29 +164,48 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
         sweep.meta.setdefault("args", args)
     test, size = _test_and_size(sweep, box, t)
     sweep.benchmark, sweep.meta["test"] = f"{NAME}-{test}", test
-    sweep.meta["progress_rows"] = len(progress)
     sweep.meta.update({k.lower().replace(" ", "_"): v for k, v in box.items()})
-    if final is None:
-        raise TruncatedError(f"ucx_perftest: the output ends before its Final row ({len(progress)} progress rows)",
-                             *t.lines[-1][::-1])
+    final, sweep.complete = _final(sweep, final, progress, t)
+    sweep.meta["progress_rows"] = len(progress)
     lineno, line, values = final
     sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
     sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
     sweep.row_lines.append((lineno, line))
-    sweep.complete = True
     check_last_line(t, [sweep])
     assign_warnings([sweep], t)
     return sweep
 
 
-def _header_line(i: int, line: str, sweep: Sweep) -> bool:
-    if i in (0, 2, 4):
-        return line == (TOP if i == 0 else BORDER)
-    if i == 1 and (m := GROUPS.match(line)):
+def _final(sweep: Sweep, final: tuple | None, progress: list[tuple], t: Any) -> tuple[tuple, bool | None]:
+    """The final row and whether the output marks it: `Final:`; with -f (`Test` for `Stage`) the one row;
+    where the layout has no marker (1.8; 1.9-1.11 built without OpenMP, whose rows have no `[thread N]`)
+    the last row, unmarked (None: a cut output is not told from a whole one)."""
+    if final is not None:
+        return final, True
+    if sweep.meta.get("stage") == "Test" and len(progress) == 1 and progress[0][3] is None:
+        return progress.pop()[:3], True
+    if sweep.meta["layout"] != "1.12" and progress and not any(p[3] for p in progress):
+        return progress.pop()[:3], None
+    raise TruncatedError(f"ucx_perftest: the output ends before its Final row ({len(progress)} progress rows)",
+                         *t.lines[-1][::-1])
+
+
+def _header_line(header: list[str], line: str, sweep: Sweep) -> bool:
+    """Whether `line` is the next line of the table header, in the layout its first line set."""
+    i = len(header)
+    if i == 0:
+        sweep.meta["layout"] = TOPS.get(line)
+        return line in TOPS
+    top, groups, border, names = LAYOUTS[sweep.meta["layout"]]
+    if i in (2, 4):
+        return line == border
+    if i == 1 and (m := groups.match(line)):
         sweep.meta["first_group"] = m.group("lat")
         return True
-    if i == 3 and (m := NAMES.match(line)):
-        sweep.meta["percentile"] = float(m.group("pct"))
+    if i == 3 and (m := names.match(line)):
+        # 1.8-1.11's `typical` latency is the median of the last interval: the 50 % percentile
+        sweep.meta["percentile"] = float(m.group("pct")) if m.groupdict().get("pct") else 50.0
+        sweep.meta["stage"] = m.groupdict().get("stage")
         return True
     return False
 
@@ -217,15 +256,15 @@ def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]
 
 
 def title(line: str) -> Benchmark | None:
-    """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines do not name it."""
+    """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines (the test box, the
+    table header, the server's wait) name none yet (UNNAMED: the parser reads the test from the box)."""
     if (argv := pair.client_argv(line, NAME)) is not None:
         test = asked(argv)[0] or "(none)"
         if f"{NAME}-{test}" not in BENCHMARKS:
             raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})")
         return BENCHMARKS[f"{NAME}-{test}"]
-    if line in (TOP, OUTER) or SERVER.match(line):
-        raise UnknownFormatError("ucx_perftest's output names neither its test nor its message size: it is read "
-                                 "with commstack's pair launcher's line first (`# commstack pair client: ...`)")
+    if line in TOPS or line in OUTERS or SERVER.match(line):
+        return UNNAMED
     return None
 
 
@@ -264,3 +303,4 @@ BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),
                                 line_rate_factor=1),
 }
+UNNAMED = Benchmark(NAME, TOOL, (), "latency_us", SizeFlags())

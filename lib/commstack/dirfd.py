@@ -1,0 +1,96 @@
+"""Writing, swapping and removing inside a directory through its open fd (files.results_dir gives one):
+every name is looked up relative to that fd with O_NOFOLLOW, so a directory renamed away and a symlink put
+in its place while commstack works is never written through, and a removal never follows a symlink.
+The report is written this way: rendered into a new directory, then `report` swapped onto it."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from commstack.files import FileWriteError, UnsafePathError, inside_name
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def make_dir(dir_fd: int, name: str, shown: Path, mode: int = 0o750) -> int:
+    """A new directory `name` (a plain name) in `dir_fd`, opened; FileWriteError naming `shown` when it cannot be
+    made (a full file system)."""
+    inside_name(name)
+    try:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+        return os.open(name, _DIR, dir_fd=dir_fd)
+    except OSError as e:
+        raise FileWriteError.of(shown, e) from e
+
+
+def write_in(dir_fd: int, name: str, data: bytes, shown: Path) -> None:
+    """A new regular file `name` in `dir_fd` holding `data`, fsynced: created exclusively, never through a
+    symlink; FileWriteError naming `shown` (ENOSPC: the file system is full)."""
+    inside_name(name)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise FileWriteError.of(shown, e) from e
+
+
+def swap_link(dir_fd: int, link: str, target: str, shown: Path) -> str | None:
+    """`link` in `dir_fd` made a symlink to the plain name `target` in one rename, replacing a symlink itself
+    (never what it points to). Returns what the old `link` named when that may be removed now: the plain name
+    its symlink pointed to, or the real directory (an older commstack's) set aside under a new name; None when
+    there was none or it pointed elsewhere (a planted `report -> /some/dir` is replaced, its target untouched)."""
+    inside_name(target)
+    tmp = f".{link}-link-{secrets.token_hex(4)}"
+    try:
+        os.symlink(target, tmp, dir_fd=dir_fd)
+        try:
+            st = os.stat(link, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        old = None
+        if st and stat.S_ISLNK(st.st_mode):
+            named = os.readlink(link, dir_fd=dir_fd)
+            old = named if "/" not in named and named not in ("", ".", "..", target) else None
+        elif st and stat.S_ISDIR(st.st_mode):
+            old = f".{link}-old-{secrets.token_hex(4)}"
+            os.rename(link, old, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.rename(tmp, link, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as e:
+        raise FileWriteError.of(shown, e) from e
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+    os.fsync(dir_fd)
+    return old
+
+
+def remove_tree(dir_fd: int, name: str) -> None:
+    """`name` in `dir_fd` and everything below it, through directory fds: a symlink at `name` is refused
+    (UnsafePathError), one inside is removed itself, never followed."""
+    st = os.stat(inside_name(name), dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError(f"{name} is a symlink; commstack removes only directories it made, never through a "
+                              "symlink")
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = os.open(name, _DIR, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as entries:
+            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for entry, is_dir in names:
+            if is_dir:
+                remove_tree(fd, entry)
+            else:
+                os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)

@@ -1,0 +1,201 @@
+"""Many checks at once inside one allocation: each an srun step on its own named nodes (`--nodelist`,
+`--exact`), started as soon as none of its nodes is busy, at most `max_steps` at a time. Each step is
+launched, parsed, judged and recorded as a suite's step is (run.runner's pieces, run.launch's Launcher): a
+step that fails or hangs costs its own nodes only.
+
+Ctrl-C or SIGTERM (the main thread's KeyboardInterrupt): every running step is cancelled (srun cancels it),
+its output kept, and every check not started is recorded not-run; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from commstack.config import System
+from commstack.errors import CommstackError
+from commstack.files import FileWriteError, make_dirs
+from commstack.results.records import Record
+from commstack.results.references import References
+from commstack.run.launch import Launcher
+from commstack.run.pair import repeat_step
+from commstack.run.runner import add_repeat, conclude, judged, launched_step, new_record, substitute, validation_first
+from commstack.run.steps import SuiteStep
+
+
+#: what a record's step name may not hold (config.SafeName): a site's node or switch name with such a character
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclasses.dataclass
+class Placed:
+    """One check on named nodes: the expanded suite step (argv with its real binaries), where and when."""
+
+    check: SuiteStep
+    hosts: tuple[str, ...]
+    phase: str
+    round: int = 0
+    not_run: str | None = None   # why it cannot run there (a node without GPUs, a binary not found)
+
+    @property
+    def name(self) -> str:
+        """check--node (one node), check--a-b-rN (a pair), check--<phase> (a group): a safe file name."""
+        where = "-".join(self.hosts) if len(self.hosts) <= 2 else self.phase.replace(" ", "-")
+        name = f"{self.check.id}--{where}" + (f"-r{self.round}" if self.round else "")
+        return UNSAFE.sub("_", name)[:180]
+
+
+@dataclasses.dataclass
+class Context:
+    run_id: str
+    run_dir: Path
+    system: System
+    references: References | None
+    launcher: Launcher
+    facts: dict[str, dict]   # node -> its stack facts (the per-node phase's probe), for conclude()
+    binaries: dict[str, str]  # check id -> placeholder -> path, resolved once per check
+
+
+def measure(ctx: Context, p: Placed, index: int) -> Record:
+    """One placed check, launched, parsed and judged; its record written. Never raises a CommstackError."""
+    tags = {**p.check.tags, "screen_phase": p.phase, "screen_round": p.round, "screen_check": p.check.id}
+    s = dataclasses.replace(p.check, id=p.name, tags=tags)
+    record = new_record(ctx.run_id, index, s, ctx.system, p.not_run)
+    record.nodelist = list(p.hosts)
+    if p.not_run or s.not_run:
+        record.write(ctx.run_dir)
+        return record
+    record.started = time.time()
+    t0 = time.monotonic()
+    with judged(record):
+        step = launched_step(s, substitute(s.step.argv, ctx.binaries.get(p.check.id, {})))
+        step = dataclasses.replace(step, name=p.name, hosts=list(p.hosts))
+        sweeps, out = [], ""
+        for r in range(s.repeats):
+            outdir = make_dirs(ctx.run_dir, "steps", record.dirname, f"repeat-{r}")
+            with validation_first(s, step, outdir):
+                result = ctx.launcher.run(repeat_step(step, outdir), outdir)
+            sweeps.append(add_repeat(s, record, result, ctx.run_dir))
+            out = result.stdout + result.stderr
+        conclude(s, record, sweeps, out, {"nodes": {h: ctx.facts.get(h, {}) for h in p.hosts}}, ctx.system,
+                 ctx.references)
+    record.elapsed_s = time.monotonic() - t0
+    try:
+        record.write(ctx.run_dir)
+    except FileWriteError as e:
+        record.notes.append(f"record not saved: {e}")
+    return record
+
+
+def unmeasured(ctx: Context, index: int, p: Placed, reason: str, verdict: str = "not-run",
+               kind: str | None = None) -> Record:
+    """The record of a placed check that left no measurement: not started, or failed before it launched."""
+    rec = new_record(ctx.run_id, index, dataclasses.replace(p.check, id=p.name), ctx.system, reason)
+    rec.verdict, rec.error_kind, rec.nodelist = verdict, kind, list(p.hosts)
+    return rec
+
+
+class Progress:
+    """One line on stderr, rewritten in place on a terminal, else printed when it changes (at most every 5 s):
+    phase, steps running, nodes done of N, time left."""
+
+    def __init__(self, total_nodes: int, stream=None):
+        self.total, self.stream, self.last, self.at = total_nodes, stream or sys.stderr, "", 0.0
+
+    def show(self, phase: str, running: int, done_nodes: int, left_s: float | None) -> None:
+        left = f", ~{left_s:.0f} s left" if left_s is not None else ""
+        line = f"screen: {phase}: {running} step{'s' if running != 1 else ''} running, {done_nodes}/{self.total} " \
+               f"nodes done{left}"
+        tty = self.stream.isatty()
+        if line == self.last or (not tty and time.monotonic() - self.at < 5):
+            return
+        self.last, self.at = line, time.monotonic()
+        print(("\r\033[K" if tty else "") + line, end="" if tty else "\n", file=self.stream, flush=True)
+
+    def end(self) -> None:
+        if self.stream.isatty() and self.last:
+            print(file=self.stream, flush=True)
+        self.last = ""
+
+
+def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, progress: Progress,
+            first_index: int = 0, interrupted: Callable[[], str] = lambda: "Ctrl-C") -> list[Record]:
+    """Every placed check, each as soon as its nodes are free, at most max_steps at once; the records in the
+    order given. KeyboardInterrupt: the running steps cancelled and awaited, the rest recorded not-run,
+    then raised again with the records so far in `partial` (the exception's attribute)."""
+    pending = list(enumerate(placed))
+    records: dict[int, Record] = {}
+    busy: set[str] = set()
+    running: dict[int, threading.Thread] = {}
+    done: queue.Queue[tuple[int, Record]] = queue.Queue()
+    nodes_of: dict[str, int] = {}
+    for _, p in pending:
+        for h in p.hosts:
+            nodes_of[h] = nodes_of.get(h, 0) + 1
+    took: list[float] = []
+
+    def worker(i: int, p: Placed) -> None:
+        t0 = time.monotonic()
+        try:
+            rec = measure(ctx, p, first_index + i)
+        except CommstackError as e:  # its directory could not be made: the check failed, the screen goes on
+            rec = unmeasured(ctx, first_index + i, p, str(e), "fail", e.kind)
+        finally:  # whatever happened, the main loop hears of it: a silent thread would hold its nodes forever
+            took.append(time.monotonic() - t0)
+            done.put((i, rec if "rec" in locals() else None))
+
+    try:
+        while pending or running:
+            for item in list(pending):
+                if len(running) >= max_steps:
+                    break
+                i, p = item
+                if p.not_run or not busy & set(p.hosts):
+                    pending.remove(item)
+                    busy |= set(p.hosts) if not p.not_run else set()
+                    running[i] = threading.Thread(target=worker, args=(i, p), daemon=True)
+                    running[i].start()
+            try:
+                i, rec = done.get(timeout=1.0)
+            except queue.Empty:
+                pass
+            else:
+                running.pop(i).join()
+                # a worker that died of a bug: its check failed, named so
+                records[i] = rec or unmeasured(ctx, first_index + i, placed[i], "commstack screen: internal error",
+                                               "fail")
+                busy -= set(placed[i].hosts)
+                for h in placed[i].hosts:
+                    nodes_of[h] -= 1
+            avg = sum(took) / len(took) if took else None
+            waves = (len(pending) + len(running)) / max(1, min(max_steps, len(running) or 1))
+            progress.show(phase, len(running), sum(1 for n in nodes_of.values() if n == 0),
+                          avg * waves if avg is not None else None)
+    except KeyboardInterrupt as e:
+        ctx.launcher.stop_all()
+        for t in running.values():
+            t.join()
+        while not done.empty():
+            i, rec = done.get()
+            records[i] = rec
+        for i, p in pending:
+            records[i] = unmeasured(ctx, first_index + i, p, f"interrupted ({interrupted()}) before this step")
+        for i, rec in records.items():
+            if i in running or i in dict(pending):  # cancelled while it ran: not a verdict on the nodes
+                if i in running:
+                    rec.verdict, rec.reason = "not-run", f"interrupted ({interrupted()}); its output so far is kept"
+                try:
+                    rec.write(ctx.run_dir)
+                except FileWriteError as err:
+                    rec.notes.append(f"record not saved: {err}")
+        e.partial = [records[i] for i in sorted(records)]
+        raise
+    finally:
+        progress.end()
+    return [records[i] for i in sorted(records)]

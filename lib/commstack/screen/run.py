@@ -1,0 +1,253 @@
+"""One screen of an allocation: its nodes (down or drained ones reported and left out), one allocation (the one
+this process is in, SLURM_JOB_ID, or one it takes with `--no-kill`, so that a node that dies costs its own
+steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verdict, and what it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commstack.config import Suite, System
+from commstack.errors import BinaryNotFoundError, CommstackError, SlurmUnavailableError
+from commstack.results import history
+from commstack.results.records import Record
+from commstack.results.references import references_of
+from commstack.run.launch import Allocation, Launcher
+from commstack.run.runner import Binaries
+from commstack.run.steps import SuiteStep, expand
+from commstack.screen import matching, nodes as node_phase, output, verdict
+from commstack.screen.pool import Context, Placed, Progress, run_all
+from commstack.screen.spec import ScreenFile
+from commstack.slurm.clients import client
+from commstack.slurm.cluster import take_slurm
+
+#: node states (sinfo %T, less its flags) a screen leaves out, reported
+UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "maint", "future", "reserved",
+               "power_down", "powered_down", "powering_down", "unknown", "not_responding")
+
+
+@dataclass
+class Outcome:
+    nodes: list[str]
+    findings: verdict.Findings
+    not_run: dict[str, str]
+    records: list[Record]
+    report: Path | None = None
+    interrupted: bool = False
+    wall_s: float = 0.0
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def exit(self) -> int:
+        return 1 if self.findings.bad_nodes or self.findings.bad_pairs else 0
+
+
+def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:
+    """node -> (state, reason) as sinfo says, per node."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"] + ([f"--partition={partition}"] if partition else [])
+    out = client(argv, variables)
+    if out.returncode != 0:
+        raise SlurmUnavailableError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+    states = {}
+    for line in out.stdout.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
+    return states
+
+
+def unavailable(state: str) -> bool:
+    s = state.rstrip("*~#!%$@^-")
+    return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
+
+
+class Screen:
+    def __init__(self, system: System, screen: ScreenFile, run_dir: Path, binaries: Binaries, slurm: str = "auto",
+                 cluster_nodes: int | None = None, max_steps: int | None = None, progress: Progress | None = None):
+        self.system, self.screen, self.dir, self.binaries = system, screen, run_dir, binaries
+        self.slurm, self.cluster_nodes = slurm, cluster_nodes
+        self.max_steps = max_steps or screen.max_steps
+        self.progress = progress or Progress(0)
+        self.cleanup = contextlib.ExitStack()
+        self.records: list[Record] = []
+        self.not_run: dict[str, str] = {}
+        self.down: dict[str, str] = {}
+        self.phases_s: dict[str, float] = {}
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (cli.screen's CtrlC sets it)
+        self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
+
+    # ---- Slurm and the allocation
+
+    def variables(self) -> dict[str, str]:
+        """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
+        return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
+                          "a screen runs srun steps", heal=False)  # a drained node is reported, not resumed
+
+    def allocate(self, variables: dict[str, str]) -> tuple[Launcher, list[str]]:
+        """The allocation's usable nodes and a launcher in it; the others are self.down, with the reason."""
+        job = variables.get("SLURM_JOB_ID")
+        states = node_states(variables, self.system.partition)
+        if job:
+            alloc = Allocation(self.system, variables, 0, 0).__enter__()
+            candidates = alloc.hosts
+        else:
+            candidates = sorted(states, key=_natural)
+        for n in candidates:
+            state, reason = states.get(n, ("unknown", "not in sinfo"))
+            if unavailable(state):
+                self.down[n] = f"{state}" + (f" ({reason})" if reason and reason != "none" else "")
+        up = [n for n in candidates if n not in self.down]
+        if not up:
+            raise SlurmUnavailableError(f"no node to screen: {'; '.join(f'{n} {s}' for n, s in self.down.items())}")
+        if not job:
+            flags = [*self.system.launcher.salloc_flags, "--no-kill", f"--nodelist={','.join(up)}"]
+            system = self.system.model_copy(update={"launcher": self.system.launcher.model_copy(
+                update={"salloc_flags": flags})})
+            alloc = self.cleanup.enter_context(Allocation(system, variables, nodes=len(up), ntasks=2 * len(up)))
+        return Launcher(self.system, "srun", slurm_variables=variables, allocation=alloc), up
+
+    # ---- checks
+
+    def checks(self, steps: list, nodes: int, phase: str) -> tuple[list[SuiteStep], dict[str, dict[str, str]]]:
+        """A phase's checks expanded for a placement of `nodes` nodes, with their binaries; one whose binary
+        cannot be had is kept, not-run with the reason."""
+        suite = Suite(name=f"screen-{phase}", steps=steps)
+        out, paths = [], {}
+        for s in expand(suite, node_phase.sized(self.system, nodes)):
+            # the check's name: its id or benchmark and mode (expand's name up to the placement), its memory and
+            # environment where they are not the plain ones
+            check = "-".join([s.id.split(f"-N{nodes}-")[0]] + (["device"] if s.tags["memory"] == "device" else [])
+                             + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
+            s = node_phase.renamed(s, check)
+            if not s.not_run:
+                try:
+                    paths[check] = self.binaries.resolve(s)
+                except BinaryNotFoundError as e:
+                    s.not_run = str(e)
+            out.append(s)
+        return out, paths
+
+    def phase(self, ctx: Context, name: str, placed: list[Placed], at_once: int | None = None) -> list[Record]:
+        t0 = time.monotonic()
+        try:
+            recs = run_all(ctx, placed, name, min(self.max_steps, at_once or self.max_steps), self.progress,
+                           len(self.records), lambda: self.interrupted_by)
+        except KeyboardInterrupt as e:
+            self.records += getattr(e, "partial", [])
+            raise
+        finally:
+            self.phases_s[name] = self.phases_s.get(name, 0.0) + time.monotonic() - t0
+        self.records += recs
+        return recs
+
+    def run(self) -> Outcome:
+        t0 = time.monotonic()
+        up: list[str] = []
+        facts: dict[str, dict] = {}
+        interrupted = False
+        try:
+            self.slurm_variables = self.variables()
+            launcher, up = self.allocate(self.slurm_variables)
+            self.progress.total = len(up)
+            node_checks, paths = self.checks(self.screen.per_node, 1, "per-node") if self.screen.per_node else ([], {})
+            pair_checks, pair_paths = self.checks(self.screen.pairs.checks, 2, "pairs") if self.screen.pairs \
+                else ([], {})
+            ctx = Context(self.dir.name, self.dir, self.system, references_of(self.system), launcher, facts,
+                          {**paths, **pair_paths})
+            t1 = time.monotonic()
+            found, why = node_phase.probe(ctx, up, node_phase.probe_binary(ctx, node_checks + pair_checks))
+            facts.update(found)
+            self.phases_s["facts"] = time.monotonic() - t1
+            if why:
+                self.not_run["facts"] = why
+            if node_checks:
+                recs = self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts),
+                                  self.screen.per_node_at_once)
+                self.skipped(recs)
+            if self.screen.pairs:
+                self.pairs(ctx, up, pair_checks)
+            if self.screen.groups:
+                self.groups(ctx, launcher, up)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            self.cleanup.close()
+        findings = self.findings(up, facts)
+        return Outcome(up + list(self.down), findings, self.not_run, self.records, interrupted=interrupted,
+                       wall_s=time.monotonic() - t0, phases_s=self.phases_s)
+
+    def skipped(self, recs: list[Record]) -> None:
+        """Checks not run on some nodes (no GPUs there, no binary), once per check and reason."""
+        why: dict[tuple[str, str], list[str]] = {}
+        for r in recs:
+            if r.verdict == "not-run" and not r.reason.startswith("interrupted"):
+                why.setdefault((r.tags.get("screen_check", r.step), r.reason), []).extend(r.nodelist)
+        for (check, reason), where in why.items():
+            self.not_run[check] = f"{reason} ({len(where)} node{'s' if len(where) > 1 else ''})"
+
+    def pairs(self, ctx: Context, up: list[str], checks: list[SuiteStep]) -> None:
+        if len(up) < 2:
+            self.not_run["pairs"] = f"one node in the allocation ({up[0]}): a pair check needs two"
+            return
+        p = self.screen.pairs
+        rounds = matching.rounds_for(up, p.rounds, p.matching, p.seed, p.all_pairs_up_to)
+        placed = [Placed(s, pr, "pairs", r + 1) for r, rnd in enumerate(rounds) for pr in rnd for s in checks]
+        self.phase(ctx, "pairs", placed)
+        if not p.confirm:
+            return
+        f = self.findings(up, ctx.facts)
+        again = matching.confirm(verdict.suspects(f), verdict.good(f), matching.partners(rounds))
+        if again:
+            n = len(rounds) + 1
+            self.phase(ctx, "confirm", [Placed(s, pr, "pairs", n) for pr in again for s in checks])
+
+    def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
+        """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
+        out = client(["scontrol", "show", "topology"], launcher.variables)
+        if not out.stdout.strip():  # Slurm 22.05 without topology/tree: "scontrol: error: No topology ..." on stderr
+            self.not_run["groups"] = f"no leaf switches: {out.stderr.strip() or 'scontrol show topology lists none'}"
+            return
+
+        def expand_hosts(hostlist: str) -> list[str]:
+            return client(["scontrol", "show", "hostnames", hostlist], launcher.variables).stdout.split()
+        try:
+            leaves = matching.leaf_switches(out.stdout if out.returncode == 0 else "", expand_hosts)
+        except ValueError as e:
+            self.not_run["groups"] = str(e)
+            return
+        groups = {sw: [n for n in members if n in up] for sw, members in leaves.items()}
+        groups = {sw: members for sw, members in groups.items() if len(members) >= 2}
+        if not groups:
+            self.not_run["groups"] = "no leaf switch with 2 nodes or more in the allocation (scontrol show topology)"
+            return
+        placed = []
+        for sw, members in groups.items():
+            checks, paths = self.checks(self.screen.groups.checks, len(members), f"group-{sw}")
+            ctx.binaries.update(paths)
+            placed += [Placed(s, tuple(members), f"switch {sw}") for s in checks]
+        self.phase(ctx, "groups", placed)
+
+    def findings(self, up: list[str], facts: dict[str, dict]) -> verdict.Findings:
+        by_phase = lambda ph: [r for r in self.records if r.tags.get("screen_phase") == ph]  # noqa: E731
+        return verdict.attribute(up + list(self.down), self.down, by_phase("per-node"), by_phase("pairs"),
+                                 node_phase.problems(self.system, facts), self.screen.rule)
+
+    def write(self, outcome: Outcome, history_path: Path | None) -> None:
+        doc = {"run_id": self.dir.name, "system": self.system.name, "screen": self.screen.name,
+               "wall_s": outcome.wall_s, "phases_s": outcome.phases_s, "exit": outcome.exit,
+               "interrupted": outcome.interrupted, "max_steps": self.max_steps,
+               "steps": len(outcome.records)}
+        outcome.report = output.write(self.dir, doc, outcome.nodes, outcome.findings, outcome.records,
+                                      outcome.not_run)
+        if outcome.records:
+            try:
+                history.add_run(self.dir, history_path)
+            except CommstackError as e:
+                outcome.not_run["history"] = str(e)
+
+
+def _natural(name: str) -> tuple:
+    import re
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))

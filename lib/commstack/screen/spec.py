@@ -1,0 +1,84 @@
+"""Screen files: screens/<name>.yaml, read through commstack.config (no aliases, unknown keys refused, one
+ConfigError naming the file and the key path). A screen's checks are suite steps (config.StepSpec): a
+per-node check runs on one node, a pair check on two nodes with one rank each, a group check on all the
+nodes of a leaf switch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveInt, field_validator
+
+from commstack.config import SafeName, StepSpec, Strict, Text, load_named
+from commstack.paths import TOP
+
+SCREENS = TOP / "screens"
+
+
+class PairPhase(Strict):
+    """Node pairs: `rounds` perfect matchings of the allocation, every pair of a round at once."""
+
+    checks: Annotated[list[StepSpec], Field(min_length=1)]
+    rounds: Annotated[int, Field(ge=1, le=64)] = 2          # partners each node is measured against, at least
+    matching: Literal["rotation", "random"] = "rotation"    # round-robin rotation, or a seeded random matching
+    seed: int = 0
+    all_pairs_up_to: Annotated[int, Field(ge=0)] = 0        # every pair (mpiGraph's rounds) up to this many nodes
+    confirm: bool = True   # a node slow with every partner is measured again against a node found good
+
+    @field_validator("checks")
+    @classmethod
+    def _two_nodes(cls, v: list[StepSpec]) -> list[StepSpec]:
+        for c in v:
+            if c.nodes != 2 or c.ranks_per_node != 1 or c.node_counts:
+                raise ValueError(f"{c.id or c.benchmark}: a pair check runs on nodes: 2 with ranks_per_node: 1")
+        return v
+
+
+class GroupPhase(Strict):
+    """Leaf-switch groups (`scontrol show topology`): each check on all the nodes of one leaf switch."""
+
+    checks: Annotated[list[StepSpec], Field(min_length=1)]
+
+    @field_validator("checks")
+    @classmethod
+    def _all_nodes(cls, v: list[StepSpec]) -> list[StepSpec]:
+        for c in v:
+            if c.nodes != "all":
+                raise ValueError(f"{c.id or c.benchmark}: a group check runs on nodes: all (the switch's nodes)")
+        return v
+
+
+class Rule(Strict):
+    """When a figure is slow, and when a node or a pair is called bad."""
+
+    evidence: PositiveInt = 2          # bad measurements a node or a pair needs before it is called bad
+    slower_by: Annotated[float, Field(gt=0, lt=1)] = 0.3   # worse than the peers' median by this fraction...
+    mads: Annotated[float, Field(ge=0)] = 4.0              # ...and by more than this many MADs of the peers
+
+
+class ScreenFile(Strict):
+    name: SafeName
+    description: Text = ""
+    per_node: list[StepSpec] = []
+    pairs: PairPhase | None = None
+    groups: GroupPhase | None = None
+    rule: Rule = Rule()
+    max_steps: Annotated[int, Field(ge=1, le=100000)] = 256   # srun steps at once (Slurm's MaxStepCount bounds it)
+    #: one-node checks at once (default: max_steps): fewer where the "nodes" share cores (the local namespaces)
+    per_node_at_once: Annotated[int, Field(ge=1)] | None = None
+    path: Path | None = None
+
+    @field_validator("per_node")
+    @classmethod
+    def _one_node(cls, v: list[StepSpec]) -> list[StepSpec]:
+        for c in v:
+            if c.nodes != 1 or c.node_counts:
+                raise ValueError(f"{c.id or c.benchmark}: a per-node check runs on nodes: 1")
+        return v
+
+
+def load_screen(name_or_path: str | Path) -> ScreenFile:
+    """`local` (screens/local.yaml) or a path to a screen file."""
+    return load_named(ScreenFile, SCREENS, name_or_path, "screen")

@@ -1,0 +1,167 @@
+"""`bin/commstack screen` on the namespace cluster of 8 nodes, for real: every link at a line rate of 200 Mbit/s
+(tc_faults: a veth has none), then one node's link and one link between two nodes only degraded with tc; the
+screen names exactly that node and that pair. A healthy screen exits 0; a drained node is reported and not
+paired (7 nodes: one sits out each round); SIGTERM cancels every step and leaves nothing running; the leaf
+switches of topology.conf get their own step. A screen of the one-node cluster runs no pair check, and says why.
+
+Run inside `flock /work/.mn.lock` (and the one-node test inside `flock /work/.slurm-tier.lock`).
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.namespaces import NamespaceError
+import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
+
+pytestmark = pytest.mark.multinode
+TOP = Path(__file__).resolve().parents[2]
+BIN = str(TOP / "bin" / "commstack")
+NODES = [f"node{i}" for i in range(1, 9)]
+LINE_RATE, SLOW = "200mbit", "10mbit"
+
+
+def _path() -> str:
+    return os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+
+
+@pytest.fixture(scope="module")
+def cluster(pytestconfig):
+    if os.geteuid() != 0:
+        pytest.skip("multinode: network namespaces need root")
+    missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
+    if missing:
+        pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
+    if not (os.environ.get("COMMSTACK_OSU_PREFIX") or pytestconfig.getoption("--osu-prefix")):
+        pytest.skip("screen: no OSU install (COMMSTACK_OSU_PREFIX or --osu-prefix)")
+    c = LocalSlurm.multinode(8, leaf_switches=2)
+    try:
+        c.start()
+    except NamespaceError as e:
+        pytest.skip(f"multinode: {e}")
+    try:
+        yield c
+    finally:
+        tc_faults.clear()
+        c.stop()
+
+
+@pytest.fixture
+def fabric(cluster):
+    """Every link at the line rate; whatever a test degrades on top of it is cleared after it."""
+    tc_faults.clear()
+    tc_faults.line(NODES, LINE_RATE)
+    yield
+    tc_faults.clear()
+
+
+def screen(tmp_path, *args, env=None):
+    env = {k: v for k, v in (env or os.environ).items() if k != "SLURM_CONF"}
+    out = subprocess.run([BIN, "screen", "--system", "local-multinode", "--nodes", "8", "--results",
+                          str(tmp_path / "screen"), *args], capture_output=True, text=True, env=env, timeout=600)
+    doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
+    return out, doc
+
+
+def statuses(doc):
+    return {n: v["status"] for n, v in doc["nodes"].items()}
+
+
+def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path, fabric):
+    tc_faults.degrade_node("node3", "rate", SLOW)
+    tc_faults.degrade_link("node2", "node7", "rate", SLOW)  # a pair of the first rotation round
+    out, doc = screen(tmp_path, "--drain")
+    print(out.stdout, out.stderr[-2000:])
+    assert out.returncode == 1
+    assert doc["bad_nodes"] == ["node3"]
+    assert [p["nodes"] for p in doc["bad_pairs"]] == [["node2", "node7"]]
+    assert [n for n, s in statuses(doc).items() if s == "bad"] == ["node3"]
+    assert "bad nodes: node3\nbad pairs: node2-node7\n" in out.stdout
+    line = next(x for x in out.stdout.splitlines() if x.startswith("node3 "))
+    assert line.startswith("node3  slow: ") and "peer median (3 of 3 partners)" in line
+    assert "scontrol update nodename=node3 state=drain 'reason=commstack screen: slow: " in out.stdout
+    report = tmp_path / "screen" / "report"
+    assert (report / "heatmap-osu_bw.png").stat().st_size > 1000
+    assert "<tr class='bad'><td>node3</td>" in (report / "index.html").read_text()
+
+
+def test_a_healthy_allocation_exits_0(tmp_path, fabric):
+    out, doc = screen(tmp_path)
+    print(out.stdout, out.stderr[-2000:])
+    assert out.returncode == 0
+    assert doc["bad_nodes"] == [] and doc["bad_pairs"] == []
+    assert "bad nodes: none\nbad pairs: none\n" in out.stdout
+    # the leaf switches of topology.conf: one group step each, on its own four nodes
+    groups = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-group-*/record.json")]
+    assert sorted(tuple(g["nodelist"]) for g in groups) == [tuple(NODES[:4]), tuple(NODES[4:])]
+    assert all(g["verdict"] == "pass" and g["benchmark"] == "osu_mbw_mr" for g in groups)
+    assert "switch leaf1 (node1, node2, node3, node4): osu_mbw_mr 256 KiB " in out.stdout
+
+
+def test_a_lossy_node_when_the_kernel_has_netem(tmp_path, fabric):
+    if not tc_faults.has_netem():
+        pytest.skip("this kernel has no sch_netem (tc qdisc add ... netem: 'Specified qdisc kind is unknown')")
+    tc_faults.degrade_node("node5", "loss", "30%")
+    out, doc = screen(tmp_path)
+    print(out.stdout)
+    assert out.returncode == 1 and doc["bad_nodes"] == ["node5"] and doc["bad_pairs"] == []
+
+
+def test_a_drained_node_is_reported_and_the_odd_rest_paired(tmp_path, fabric, cluster):
+    env = {**os.environ, **cluster.variables}
+    subprocess.run(["scontrol", "update", "nodename=node8", "state=drain", "reason=screen test"], env=env,
+                   check=True)
+    try:
+        out, doc = screen(tmp_path)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=node8", "state=resume"], env=env, check=True)  # as it was
+    print(out.stdout)
+    assert out.returncode == 0
+    assert doc["nodes"]["node8"]["status"] == "down" and "screen test" in doc["nodes"]["node8"]["reason"]
+    assert "node8  down: drained" in out.stdout
+    seven = {n: v for n, v in doc["nodes"].items() if n != "node8"}
+    assert all(len(v["partners"]) >= 2 for v in seven.values()), seven
+    assert not any("node8" in v["partners"] for v in seven.values())
+
+
+def test_sigterm_cancels_every_step_and_reports_the_partial_screen(tmp_path, cluster):
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    proc = subprocess.Popen([BIN, "screen", "--system", "local-multinode", "--nodes", "8", "--results",
+                             str(tmp_path / "screen")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    for line in proc.stderr:  # the progress lines: SIGTERM once pair steps run
+        if line.startswith("screen: pairs:") and " 0 steps running" not in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    print(out, err)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "interrupted (SIGTERM): the screen above is partial" in err
+    assert "bad nodes:" in out
+    doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
+    assert doc["interrupted"] is True
+    left = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], env={**os.environ, **cluster.variables},
+                          capture_output=True, text=True).stdout
+    assert "commstack" not in left, left
+    # only a screen places steps with --exact: none of its srun processes is left
+    assert subprocess.run(["pgrep", "-f", "srun .*--exact"], capture_output=True).stdout == b""
+
+
+@pytest.mark.slurm
+def test_one_node_runs_no_pair_check_and_says_why(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("slurmctld", path=_path()):
+        pytest.skip("the embedded Slurm needs root and slurmctld")
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    out = subprocess.run([BIN, "screen", "--system", "local", "--results", str(tmp_path / "one")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    print(out.stdout, out.stderr[-2000:])
+    assert out.returncode == 0
+    assert "pairs: not run: one node in the allocation" in out.stdout
+    doc = json.loads((tmp_path / "one" / "screen.json").read_text())
+    assert doc["not_run"]["pairs"].startswith("one node in the allocation")
