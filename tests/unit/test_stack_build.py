@@ -80,3 +80,99 @@ def build_times() -> tuple[dict[str, dict], list[str]]:
             rows[m["name"]] = m.groupdict()
     assert total and int(total[1]) == sum(int(r["seconds"]) for r in rows.values()), total
     return rows, missing
+
+
+MCA = re.compile(r" *MCA (?P<framework>\w+): (?P<component>\w+) \(MCA v[\d.]+, API v[\d.]+, Component v(?P<version>[\d.]+)\)")
+
+
+NOT_LOADED = re.compile(r"\[[\w.-]+:\d+\] mca_base_component_repository_open: unable to open mca_(\w+): "
+                        r"libcuda\.so\.1: cannot open shared object file: No such file or directory \(ignored\)")
+
+
+def ompi_info(lines: list[str]) -> tuple[dict[str, str], set[tuple[str, str]], list[str]]:
+    """`ompi_info`: 'key: value' lines, 'MCA framework: component (...)' lines, and the components that
+    did not load for want of a driver (stderr); any other line is an error."""
+    fields, components, not_loaded = {}, set(), []
+    for line in lines:
+        if m := MCA.fullmatch(line):
+            assert m["version"] == "5.0.8", line
+            components.add((m["framework"], m["component"]))
+        elif m := NOT_LOADED.fullmatch(line):
+            not_loaded.append(m[1])
+        elif m := re.fullmatch(r" *([^\[ ][^:]*?): (.*)", line):
+            fields.setdefault(m[1], m[2])
+        else:
+            raise AssertionError(f"ompi_info: unknown line {line!r}")
+    return fields, components, not_loaded
+
+
+def test_ompi_info_shows_cuda_ofi_and_ucx():
+    fields, components, not_loaded = ompi_info(output("ompi_info.txt"))
+    assert fields["Open MPI"] == "5.0.8"   # no rc3: the tag's pre-release suffix stripped (ci/build-stack.sh)
+    assert {("btl", "ofi"), ("mtl", "ofi"), ("pml", "ucx"), ("osc", "ucx"), ("btl", "smcuda"), ("coll", "cuda")} <= components
+    assert "cuda" in fields["MPI extensions"].split(", ")
+    configured = fields["Configure command line"].split()
+    assert "'--with-cuda=/opt/commstack/cuda-12.8.1'" in configured and "'--enable-oshmem'" in configured
+    assert "'--with-cuda-libdir=/opt/commstack/cuda-12.8.1/lib64/stubs'" in configured
+    # linked against the stub libcuda: the CUDA accelerator loads on a GPU node's driver, not here
+    assert not_loaded == ["accelerator_cuda", "rcache_gpusm", "rcache_rgpusm"]
+    assert ("accelerator", "null") in components and ("accelerator", "cuda") not in components
+
+
+def test_ompi_info_reading_is_strict():
+    with pytest.raises(AssertionError, match="unknown line"):
+        ompi_info(["                Open MPI: 5.0.8", "[vm:1] something else"])
+
+
+NOT_LOADED = re.compile(r"\[[\w.-]+:\d+\] mca_base_component_repository_open: unable to open mca_(\w+): "
+                        r"libcuda\.so\.1: cannot open shared object file: No such file or directory \(ignored\)")
+
+
+def ompi_info(lines: list[str]) -> tuple[dict[str, str], set[tuple[str, str]], list[str]]:
+    """`ompi_info`: 'key: value' lines, 'MCA framework: component (...)' lines, and the components that
+    did not load for want of a driver (stderr); any other line is an error."""
+    fields, components, not_loaded = {}, set(), []
+    for line in lines:
+        if m := MCA.fullmatch(line):
+            assert m["version"] == "5.0.8", line
+            components.add((m["framework"], m["component"]))
+        elif m := NOT_LOADED.fullmatch(line):
+            not_loaded.append(m[1])
+        elif m := re.fullmatch(r" *([^\[ ][^:]*?): (.*)", line):
+            fields.setdefault(m[1], m[2])
+        else:
+            raise AssertionError(f"ompi_info: unknown line {line!r}")
+    return fields, components, not_loaded
+
+
+def test_ompi_info_shows_cuda_ofi_and_ucx():
+    fields, components, not_loaded = ompi_info(output("ompi_info.txt"))
+    assert fields["Open MPI"] == "5.0.8"   # no rc3: the tag's pre-release suffix stripped (ci/build-stack.sh)
+    assert {("btl", "ofi"), ("mtl", "ofi"), ("pml", "ucx"), ("osc", "ucx"), ("btl", "smcuda"), ("coll", "cuda")} <= components
+    assert "cuda" in fields["MPI extensions"].split(", ")
+    configured = fields["Configure command line"].split()
+    assert "'--with-cuda=/opt/commstack/cuda-12.8.1'" in configured and "'--enable-oshmem'" in configured
+    assert "'--with-cuda-libdir=/opt/commstack/cuda-12.8.1/lib64/stubs'" in configured
+    # linked against the stub libcuda: the CUDA accelerator loads on a GPU node's driver, not here
+    assert not_loaded == ["accelerator_cuda", "rcache_gpusm", "rcache_rgpusm"]
+    assert ("accelerator", "null") in components and ("accelerator", "cuda") not in components
+
+
+def test_ompi_info_reading_is_strict():
+    with pytest.raises(AssertionError, match="unknown line"):
+        ompi_info(["                Open MPI: 5.0.8", "[vm:1] something else"])
+
+
+def test_osu_7_5_1_has_the_cuda_options():
+    """Built `+cuda ~cuda_kernels` (--enable-cuda=basic): `-d cuda` is there, on host and device buffers."""
+    lines = output("osu_latency-h.txt")
+    assert lines[0] == "Usage: osu_latency [options]"
+    accelerator = [line for line in lines if line.lstrip().startswith("-d, --accelerator")]
+    assert accelerator and "cuda" in accelerator[0], lines
+
+
+def test_every_package_of_the_twin_built_here_but_nccl_tests():
+    rows, missing = build_times()
+    assert {"openmpi", "pmix", "prrte", "hwloc", "libfabric", "ucx", "gdrcopy", "osu-micro-benchmarks"} <= set(rows)
+    assert (rows["openmpi"]["version"], rows["ucx"]["version"], rows["libfabric"]["version"]) == ("5.0.8", "1.19.0", "1.22.0")
+    assert "nccl-tests" in missing   # every nccl-tests test is a .cu file: no nvcc here (docs/building.md)
