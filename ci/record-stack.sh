@@ -24,7 +24,14 @@ record ucx-modules.txt ls "$view/lib/ucx"
 record ucx_info-d-debug-cuda.txt sh -c "UCX_LOG_LEVEL=debug '$view/bin/ucx_info' -d 2>&1 | grep 'dlopen.*cuda'"
 record fi_info-l.txt "$view/bin/fi_info" -l
 record fi_info--version.txt "$view/bin/fi_info" --version
-record osu_latency-h.txt "$view/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" -h
+# OSU +cuda links libcuda.so.1 and libnvidia-ml.so.1 (seed 000): without a driver it does not start, and
+# for its usage text alone the link stubs stand in for the driver (they are never called by -h)
+osu=$view/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
+record osu_latency-h-no-driver.txt "$osu" -h
+stubs=$(mktemp -d)
+trap 'rm -rf "$stubs"' EXIT
+for lib in libcuda libnvidia-ml; do ln -s "/opt/commstack/cuda-12.8.1/lib64/stubs/$lib.so" "$stubs/$lib.so.1"; done
+LD_LIBRARY_PATH=$stubs record osu_latency-h.txt "$osu" -h
 "$spack" -e "envs/$env" python perf/build_times.py >"$out/build-times.txt"
 "$spack" -e "envs/$env" find --long --variants >"$out/spack-find.txt"
 echo "ci/record-stack.sh: $(ls "$out" | wc -l) files in $out"
