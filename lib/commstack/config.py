@@ -203,6 +203,12 @@ class Fabric(Strict):
     ucx_transports: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []  # each in ucx_info -d
 
 
+class Install(Strict):
+    """Where a system's native binaries come from: an installed Spack env's view (commstack.spack.view)."""
+
+    env: Path   # the env's directory, resolved against the system file's directory
+
+
 class System(Strict):
     """A system file: the machine a suite runs on, and how steps are launched there."""
 
@@ -218,6 +224,7 @@ class System(Strict):
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
     references: Path | None = None     # resolved against the system file's directory
+    install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
     path: Path | None = None           # set by load_system, not written in the file
 
     @field_validator("references", mode="after")
@@ -225,6 +232,12 @@ class System(Strict):
     def _resolve(cls, v: Path | None, info: Any) -> Path | None:
         base = (info.context or {}).get("path")
         return (base.parent / v).resolve() if v is not None and base else v
+
+    @field_validator("install", mode="after")
+    @classmethod
+    def _resolve_env(cls, v: Install | None, info: Any) -> Install | None:
+        base = (info.context or {}).get("path")
+        return Install(env=(base.parent / v.env).resolve()) if v is not None and base else v
 
     @field_validator("variables", mode="before")
     @classmethod

@@ -33,7 +33,9 @@ from commstack.files import FileWriteError, own_dir, write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
-from commstack.run.runner import Binaries, Run, check_results_dir, new_run_dir
+from commstack.spack.view import load_env
+from commstack.run.binaries import Binaries
+from commstack.run.runner import Run, check_results_dir, new_run_dir
 from commstack.run.steps import SuiteStep, expand
 from commstack.spack import find_spack
 
@@ -64,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "else the local Spack env's osu-micro-benchmarks when installed")
     g.addoption("--pingpong", default=None,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
+    g.addoption("--env", default=None,
+                help="an installed Spack env (its directory): the benchmarks from its view (default: the system's "
+                     "install: {env: ...})")
     g.addoption("--no-build", action="store_true",
                 help="never set up Spack or build OSU: steps without their binaries are not run")
 
@@ -257,9 +262,12 @@ def session_run(config: pytest.Config) -> Run:
             results = own_dir(Path(given))
         else:  # results/latest names runs of suite steps, not a test session's Slurm lease
             results = new_run_dir(TOP / "results", latest=bool(config.stash.get(PROGRESS, {}).get("total")))
+        system = _system(config)
+        env = config.getoption("--env") or (system.install.env if system.install else None)
         binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
-                            build=not config.getoption("--no-build"), say=lambda line: say(config, line))
-        run = Run(_system(config), results, binaries, launcher=config.getoption("--launcher"),
+                            build=not config.getoption("--no-build"), say=lambda line: say(config, line),
+                            env=load_env(Path(env)) if env else None)
+        run = Run(system, results, binaries, launcher=config.getoption("--launcher"),
                   slurm=config.getoption("--slurm"))
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run

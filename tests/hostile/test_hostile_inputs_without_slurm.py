@@ -569,7 +569,8 @@ def test_a_symlink_planted_for_a_steps_raw_output_is_not_written_through(tmp_pat
     if not shutil.which("mpirun"):
         pytest.skip("no mpirun here (Debian: openmpi-bin)")
     from commstack.config import load_suite, load_system
-    from commstack.run.runner import Binaries, Run
+    from commstack.run.binaries import Binaries
+    from commstack.run.runner import Run
     from commstack.run.steps import expand
     system = load_system("local")
     suite = tmp_path / "one.yaml"

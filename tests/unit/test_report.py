@@ -307,7 +307,8 @@ def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
     """The runner writes the plan (every expanded step) before its first step; a record lost after
     that (run killed, disk trouble) still shows in read_run, the report and compare."""
     from commstack.config import load_suite
-    from commstack.run.runner import Binaries, Run
+    from commstack.run.binaries import Binaries
+    from commstack.run.runner import Run
     from commstack.run.steps import expand
 
     system = load_system("local-multinode")

@@ -61,6 +61,8 @@ class Record(BaseModel):
     repeats: list[list[dict[str, Any]]] = []   # parsed rows, one list per repeat
     outputs: list[str] = []                # raw output directories of the repeats, relative to the run
     stack: dict[str, Any] = {}
+    #: the native binary: its path and, from an env, the env, its lock's sha256, its spec and the env's MPI
+    binary: dict[str, str] = {}
     started: float | None = None
     elapsed_s: float = 0.0
 

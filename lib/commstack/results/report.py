@@ -226,6 +226,14 @@ def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: 
     return run_dir / "report" / "index.html"
 
 
+def binary_source(binary: dict[str, str]) -> str:
+    """Where a step's binary came from, in words: the env's spec, its lock and MPI, or the option given."""
+    if "spec" in binary:
+        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
+        return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
+    return binary.get("from", "")
+
+
 NO_PLOT = "No plot: no step has a finite figure above zero (a log scale)."
 
 
@@ -284,6 +292,16 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
                     f"<td>{_h(verdict)}</td><td>{_h(r.reason)}</td><td>{_h(', '.join(r.nodelist))}</td>"
                     f"<td><code>{_h(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    sourced = [r for r in records if r.binary]
+    if sourced:  # which binary each step ran, and from an env which spec of which lock
+        md += ["", "## Binaries", "", "| step | binary | from |", "|---|---|---|"]
+        page += ["<h2>Binaries</h2>", "<table><tr><th>step</th><th>binary</th><th>from</th></tr>"]
+        for r in sourced:
+            source = binary_source(r.binary)
+            md.append(f"| {_md_code(r.step)} | {_md_code(r.binary['path'])} | {_md(source)} |")
+            page.append(f"<tr><td><code>{_h(r.step)}</code></td><td><code>{_h(r.binary['path'])}"
+                        f"</code></td><td>{_h(source)}</td></tr>")
+        page.append("</table>")
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
         md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",

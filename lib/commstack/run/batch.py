@@ -31,7 +31,8 @@ from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import LOADER, Launcher, StepResult
 from commstack.run.pair import placed
-from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
+from commstack.run.binaries import Binaries
+from commstack.run.runner import (add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.results import history

@@ -2,7 +2,7 @@
 before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
 run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
 MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
-provider fi_info picks.
+provider fi_info picks (the env's fi_info and ucx_info with --env: COMMSTACK_FI_INFO, COMMSTACK_UCX_INFO).
 NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
 
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
@@ -30,12 +30,13 @@ oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/o
 [ -n "$lib" ] && [ -n "$oi" ] && "$oi" --parsable --all 2>/dev/null \
   | grep -E '^ompi:version:full:|_built_with_cuda_support:value:|^mca:(btl|mtl|pml|osc):[a-z0-9_]+:version:"component' \
   | p ompi_info
-command -v fi_info >/dev/null && { fi_info 2>/dev/null | grep -m1 '^provider:' | p fi_selected
-  fi_info -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
-command -v fi_info >/dev/null && fi_info -l 2>/dev/null | grep -qx 'cxi:' && fi_info -v -p cxi 2>/dev/null \
+FI=${COMMSTACK_FI_INFO:-$(command -v fi_info)}; UI=${COMMSTACK_UCX_INFO:-$(command -v ucx_info)}
+[ -n "$FI" ] && { "$FI" 2>/dev/null | grep -m1 '^provider:' | p fi_selected
+  "$FI" -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+[ -n "$FI" ] && "$FI" -l 2>/dev/null | grep -qx 'cxi:' && "$FI" -v -p cxi 2>/dev/null \
   | grep -E '^(fi_info:|    fi_domain_attr:|        name: .*|    fi_fabric_attr:|        prov_name: .*|    nic:.*'\
 '|        fi_link_attr:|            (state|speed): .*)$' | p fi_cxi
-command -v ucx_info >/dev/null && ucx_info -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
+[ -n "$UI" ] && "$UI" -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
   | p ucx_info
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | p gpus
 ls /sys/class/net 2>/dev/null | grep -vx lo | p nics

@@ -157,10 +157,11 @@ class Allocation:
 
 class Launcher:
     def __init__(self, system: System, kind: str = "srun", slurm_variables: dict[str, str] | None = None,
-                 allocation: Allocation | None = None):
+                 allocation: Allocation | None = None, mpirun: str = "mpirun"):
         if kind not in ("srun", "mpirun"):
             raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
         self.system, self.kind = system, kind
+        self.mpirun = mpirun  # an env's MPI's (commstack run --env), else the one on PATH
         self.variables = dict(slurm_variables or os.environ)
         self.allocation = allocation
         #: once slurmctld or the allocation is gone, no further step is launched
@@ -182,7 +183,7 @@ class Launcher:
         """The exact command line for a step: what the dry run prints and what runs."""
         s = self.system
         if self.kind == "mpirun":
-            argv = ["mpirun", "-np", str(step.ntasks)]
+            argv = [self.mpirun, "-np", str(step.ntasks)]
             if step.ntasks_per_node:
                 argv += ["--map-by", f"ppr:{step.ntasks_per_node}:node"]
             argv += s.launcher.mpirun_flags
