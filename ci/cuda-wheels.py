@@ -8,7 +8,9 @@ ptxas/libdevice, NCCL, and link stubs of the driver (libcuda) and of NVML, which
 The stubs are made the way NVIDIA's own lib64/stubs are: every entry point that cuda.h / nvml.h
 declares, returning an error (CUDA_ERROR_STUB_LIBRARY, NVML_ERROR_LIBRARY_NOT_FOUND), with the
 driver's SONAME, so that what links them loads the real driver at run time. It is NOT a runtime:
-nothing built against it runs CUDA code without a GPU node's driver. The wheels have no nvcc
+nothing built against it runs CUDA code without a GPU node's driver. lib64/stubs/no-driver names the stubs
+as the driver's libraries, so that a CUDA-linked binary can start on a machine without a GPU and run in
+host memory (cuInit fails); commstack uses it only on systems whose nodes have no GPUs. The wheels have no nvcc
 (docs/building.md). Without --wheels, pip downloads the pinned wheels from PyPI.
 """
 
@@ -131,6 +133,12 @@ def main():
     for soname, (header, declaration, error) in STUBS.items():
         count = stub(args.cuda / "include", soname, header, declaration, error, stubs)
         print(f"{stubs}/{soname.split('.so')[0]}.so: {count} entry points from {header}, each returning {error}")
+    # a machine with no GPU and so no driver: the names a CUDA-linked binary loads, for host-memory runs
+    # (commstack's --env on a system without GPUs puts this on the benchmark's LD_LIBRARY_PATH alone)
+    no_driver = stubs / "no-driver"
+    no_driver.mkdir()
+    for soname in STUBS:
+        (no_driver / soname).symlink_to(f"../{soname.split('.so')[0]}.so")
     (args.cuda / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}\n')
     print(f"CUDA 12.8.1 build-time toolkit (no driver, no nvcc): {args.cuda}")
     print(f"NCCL 2.25.1: {args.nccl}")

@@ -40,3 +40,25 @@ def test_the_report_says_where_a_binary_came_from():
     given = {"path": "/o/pt2pt/osu_bw", "env": "/e", "from": "--osu-prefix, which wins over the env"}
     assert binary_source(given) == "--osu-prefix, which wins over the env"
     assert binary_source({"path": "/usr/bin/fi_pingpong"}) == ""
+
+
+def _node(name: str, prefix: Path, mpi: bool = False):
+    from commstack.spack.view import Node
+    return Node(name=name, version="1", hash="abcdefg1234", prefix=str(prefix), installed=True, external=name == "cuda",
+                target="x86_64_v3", family="x86_64", runs_here=True, in_view=None, mpi=mpi, root=False)
+
+
+def test_nodes_without_a_driver_get_the_envs_loadable_stubs_and_open_mpi_no_cuda_accelerator(tmp_path):
+    """The twin's OSU +cuda links libcuda.so.1: on a node with no GPU it starts only on the stubs, and with the
+    stubs Open MPI's CUDA accelerator opens and breaks MPI_Reduce (MPI_ERR_OTHER, seen with the built twin)."""
+    from commstack.run.binaries import Binaries
+    from commstack.spack.view import EnvView
+    cuda = tmp_path / "cuda"
+    env = EnvView(path=tmp_path, lock_sha256="0", view=tmp_path / "view",
+                  nodes=(_node("cuda", cuda), _node("openmpi", tmp_path / "ompi", mpi=True)))
+    assert Binaries(env=env).without_driver() == {}  # a toolkit without the no-driver names: nothing changes
+    stubs = cuda / "lib64" / "stubs" / "no-driver"
+    stubs.mkdir(parents=True)
+    (stubs / "libcuda.so.1").write_bytes(b"")
+    assert Binaries(env=env).without_driver() == {"LD_LIBRARY_PATH": str(stubs), "OMPI_MCA_accelerator": "null"}
+    assert Binaries().without_driver() == {}  # no env: Debian's binaries link no libcuda

@@ -55,6 +55,20 @@ class Binaries:
             self.sources[tool.name] = {"env": str(self.env.path), "from": f"{option}, which wins over the env"}
         return tool.native(self)
 
+    def without_driver(self) -> dict[str, str]:
+        """What the env's CUDA-aware binaries need on nodes with no GPU and so no driver: they link libcuda.so.1
+        and would not start. The env's driver stubs made loadable (`<cuda>/lib64/stubs/no-driver`:
+        ci/cuda-wheels.py) go on LD_LIBRARY_PATH, where cuInit fails and they run in host memory; Open MPI's
+        CUDA accelerator, which would now open and break its collectives (MPI_ERR_OTHER in MPI_Reduce), is
+        left out. Only for a system whose nodes have no GPUs, where no real driver can be shadowed."""
+        cuda = self.env.node("cuda") if self.env else None
+        stubs = Path(cuda.prefix) / "lib64" / "stubs" / "no-driver" if cuda else None
+        if not stubs or not (stubs / "libcuda.so.1").exists():
+            return {}
+        mpi = self.env.mpi()
+        return {"LD_LIBRARY_PATH": str(stubs), **({"OMPI_MCA_accelerator": "null"}
+                                                  if mpi and mpi.name == "openmpi" else {})}
+
     def planned(self, tool: Tool) -> str | None:
         """Where a dry run shows the tool's binary: as native() finds it, building nothing; None: nowhere."""
         if self.env and tool.in_env and not tool.given(self):

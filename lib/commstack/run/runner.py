@@ -308,6 +308,13 @@ class Run:
         if binaries:
             record.binary = self.binaries.record(tool, binaries[tool.placeholder], argv)
         step = launched_step(s, argv)
+        if binaries and self.system.gpus_per_node == 0 and (extra := self.binaries.without_driver()):
+            given = {**self.system.variables, **step.variables}
+            extra["LD_LIBRARY_PATH"] = ":".join(p for p in (given.get("LD_LIBRARY_PATH"), extra["LD_LIBRARY_PATH"])
+                                                if p)  # the stubs last: whatever the system puts first wins
+            step = dataclasses.replace(step, variables={**step.variables, **extra})
+            record.binary["cuda_driver"] = ("no GPU on these nodes: the env's CUDA driver stubs, host memory ("
+                                            + ", ".join(f"{k}={v}" for k, v in extra.items()) + ")")
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
         stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
