@@ -36,7 +36,7 @@ def _path() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(pytestconfig):
+def cluster():
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
