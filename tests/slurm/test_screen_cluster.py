@@ -113,6 +113,25 @@ def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path
     assert "<tr class='bad'><td>node3</td>" in (report / "index.html").read_text()
 
 
+def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
+    """screens/local.yaml with no OSU install: osu_bw is not-run on every pair, with the reason, and the screen
+    judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a suspect."""
+    tc_faults.degrade_node("node3", "rate", SLOW)
+    tc_faults.degrade_link("node2", "node7", "rate", SLOW)
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "COMMSTACK_OSU_PREFIX")}
+    out = subprocess.run([BIN, "screen", "local", "--system", "local-multinode", "--nodes", "8", "--results",
+                          str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
+    print(out.stdout, out.stderr[-2000:])
+    doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
+    assert out.returncode == 1 and doc["bad_nodes"] == ["node3"] and doc["bad_pairs"] == []
+    assert "suspect pairs (one bad measurement, not called bad): node2-node7\n" in out.stdout
+    assert doc["not_run"]["osu_bw"].startswith("no OSU micro-benchmarks here: ")
+    assert doc["not_run"]["osu_bw"].endswith(" (8 nodes)")
+    assert "osu_bw: not run: no OSU micro-benchmarks here: " in out.stdout
+    ran = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-pairs--*/record.json")]
+    assert {r["verdict"] for r in ran if r["benchmark"] == "osu_bw"} == {"not-run"}
+
+
 def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
     out, doc = screen(tmp_path, argv)
     print(out.stdout, out.stderr[-2000:])
