@@ -2,14 +2,24 @@
 """ci/check-host.py ENV: before `spack -e envs/ENV install`, this host runs code for the env's node
 target (neoverse_v2 for the GH200 envs), or exit 2 with the env, its target and this host's. Plain
 Spack does not check: it installs the first packages and fails later, at a fetch or a compile.
-ci/site-install.sh calls it. Run with the venv's Python."""
+ci/site-install.sh calls it. Any python3 may start it: without commstack it runs itself again on the
+repository's venv (made or refreshed by `bin/commstack venv`)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
-from commstack.errors import CommstackError
-from commstack.spack import need_spack
+try:
+    from commstack.errors import CommstackError
+    from commstack.spack import need_spack
+except ModuleNotFoundError:  # the shebang's python3: the venv's, as bin/commstack makes it
+    TOP = Path(__file__).resolve().parent.parent
+    subprocess.run([str(TOP / "bin" / "commstack"), "venv"], check=True)
+    python = Path(os.environ.get("COMMSTACK_VENV") or TOP / ".venv") / "bin" / "python"
+    os.execv(python, [str(python), __file__, *sys.argv[1:]])
 
 
 def main() -> int:

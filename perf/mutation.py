@@ -1,25 +1,32 @@
-"""Mutation score of the verdict code: does a test fail when a tool's parser (tools.osu, .nccl_tests and
-.nccl_tables, .mpi_pingpong), the shared lines, parse's checks, references, judge, compare (or history) is wrong?
+"""Mutation score of the verdict code: does a test fail when a module of commstack.tools (each tool's parser,
+its columns and version tables) or commstack.results (lines, parse, tables, noise, references, judge, compare,
+diagnosis, report, ...) is wrong?
 
-Each mutant is one small change to one function of a module, made by rewriting its syntax tree:
-  comparison flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
-  comprehension filters), `and` <-> `or`, a deleted `raise` or call statement, a number +1 and -1,
-  min <-> max, an early `return` at the start of a function that returns nothing, continue <-> break.
-Strings (messages, patterns) and class bodies are left alone, and so is a tool module's launch code
-(LAUNCH_CODE: argv, native binary and its build), which only the slurm tier runs.
+Each mutant is one small change to a module, made by rewriting its syntax tree. In functions: comparison
+flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y, comprehension filters),
+`and` <-> `or`, a deleted `raise` or call statement, a number +1 and -1, True <-> False, min <-> max,
+`return X` -> `return None`, an early `return` at the start of a function that returns nothing,
+continue <-> break. In the code that runs at import (module-level assignments: tuples, dicts, a
+dataclass's or constructor's arguments, comprehensions; class-level defaults): the same changes to the
+values, and each keyword argument of a call deleted. Strings (messages, patterns) are left alone, and so
+is a tool module's launch code (LAUNCH_CODE: argv, native binary and its build), which only the slurm
+tier runs.
 
 First the unit tests run once under coverage.py, each in a dynamic context of its own (and each test
-file's import in one of its own), which gives the tests that reach each line. Then for each mutant a
-forked child of this process puts the mutated function's code into the loaded module (every reference
-to the function sees it), runs those tests with pytest (-x, fastest first, Hypothesis seeded) and is
-killed past its time limit. Tests that run commstack in a subprocess cannot see a mutant; coverage does
-not see them either, so they are never chosen. A mutant is killed when a test fails (or cannot be
-collected) or times out, survives when all pass, and is skipped when perf/mutation-equivalent.yaml lists
-it with the reason no test can tell it from the code. The score is killed / (mutants - equivalent) per
-module.
+file's import in one of its own), which gives the tests that reach each line; a fresh interpreter's
+import of commstack under coverage gives the lines that run at import. A mutant of a function the tests
+call runs in a forked child of this process, which puts the mutated function's code into the loaded
+module (every reference to the function sees it) and runs those tests with pytest (-x, fastest first,
+Hypothesis seeded). A mutant of code that runs at import (module-level data, a function only import
+calls) cannot be put into a loaded module: every module that copied the value holds the old one. It runs
+in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs every test
+that reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
+cannot see a mutant; coverage does not see them either, so they are never chosen. A mutant is killed when
+a test fails (or cannot be collected, or the import fails) or times out, survives when all pass, and is
+skipped when perf/mutation-equivalent.yaml lists it with the reason no test can tell it from the code.
+The score is killed / (mutants - equivalent) per module.
 
-  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu nccl_tests nccl_tables mpi_pingpong lines parse
-      references judge compare history]
+  bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu osu_format nccl_tests ... diagnosis]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
       [--recheck OUTPUT-OF-AN-EARLIER-RUN]
 
@@ -33,11 +40,14 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,16 +63,24 @@ import yaml
 TOP = Path(__file__).resolve().parents[1]
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
 #: (history on demand); a module's key is its file's name
-MODULES = {"osu": "commstack.tools.osu", "osu_format": "commstack.tools.osu_format",
-           "nccl_tests": "commstack.tools.nccl_tests", "nccl_tables": "commstack.tools.nccl_tables",
-           "mpi_pingpong": "commstack.tools.mpi_pingpong", "lines": "commstack.results.lines",
+MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "commstack.tools.osu",
+           "osu_format": "commstack.tools.osu_format", "nccl_tests": "commstack.tools.nccl_tests",
+           "nccl_tables": "commstack.tools.nccl_tables", "mpi_pingpong": "commstack.tools.mpi_pingpong",
+           "fi_pingpong": "commstack.tools.fi_pingpong", "ucx_perftest": "commstack.tools.ucx_perftest",
+           "lines": "commstack.results.lines", "noise": "commstack.results.noise",
            "parse": "commstack.results.parse", "tables": "commstack.results.tables",
-           "references": "commstack.results.references",
-           "judge": "commstack.results.judge", "compare": "commstack.results.compare",
-           "history": "commstack.results.history"}
+           "references": "commstack.results.references", "judge": "commstack.results.judge",
+           "compare": "commstack.results.compare", "diagnosis": "commstack.results.diagnosis",
+           "settle": "commstack.results.settle",
+           "records": "commstack.results.records", "report": "commstack.results.report",
+           "export": "commstack.results.export", "history": "commstack.results.history"}
 #: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
 #: and run by the slurm tier's subprocesses, which coverage does not see; its parser and checks are mutated
-LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack"}
+LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "on_path"}
+#: module-level names that are no verdict code: what `import *` exports, a tool's install hint
+NOT_DATA = {"__all__", "HOW", "PLACEHOLDER"}
+#: the function name of a mutant of code that runs at import (module-level and class-level values)
+AT_IMPORT = ""
 EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"
 SCORES = TOP / "perf" / "mutation-score.yaml"
 UNIT_TIER = ["tests/unit", "-m", "not slurm and not spack and not multinode and not hostile"]
@@ -104,22 +122,26 @@ class _Walk(ast.NodeTransformer):
         self.count += 1
         return make() if self.count - 1 == self.apply else None
 
-    # scopes: functions (with the classes around them) are mutated; class bodies and module code are not,
-    # but for module-level number constants
+    # scopes: functions (with the classes around them), and the values of module- and class-level assignments
+    # (the code that runs at import: its mutants have the function AT_IMPORT)
     def visit_Module(self, node):
-        for i, stmt in enumerate(node.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
-                node.body[i] = self.visit(stmt)
-            elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                  and isinstance(stmt.value, ast.Constant) and _number(stmt.value.value)):
-                self.scope = [("constants", "<constants>")]
-                stmt.value = self.visit(stmt.value)
-                self.scope = []
+        node.body = [self._statement(stmt) for stmt in node.body]
         return node
+
+    def _statement(self, stmt: ast.stmt) -> ast.stmt:
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+            return self.visit(stmt)
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) else getattr(stmt, "target", None)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None \
+                and not (isinstance(target, ast.Name) and target.id in NOT_DATA):
+            outer, self.scope = self.scope, [("import", "<import>")]
+            stmt.value = self.visit(stmt.value)
+            self.scope = outer
+        return stmt
 
     def visit_ClassDef(self, node):
         self.scope.append(("class", node.name))
-        node.body = [self.visit(s) if isinstance(s, (ast.FunctionDef, ast.ClassDef)) else s for s in node.body]
+        node.body = [self._statement(s) for s in node.body]
         self.scope.pop()
         return node
 
@@ -199,7 +221,17 @@ class _Walk(ast.NodeTransformer):
         name = ast.unparse(node.value.func)
         return self._point(node, f"deleted call `{name}(...)`", lambda: ast.copy_location(ast.Pass(), node)) or node
 
+    def visit_Return(self, node):
+        self.generic_visit(node)
+        if node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None):
+            return node
+        return self._point(node, "`return ...` -> `return None`",
+                           lambda: ast.copy_location(ast.Return(None), node)) or node
+
     def visit_Constant(self, node):
+        if isinstance(node.value, bool):
+            return self._point(node, f"`{node.value}` -> `{not node.value}`",
+                               lambda: ast.copy_location(ast.Constant(not node.value), node)) or node
         if not _number(node.value):
             return node
         for delta in (1, -1):
@@ -212,6 +244,17 @@ class _Walk(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
+        if self.scope[:1] == [("import", "<import>")]:  # data built at import: a dataclass's or constructor's argument
+            for i, kw in enumerate(node.keywords):
+                if kw.arg is None or kw.arg in LAUNCH_CODE:  # a tool's launch code: the slurm tier runs it
+                    continue
+
+                def drop(i=i):
+                    del node.keywords[i]
+                    return node
+                new = self._point(node, f"deleted argument `{kw.arg}=`", drop)
+                if new is not None:
+                    return new
         if isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
             other = "max" if node.func.id == "min" else "min"
 
@@ -244,8 +287,14 @@ def _docstring(node) -> bool:
         and isinstance(node.body[0].value.value, str)
 
 
+def source_path(name: str) -> Path:
+    """The module's file, found without importing it (a child imports it mutated)."""
+    base = TOP / "lib" / Path(*MODULES[name].split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
 def mutants(name: str) -> tuple[Path, list[Mutant]]:
-    path = Path(importlib.import_module(MODULES[name]).__file__)
+    path = source_path(name)
     source = path.read_text()
     lines = source.splitlines()
     walk = _Walk()
@@ -254,8 +303,10 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
     for i, (function, node, mutation) in enumerate(walk.points):
         if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
             continue
-        out.append(Mutant(name, "" if function == "<constants>" else function, node.lineno, node.end_lineno or
-                          node.lineno, lines[node.lineno - 1].strip(), mutation, i))
+        if function == "<import>":  # a line of data holds many alike values: the column tells them apart
+            function, mutation = AT_IMPORT, f"{mutation} at column {node.col_offset + 1}"
+        out.append(Mutant(name, function, node.lineno, node.end_lineno or node.lineno, lines[node.lineno - 1].strip(),
+                          mutation, i))
     return path, out
 
 
@@ -278,15 +329,9 @@ def _codes(code: CodeType):
 
 
 def apply(path: Path, m: Mutant) -> None:
-    """Put mutant `m` into the loaded module: its function's new code, or its constant's new value."""
+    """Put mutant `m` of a function into the loaded module: the function's new code."""
     module = importlib.import_module(MODULES[m.module])
     tree = make_tree(path, m.index)
-    if not m.function:
-        for stmt in tree.body:
-            if isinstance(stmt, ast.Assign) and stmt.lineno == m.lineno:
-                setattr(module, stmt.targets[0].id, stmt.value.value)
-                return
-        raise RuntimeError(f"no constant at line {m.lineno}")
     code = {c.co_qualname: c for c in _codes(compile(tree, str(path), "exec"))}[m.function]
     obj = module
     for part in m.function.split("."):
@@ -294,6 +339,62 @@ def apply(path: Path, m: Mutant) -> None:
     while not isinstance(obj, FunctionType):
         obj = obj.fget if isinstance(obj, property) else obj.__wrapped__
     obj.__code__ = code
+
+
+class _Mutated(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Import hook of a `--child`: the module `name` is imported with mutant `index` in it."""
+
+    def __init__(self, name: str, index: int):
+        self.fullname, self.path, self.index = MODULES[name], source_path(name), index
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.fullname:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(make_tree(self.path, self.index), str(self.path), "exec"), module.__dict__)
+
+
+def child(name: str, index: int, args: list[str]) -> int:
+    """`--child NAME INDEX -- PYTEST-ARGS`: the tests in this fresh interpreter, module NAME imported with mutant
+    INDEX (its code at import runs mutated); exit 3 where the mutated module cannot be imported."""
+    hypothesis.configuration.set_hypothesis_home_dir(os.environ["MUTATION_HYPOTHESIS"])
+    sys.meta_path.insert(0, _Mutated(name, index))
+    try:
+        importlib.import_module(MODULES[name])
+        importlib.import_module("commstack.cli.main")
+    except Exception:  # noqa: BLE001 - a mutant that breaks the import is killed by it
+        return 3
+    return int(pytest.main(args))
+
+
+def run_fresh(name: str, m: Mutant, timeout: float, log: str) -> int | None:
+    """Mutant `m` in a `--child` interpreter: its exit status, None past `timeout`."""
+    with open(log, "w") as out:
+        p = subprocess.Popen([sys.executable, __file__, "--child", name, str(m.index), "--", *m.tests, "-x", *PYTEST],
+                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=TOP)
+        try:
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # our own child, not yet reaped: its group is still ours
+            p.wait()
+            return None
+
+
+def import_lines(paths: dict[str, Path], out: Path) -> None:
+    """The lines of each module that a fresh interpreter runs importing commstack (as a test run does)."""
+    code = ("import coverage, json, sys; c = coverage.Coverage(data_file=None, include=sys.argv[2:]); c.start()\n"
+            "import commstack.cli.main, commstack.results.history, commstack.results.export\n"
+            + "".join(f"import {MODULES[n]}\n" for n in paths)
+            + "c.stop(); d = c.get_data()\n"
+            "open(sys.argv[1], 'w').write(json.dumps({f: sorted(d.lines(f) or []) for f in d.measured_files()}))\n")
+    subprocess.run([sys.executable, "-c", code, str(out), *map(str, paths.values())], check=True, cwd=TOP)
 
 
 def inspect_attr(obj, name: str):
@@ -377,15 +478,21 @@ def test_map(paths: dict[str, Path], out: Path) -> int:
     return int(rc) if rc not in (0, 1) else 0
 
 
-def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float]) -> list[str]:
+def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float], fresh: bool = False,
+                 kills: dict[str, int] | None = None) -> list[str]:
     """The tests that reach the mutant's lines (a test file's whole list where its import reaches them),
-    fastest first; for a module constant, every test that reaches the module."""
-    if not m.function:
+    those that killed most of the module's mutants so far first, then the fastest; for a mutant run `fresh`
+    (code at import), every test that reaches the module."""
+    kills = kills or {}
+    if fresh:
         contexts = {c for cs in lines.values() for c in cs}
     else:
         contexts = {c for n in range(m.lineno, m.end_lineno + 1) for c in lines.get(str(n), [])}
-    tests = {t for t in seconds if t in contexts or t.split("::")[0] in contexts}
-    return sorted(tests, key=lambda t: (seconds[t], t))
+    # a test that reaches a line may compute once (functools.cache) what its siblings then only read: every
+    # parametrization of a test that reaches the mutant's line, every test of a file that reaches code at import
+    reach = {c.split("::")[0] if fresh else c.split("[")[0] for c in contexts}
+    tests = {t for t in seconds if t.split("::")[0] in reach or (t.split("::")[0] if fresh else t.split("[")[0]) in reach}
+    return sorted(tests, key=lambda t: (-kills.get(t, 0), seconds[t], t))
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -409,10 +516,14 @@ def main() -> int:
     ap.add_argument("--check", type=Path, help="exit 1 when a module scores below its figure in this file")
     ap.add_argument("--record", type=Path, help="write the scores to this file")
     ap.add_argument("--only", nargs="+", help="only the mutants whose 'file:line mutation' contains one of these")
+    ap.add_argument("--child", nargs=2, metavar=("MODULE", "INDEX"), help=argparse.SUPPRESS)
+    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
                     help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
                          "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
     args = ap.parse_args()
+    if args.child:
+        return child(args.child[0], int(args.child[1]), args.rest)
 
     os.chdir(TOP)
     start = time.perf_counter()
@@ -425,6 +536,7 @@ def main() -> int:
 
 def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     hypothesis.configuration.set_hypothesis_home_dir(str(tmp / "hypothesis"))
+    os.environ["MUTATION_HYPOTHESIS"] = str(tmp / "hypothesis")
     for name in MODULES.values():
         importlib.import_module(name)
     importlib.import_module("commstack.cli.main")
@@ -437,6 +549,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
         print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
         return 2
     data = json.loads(mapped.read_text())
+    import_lines(paths, tmp / "import.json")
+    at_import = {f: set(ls) for f, ls in json.loads((tmp / "import.json").read_text()).items()}
     print(f"test map: {len(data['seconds'])} unit tests under coverage in {took:.0f} s", flush=True)
     for t in data["failed"]:
         print(f"  fails unmutated, left out: {t}", flush=True)
@@ -447,6 +561,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     results: dict[str, list[Mutant]] = {}
     for name, (path, ms) in found.items():
         rel = path.relative_to(TOP)
+        kills: dict[str, int] = {}  # test -> the module's mutants it killed: those tests run first
         for n, m in enumerate(ms, 1):
             if n % 100 == 0:
                 print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
@@ -461,18 +576,28 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
-            m.tests = choose_tests(m, data["lines"][name], data["seconds"])
+            m.tests = choose_tests(m, data["lines"][name], data["seconds"], kills=kills)
+            # code at import, or a function only import calls: a fresh interpreter imports it mutated
+            fresh = m.function == AT_IMPORT or (not m.tests and bool(set(range(m.lineno, m.end_lineno + 1))
+                                                                     & at_import.get(str(path), set())))
+            if fresh:
+                m.tests = choose_tests(m, data["lines"][name], data["seconds"], fresh=True, kills=kills)
             if not m.tests:
                 m.outcome = "no test"
                 continue
             limit = args.timeout_factor * sum(data["seconds"][t] for t in m.tests) + args.timeout_min
-            rc, _ = run_child(lambda: _run_mutant(path, m), limit, str(log))
+            if fresh:
+                rc = run_fresh(name, m, limit + 30, str(log))  # 30 s: the interpreter's start and imports
+            else:
+                rc, _ = run_child(lambda: _run_mutant(path, m), limit, str(log))
             # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
             if rc in (98, 99):
                 print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
                       file=sys.stderr)
                 return 2
             m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
+            for killer in KILLER.findall(log.read_text(errors="replace")) if m.outcome == "killed" else []:
+                kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
     stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
@@ -482,7 +607,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     print(f"wall time {time.perf_counter() - start:.0f} s")
     scores = {name: score(ms) for name, ms in results.items()}
     if args.record:
-        args.record.write_text(render_scores(results, scores))
+        earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
+        args.record.write_text(render_scores(results, scores, earlier))
     if args.check:
         recorded = yaml.safe_load(args.check.read_text())["score"]
         low = [f"{n} {scores[n]:.1%} < {recorded[n]:.1%}" for n in scores if n in recorded and scores[n] < recorded[n]]
@@ -492,6 +618,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     return 0
 
 
+KILLER = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # pytest's short summary of the test that failed
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 
@@ -502,7 +629,7 @@ def survivors(output: Path) -> set[tuple[str, str, str, str]]:
     for line in output.read_text().splitlines():
         if (m := SURVIVOR.match(line)):
             module, mutation, function, source = m.groups()
-            out.add((module, "" if function == "module constant" else function, source, mutation))
+            out.add((module, AT_IMPORT if function == "code at import" else function, source, mutation))
     return out
 
 
@@ -523,19 +650,24 @@ def report(name: str, rel: Path, ms: list[Mutant]) -> None:
           f"score {score(ms):.1%}", flush=True)
     for m in ms:
         if m.outcome in ("survived", "no test"):
-            print(f"  {rel}:{m.lineno}: {m.mutation} in {m.function or 'module constant'}: {m.line}"
+            print(f"  {rel}:{m.lineno}: {m.mutation} in {m.function or 'code at import'}: {m.line}"
                   + ("  (no test reaches it)" if m.outcome == "no test" else f"  ({len(m.tests)} tests)"), flush=True)
 
 
-def render_scores(results: dict[str, list[Mutant]], scores: dict[str, float]) -> str:
+def render_scores(results: dict[str, list[Mutant]], scores: dict[str, float], earlier: dict | None = None) -> str:
+    """The score file: this run's modules, and the figures of `earlier` (the file's) for the modules it did not
+    run."""
+    earlier = earlier or {}
+    score = {**earlier.get("score", {}), **scores}
+    counts = {**earlier.get("mutants", {}),
+              **{n: {"total": len(ms), "equivalent": sum(m.outcome == "equivalent" for m in ms),
+                     "killed": sum(m.outcome in ("killed", "timeout") for m in ms)} for n, ms in results.items()}}
     lines = ["# perf/mutation.py --record: killed / non-equivalent mutants per module; --check (CI's weekly",
              "# mutation job) fails below these", "score:"]
-    lines += [f"  {n}: {s:.4f}" for n, s in scores.items()]
+    lines += [f"  {n}: {s:.4f}" for n, s in score.items()]
     lines += ["mutants:"]
-    for n, ms in results.items():
-        eq = sum(m.outcome == "equivalent" for m in ms)
-        killed = sum(m.outcome in ("killed", "timeout") for m in ms)
-        lines.append(f"  {n}: {{total: {len(ms)}, equivalent: {eq}, killed: {killed}}}")
+    lines += [f"  {n}: {{total: {c['total']}, equivalent: {c['equivalent']}, killed: {c['killed']}}}"
+              for n, c in counts.items()]
     return "\n".join(lines) + "\n"
 
 

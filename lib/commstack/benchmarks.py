@@ -25,6 +25,18 @@ COLUMNS: dict[str, Column] = _columns()
 #: the metrics a reference may name: the columns with a direction
 METRICS = {name: c for name, c in COLUMNS.items() if c.higher_is_better is not None}
 
+
+def shown(metric: str) -> tuple[str, str, float]:
+    """How a metric is shown (report, terminal, compare): label, unit, factor from the recorded unit (its
+    tool's column says)."""
+    column = COLUMNS.get(metric)
+    return column.shown if column and column.shown else (metric, "", 1.0)
+
+
+def shown_value(v: float) -> str:
+    """A shown figure: four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
+    return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+
 BENCHMARKS: dict[str, Benchmark] = {name: b for m in MODULES for name, b in m.BENCHMARKS.items()}
 
 

@@ -18,51 +18,18 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
+from commstack import limits, sbatch
 from commstack.benchmarks import BENCHMARKS, METRICS
-from commstack.errors import CommstackError, ConfigError, UnknownSystemError, has_control
-from commstack.files import read_bounded
+from commstack.errors import ConfigError, UnknownSystemError, has_control
 from commstack.paths import IMAGES, SUITES, SYSTEMS
+from commstack.yamlfile import read_yaml
 from commstack.tools import TOOLS
 from commstack.tools.base import byte_count
 
 Model = TypeVar("Model", bound=BaseModel)
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors and aliases (a few lines of `*a` can otherwise expand to
-    gigabytes) and without duplicate keys (YAML keeps the last one, silently)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed")
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml(path: Path) -> Any:
-    try:
-        text = read_bounded(Path(path)).decode()
-    except CommstackError as e:
-        raise ConfigError(str(e)) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
 def load(model: type[Model], path: Path) -> Model:
@@ -159,6 +126,8 @@ Line = Annotated[str, _line()]
 Text = Annotated[str, _line("\n\t")]
 VariableName = Annotated[str, AfterValidator(_shell_name)]
 MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
+#: a value of an #SBATCH line, and one option of a list of them (commstack.sbatch)
+SbatchValue, SbatchOption = (Annotated[str, _line(), AfterValidator(check)] for check in (sbatch.value, sbatch.option))
 
 
 class Strict(BaseModel):
@@ -171,10 +140,13 @@ def _one_or_list(v: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------- systems
 
+PerNode = Annotated[int, Field(ge=0, le=limits.RANKS_PER_NODE)]
+
+
 class Node(Strict):
-    cores: PositiveInt | Literal["auto"] = "auto"     # auto: os.cpu_count() of the harness's machine
-    gpus: Annotated[int, Field(ge=0)]
-    nics: Annotated[int, Field(ge=0)]
+    cores: Annotated[PositiveInt, Field(le=limits.RANKS_PER_NODE)] | Literal["auto"] = "auto"  # auto: os.cpu_count()
+    gpus: PerNode
+    nics: PerNode
     nic_line_rate_MBps: Annotated[float, Field(gt=0)] | None = None
 
 
@@ -182,18 +154,18 @@ class LauncherConfig(Strict):
     mpi: Literal["pmix", "pmi2", "cray_shasta", "none"] = "pmix"
     gpu_binding: Literal["none", "localid", "gpus-per-task"] = "none"
     srun_flags: list[Line] = []
-    salloc_flags: list[Line] = []
+    salloc_flags: list[SbatchOption] = []   # #SBATCH lines too, in a batch job
     mpirun_flags: list[Line] = []
 
 
 class BatchConfig(Strict):
     """What `commstack suite --submit` puts in the job script's #SBATCH lines (with the system's partition)."""
 
-    account: Line | None = None
-    reservation: Line | None = None
-    qos: Line | None = None
+    account: SbatchValue | None = None
+    reservation: SbatchValue | None = None
+    qos: SbatchValue | None = None
     time: Annotated[str, Field(pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$")] = "01:00:00"   # sbatch --time
-    sbatch_flags: list[Line] = []
+    sbatch_flags: list[SbatchOption] = []
 
 
 class Fabric(Strict):
@@ -203,12 +175,18 @@ class Fabric(Strict):
     ucx_transports: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []  # each in ucx_info -d
 
 
+class Install(Strict):
+    """Where a system's native binaries come from: an installed Spack env's view (commstack.spack.view)."""
+
+    env: Path   # the env's directory, resolved against the system file's directory
+
+
 class System(Strict):
     """A system file: the machine a suite runs on, and how steps are launched there."""
 
     name: SafeName
     description: Text = ""
-    partition: Line | None = None
+    partition: SbatchValue | None = None
     nodes: PositiveInt
     node: Node
     launcher: LauncherConfig
@@ -218,6 +196,7 @@ class System(Strict):
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
     references: Path | None = None     # resolved against the system file's directory
+    install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
     path: Path | None = None           # set by load_system, not written in the file
 
     @field_validator("references", mode="after")
@@ -225,6 +204,12 @@ class System(Strict):
     def _resolve(cls, v: Path | None, info: Any) -> Path | None:
         base = (info.context or {}).get("path")
         return (base.parent / v).resolve() if v is not None and base else v
+
+    @field_validator("install", mode="after")
+    @classmethod
+    def _resolve_env(cls, v: Install | None, info: Any) -> Install | None:
+        base = (info.context or {}).get("path")
+        return Install(env=(base.parent / v.env).resolve()) if v is not None and base else v
 
     @field_validator("variables", mode="before")
     @classmethod
@@ -284,14 +269,14 @@ class StepSpec(Strict):
     sizes: tuple[Size, Size] | None = None
     nodes: PositiveInt | Literal["all"] = 1
     node_counts: list[PositiveInt] | dict[Literal["max"], PositiveInt] | None = None
-    ranks_per_node: PositiveInt | Literal["nic", "core", "gpu"] = 1
+    ranks_per_node: Annotated[PositiveInt, Field(le=limits.RANKS_PER_NODE)] | Literal["nic", "core", "gpu"] = 1
     odd: bool = False
     memory: Annotated[list[Literal["host", "device"]], BeforeValidator(_one_or_list)] = ["host"]
     environments: Annotated[list[Line], BeforeValidator(_one_or_list)] = ["native"]
     mode: Annotated[list[Literal[MODES]], BeforeValidator(_one_or_list)] | None = None
     args: list[Line | int | float] = []
-    repeats: PositiveInt = 1
-    timeout_s: PositiveInt = 600
+    repeats: Annotated[PositiveInt, Field(le=limits.REPEATS)] = 1
+    timeout_s: Annotated[PositiveInt, Field(le=limits.TIMEOUT_S)] = 600
 
     @field_validator("args", mode="before")
     @classmethod
@@ -336,6 +321,11 @@ class StepSpec(Strict):
     def argv(self) -> list[str]:
         return [str(a) for a in self.args]
 
+    @property
+    def name(self) -> str:
+        """What names the step's records (steps/<suite>--<name>...): its id, else its benchmark."""
+        return self.id or self.benchmark
+
 
 class Suite(Strict):
     name: SafeName
@@ -344,6 +334,11 @@ class Suite(Strict):
     steps: Annotated[list[StepSpec], Field(min_length=1)]
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     path: Path | None = None
+
+    @model_validator(mode="after")
+    def _steps_apart(self) -> "Suite":
+        limits.check_steps(self.steps)
+        return self
 
 
 def known_suites() -> list[str]:

@@ -10,3 +10,9 @@ SYSTEMS = TOP / "systems"
 SUITES = TOP / "suites"
 CONTAINERS = TOP / "containers"
 IMAGES = CONTAINERS / "images.yaml"
+
+
+def absolute(path: str) -> str:
+    """A path given on a command line, absolute: it goes into command lines (srun's, mpirun's), where a
+    relative one starting with '-' would be read as an option. "" stays "" (none)."""
+    return os.path.abspath(path) if path else path

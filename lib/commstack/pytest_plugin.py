@@ -30,12 +30,14 @@ from commstack.results.references import references_of
 from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, own_dir, write_json
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
-from commstack.run.runner import Binaries, Run, check_results_dir, new_run_dir
+from commstack.spack.view import load_env
+from commstack.run.binaries import Binaries
+from commstack.run.runner import Run, check_results_dir, new_run_dir
 from commstack.run.steps import SuiteStep, expand
-from commstack.spack import find_spack
+from commstack.spack import NO_SPACK, find_spack
 
 RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
@@ -59,11 +61,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--memory", choices=("host", "device"), default=None,
                 help="run only the suite steps in this memory (a scaled-down suite on a system without GPUs)")
     g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
-    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
                 help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi); default $COMMSTACK_OSU_PREFIX, "
                      "else the local Spack env's osu-micro-benchmarks when installed")
-    g.addoption("--pingpong", default=None,
+    g.addoption("--pingpong", default=None, type=absolute,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
+    g.addoption("--env", default=None,
+                help="an installed Spack env (its directory): the benchmarks from its view (default: the system's "
+                     "install: {env: ...})")
     g.addoption("--no-build", action="store_true",
                 help="never set up Spack or build OSU: steps without their binaries are not run")
 
@@ -257,9 +262,12 @@ def session_run(config: pytest.Config) -> Run:
             results = own_dir(Path(given))
         else:  # results/latest names runs of suite steps, not a test session's Slurm lease
             results = new_run_dir(TOP / "results", latest=bool(config.stash.get(PROGRESS, {}).get("total")))
+        system = _system(config)
+        env = config.getoption("--env") or (system.install.env if system.install else None)
         binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
-                            build=not config.getoption("--no-build"), say=lambda line: say(config, line))
-        run = Run(_system(config), results, binaries, launcher=config.getoption("--launcher"),
+                            build=not config.getoption("--no-build"), say=lambda line: say(config, line),
+                            env=load_env(Path(env)) if env else None)
+        run = Run(system, results, binaries, launcher=config.getoption("--launcher"),
                   slurm=config.getoption("--slurm"))
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run
@@ -325,12 +333,12 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     spack = find_spack()
     return [f"commstack: system={config.getoption('--system')} slurm={config.getoption('--slurm')}",
-            f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'SKIPPED: no Spack on PATH or SPACK_ROOT'}"]
+            f"commstack: spack tier {'enabled: ' + str(spack) if spack else 'skipped: ' + NO_SPACK}"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if find_spack() is None:
-        skip = pytest.mark.skip(reason="spack tier: no Spack found (set SPACK_ROOT or run bin/commstack setup)")
+        skip = pytest.mark.skip(reason=f"spack tier: {NO_SPACK}")
         for item in items:
             if "spack" in item.keywords:
                 item.add_marker(skip)

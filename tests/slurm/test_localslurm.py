@@ -8,39 +8,41 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waits import HANG_S, wait_until
 
 from commstack.errors import CommstackError, SlurmUnavailableError
 from commstack.slurm.clients import choose_slurm, site_slurm_answers
 from commstack.slurm.cluster import LocalSlurm, NodeDrainedError
+from commstack.slurm.config import free_ports
 
 pytestmark = pytest.mark.slurm
 
-# one user of the cluster: start (take a lease), one allocation and step, stop (give it back)
+# one user of the cluster: start (take a lease), one allocation and step, stop (give it back); its step
+# runs until the file `release` exists, so that the test, not the clock, says when it ends
 USER = textwrap.dedent('''
     import json, sys
     from pathlib import Path
     from commstack.config import load_system
     from commstack.run.launch import Allocation, Launcher, Step
     from commstack.slurm.cluster import LocalSlurm
-    root, seconds, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    cluster = LocalSlurm(Path(root), 16837, 16838)
+    root, ctld, slurmd, release, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], Path(sys.argv[5])
+    cluster = LocalSlurm(Path(root), ctld, slurmd)
     cluster.start()
     system = load_system("local")
     with Allocation(system, cluster.variables, nodes=1, ntasks=1) as alloc:
-        step = Step("user", ["bash", "-c", f"echo job $SLURM_JOB_ID; sleep {seconds}; echo done"], ntasks=1,
-                    timeout_s=120)
+        step = Step("user", ["bash", "-c", f"echo job $SLURM_JOB_ID; until [ -e {release} ]; do sleep 0.2; done; "
+                    "echo done"], ntasks=1, timeout_s=900)
         result = Launcher(system, "srun", cluster.variables, alloc).run(step, out)
     print(json.dumps({"job": alloc.job_id, "stdout": result.stdout, "shut_down": cluster.stop()}))
 ''')
 
 
-def _user(cluster: LocalSlurm, seconds: int, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", USER, str(cluster.root), str(seconds), str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _user(cluster: LocalSlurm, release: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", USER, str(cluster.root), str(cluster.ctld_port), str(cluster.slurmd_port), str(release),
+                             str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _states(cluster: LocalSlurm) -> list[str]:
@@ -51,7 +53,7 @@ def _states(cluster: LocalSlurm) -> list[str]:
 
 
 def _finish(proc: subprocess.Popen) -> dict:
-    out, err = proc.communicate(timeout=180)
+    out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err
     return json.loads(out)
 
@@ -60,19 +62,32 @@ def _finish(proc: subprocess.Popen) -> dict:
 def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_path):
     own_slurm.stop()  # the fixture's lease given back: the two users below are all there is
     assert not own_slurm.processes()
-    first = _user(own_slurm, 8, tmp_path / "first")
-    deadline = time.monotonic() + 60
-    while "RUNNING" not in _states(own_slurm):
-        assert first.poll() is None and time.monotonic() < deadline, "the first user's job never ran"
-        time.sleep(0.3)
-    second = _user(own_slurm, 1, tmp_path / "second")
-    b = _finish(second)
+    first_done, second_done = tmp_path / "first-done", tmp_path / "second-done"
+    first = _user(own_slurm, first_done, tmp_path / "first")
+    wait_until(lambda: "RUNNING" in _states(own_slurm), "the first user's job runs", alive=lambda: first.poll() is None)
+    second_done.touch()  # the second user's step ends as soon as it runs
+    b = _finish(_user(own_slurm, second_done, tmp_path / "second"))
     assert first.poll() is None, "the first user ended with the second"
+    first_done.touch()
     a = _finish(first)  # its job was not cancelled by the second user's stop
     assert a["stdout"] == f"job {a['job']}\ndone\n" and b["stdout"] == f"job {b['job']}\ndone\n"
     assert a["job"] != b["job"]
     assert (b["shut_down"], a["shut_down"]) == (False, True)
     assert not own_slurm.processes() and not own_slurm.leases()
+
+
+def test_two_clusters_on_one_host_number_their_jobs_apart(own_slurm, tmp_path):
+    """issue 36 item 1: two test runs at once, each with a cluster of its own starting at job 1, ran MPI steps
+    of the same PMIx namespace (slurm.pmix.1.1), and Open MPI ranks of one mapped the other's shared memory
+    (Segmentation fault in btl_vader). Each cluster now numbers its jobs from its own port."""
+    other = LocalSlurm(tmp_path / "other", *free_ports(2))
+    other.start()
+    try:
+        ids = [subprocess.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], env=c.variables, capture_output=True,
+                              text=True, timeout=HANG_S, check=True).stdout.strip() for c in (own_slurm, other)]
+    finally:
+        other.stop(force=True)
+    assert ids == [str(own_slurm.ctld_port * 1000), str(other.ctld_port * 1000)], ids
 
 
 def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
@@ -82,7 +97,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
         from commstack.config import load_system
         from commstack.run.launch import Allocation
         from commstack.slurm.cluster import LocalSlurm
-        cluster = LocalSlurm(Path({str(own_slurm.root)!r}), 16837, 16838)
+        cluster = LocalSlurm(Path({str(own_slurm.root)!r}), {own_slurm.ctld_port}, {own_slurm.slurmd_port})
         cluster.start()
         alloc = Allocation(load_system("local"), cluster.variables, nodes=1, ntasks=1).__enter__()
         print(alloc.job_id, flush=True)
@@ -93,10 +108,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
     job = proc.stdout.strip()
     assert [j[0] for j in own_slurm.jobs()] == [job]
     own_slurm.start()  # another user comes: the dead lease goes, and its job with it
-    deadline = time.monotonic() + 20
-    while own_slurm.jobs():
-        assert time.monotonic() < deadline, own_slurm.jobs()
-        time.sleep(0.5)
+    wait_until(lambda: not own_slurm.jobs(), "the dead user's job is cancelled", poll=0.5)
     assert len(own_slurm.leases()) == 1  # ours
 
 

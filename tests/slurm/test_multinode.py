@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waits import ranks_busy, wait_until
 
 from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
@@ -163,11 +164,9 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
         t = threading.Thread(target=run)
         t.start()
         ns = NETNS_PREFIX + "2"
-        deadline = time.monotonic() + 60
-        while not any("mpi-pingpong" in _cmdline(p) for p in _netns_pids(ns)):
-            assert time.monotonic() < deadline and t.is_alive(), "the step never started on node2"
-            time.sleep(0.2)
-        time.sleep(2)  # MPI wired up, ranks ping-ponging
+        wait_until(lambda: any("mpi-pingpong" in _cmdline(p) for p in _netns_pids(ns)), "the step starts on node2",
+                   alive=t.is_alive, poll=0.2)
+        wait_until(lambda: ranks_busy(str(pingpong)), "MPI wired up, ranks ping-ponging", alive=t.is_alive)
         killed = _netns_pids(ns)
         for pid in killed:  # node2 crashes: slurmd, slurmstepd and the rank, all at once
             os.kill(pid, signal.SIGKILL)
@@ -220,3 +219,4 @@ def _cmdline(pid: int) -> str:
 
 def _path() -> str:
     return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+

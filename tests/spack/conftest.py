@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 
 from commstack.spack.envs import ENVS, Concrete, concretize_all, stage
-from commstack.spack import Spack, find_spack
+from commstack.spack import NO_SPACK, Spack, find_spack
 
 
 @pytest.fixture(scope="session")
 def spack(results_dir: Path) -> Spack:
     exe = find_spack()
     if exe is None:  # the collection hook skips these tests first; this guards direct use
-        pytest.skip("spack tier: no Spack found (set SPACK_ROOT or run bin/commstack setup)")
+        pytest.skip(f"spack tier: {NO_SPACK}")
     return Spack(exe, results_dir / "spack-logs")
 
 

@@ -31,8 +31,12 @@ def test_local_externals_are_all_here(spack, staged):
 def test_gh200_ompi_on_this_host_names_what_differs(spack):
     """The command a user types, on this x86_64 Debian host: the image userland's glibc, NCCL and
     Slurm are not this machine's, and each line says what was expected and what was found."""
+    # a new shell after `bin/commstack setup` (issue 36 item 5): no SPACK_ROOT, no spack on PATH; the checkout
+    # remembers its Spack
+    shell = {k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}
+    shell["PATH"] = ":".join(d for d in shell["PATH"].split(":") if not (Path(d) / "spack").exists())
     proc = subprocess.run([str(TOP / "bin" / "commstack"), "preflight", "gh200-ompi"], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "SPACK_ROOT": str(spack.exe.parents[1])})
+                          text=True, timeout=900, env=shell)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = {line.split("@")[0].strip(): line.strip() for line in proc.stdout.splitlines() if "@=" in line}
     glibc, slurm = read_glibc(Path("/usr")), read_slurm(Path("/usr"))

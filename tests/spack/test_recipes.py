@@ -119,6 +119,35 @@ def test_pingpong_make_is_cuda_with_the_env_mpi(build_args):
 
 
 @pytest.fixture(scope="module")
+def twin_build_args(spack, concrete) -> dict:
+    return run_script(spack, concrete["x86-ompi"].copy, "build_args", "libfabric", "pmix", "prrte", "openmpi",
+                      "aws-ofi-nccl", "osu-micro-benchmarks")
+
+
+@pytest.mark.parametrize("env", ["gh200-ompi", "x86-ompi"])
+def test_libfabric_loads_cuda_and_gdrcopy_at_run_time(spack, concrete, env):
+    """seed 000 --enable-cuda-dlopen --enable-gdrcopy-dlopen: builtin's --with-cuda alone links the
+    driver, and configure fails where none is installed (found by x86-ompi's first build)."""
+    args = run_script(spack, concrete[env].copy, "build_args", "libfabric")["libfabric"]["configure"]
+    assert {"--enable-cuda-dlopen", "--enable-gdrcopy-dlopen"} <= set(args), args
+
+
+def test_twin_finds_debian_zlib_and_libevent(twin_build_args):
+    """Debian keeps libz and libevent in /usr/lib/x86_64-linux-gnu: PMIx's, PRRTE's and Open MPI's
+    configure look in /usr/lib and /usr/lib64 only (found by x86-ompi's first build)."""
+    assert "--with-zlib-libdir=/usr/lib/x86_64-linux-gnu" in twin_build_args["pmix"]["configure"]
+    for pkg in ("prrte", "openmpi"):
+        assert "--with-libevent-libdir=/usr/lib/x86_64-linux-gnu" in twin_build_args[pkg]["configure"], pkg
+
+
+def test_twin_builds_without_nvcc_and_static_cudart(twin_build_args, build_args):
+    osu = twin_build_args["osu-micro-benchmarks"]["configure"]
+    assert "--enable-cuda=basic" in osu and "--enable-cuda" not in osu
+    assert "--enable-cuda" in build_args["osu-micro-benchmarks"]["configure"]   # gh200-ompi: the kernels too
+    assert "--enable-cudart-dynamic" in twin_build_args["aws-ofi-nccl"]["configure"]
+
+
+@pytest.fixture(scope="module")
 def cray_build_args(spack, concrete) -> dict:
     return run_script(spack, concrete["gh200-cray"].copy, "build_args", "osu-micro-benchmarks", "mpi-pingpong")
 

@@ -62,3 +62,23 @@ def test_bin_commstack_checks_the_arguments_before_it_installs_packages(tmp_path
     assert "commstack: missing packages slurm-wlm" in right.stderr and "no apt-get here" in right.stderr
     assert "commstack run: error: the Debian packages commstack needs could not be installed" in right.stderr
     assert not Path(tmp_path / "r").exists()
+
+
+def test_the_default_test_command_runs_the_workstation_tiers_and_all_of_them_on_demand(tmp_path):
+    """`bin/commstack test` (issue 36 item 3): unit, hostile, slurm and faults, and one line naming how to add the
+    spack and multinode tiers; `--all` collects those too (what .ci/run runs); -m with --all is refused."""
+    def collected(*args: str) -> tuple[str, set[str]]:
+        proc = commstack("test", *args, "--", "--collect-only", "-q", "-p", "no:cacheprovider",
+                         f"--junitxml={tmp_path / 'junit.xml'}")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout, {line.split("/")[1] for line in proc.stdout.splitlines() if line.startswith("tests/")}
+    out, tiers = collected()
+    assert out.startswith("commstack test: tiers unit, hostile, slurm and faults; the spack and multinode tiers "
+                          "too: bin/commstack test --all (or -m spack, -m multinode)\n")
+    assert tiers == {"unit", "hostile", "slurm", "faults"}
+    assert "test_multinode.py" not in out and "test_batch.py" not in out
+    out, tiers = collected("--all")
+    assert tiers == {"unit", "hostile", "slurm", "faults", "spack"} and "test_multinode.py" in out
+    assert "bin/commstack test --all" in (TOP / ".ci" / "run").read_text()
+    both = commstack("test", "--all", "-m", "slurm")
+    assert both.returncode == 2 and "-m and --all: give one" in both.stderr

@@ -101,3 +101,16 @@ def test_the_command_refuses_a_bad_file_before_launching_anything(tmp_path, file
     assert proc.returncode == 2 and problem in proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_systems_install_env_is_resolved_against_its_file(tmp_path):
+    (tmp_path / "sys.yaml").write_text(SYSTEM + "install: {env: ../envs/x86}\n")
+    assert load_system(str(tmp_path / "sys.yaml")).install.env == (tmp_path.parent / "envs" / "x86").resolve()
+
+
+@pytest.mark.parametrize("install, where", [
+    ("install: {path: x}\n", "install.path: unknown key"), ("install: {}\n", "install.env: required key is missing")])
+def test_a_bad_install_is_named(tmp_path, install, where):
+    (tmp_path / "sys.yaml").write_text(SYSTEM + install)
+    with pytest.raises(ConfigError, match=where.replace(".", r"\.")):
+        load_system(str(tmp_path / "sys.yaml"))

@@ -2,8 +2,9 @@
 through `commstack parse`, each table's verdict, validation and row count against its index entry.
 
 The index holds each file's TRUE result (what the output is), not what the parsers say today, so the
-share of matching files is the measure of how much of the world the parsers read; the test fails below
-MIN_SHARE, and never lets a bad output pass or a failure be named with another kind."""
+share of matching files is the measure of how much of the world the parsers read. Every file gives its
+indexed result but those GAPS names, each with why (issue 37: a share below 100 % let a change that breaks
+one version's outputs pass); no bad output passes, no failure is named with another kind."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from commstack.paths import TOP
 CORPUS = TOP / "tests" / "data" / "corpus"
 FAMILIES = ("osu5", "osu6", "osu7", "nccl-tests", "rccl-tests", "jobs", "ucx_perftest", "fi_pingpong")
 INDEXES = [CORPUS / "index.yaml", *sorted((CORPUS / "index.d").glob("*.yaml"))]
-MIN_SHARE = 0.97  # issue 25: `commstack parse` gives the indexed result for at least 97 % of the files
+#: the files `commstack parse` does not yet give their indexed result, and why; a file that gives it leaves this list
+GAPS = {"osu7/osu_bibw-7.5-cuda-lnx-bus-error.out":
+        "the bus error ends the table mid-sweep: the 13 rows before it are not read back (rows 0 for 13)"}
 EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
 
 Verdict = Literal["complete", "validation-failed", "truncated", "unknown-format", "crashed", "empty", "bad-number",
@@ -113,10 +116,13 @@ def test_the_whole_index_through_commstack_parse(capsys):
         print(f"\ncorpus: {matched}/{len(INDEX)} files ({share:.1%}) give their indexed result")
     assert not passed_bad, "bad outputs that pass:\n" + "\n".join(passed_bad)
     assert not wrong_kind, "failures of another kind than indexed:\n" + "\n".join(wrong_kind)
-    assert share >= MIN_SHARE, f"{share:.1%} < {MIN_SHARE:.0%}:\n" + "\n".join(mismatched)
+    new = [m for m in mismatched if m.split(":")[0] not in GAPS]
+    assert not new, "files that no longer give their indexed result:\n" + "\n".join(new)
+    closed = sorted(set(GAPS) - {m.split(":")[0] for m in mismatched})
+    assert not closed, f"these give their indexed result now: take them out of GAPS: {closed}"
 
 
-@pytest.mark.parametrize("name", sorted(INDEX)[::17])
+@pytest.mark.parametrize("name", sorted(set(INDEX) - set(GAPS))[::17])
 def test_a_sample_through_bin_commstack(name):
     """The command users type, as a subprocess, on every 17th file: the same results as in process."""
     entry = INDEX[name]

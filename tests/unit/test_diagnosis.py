@@ -86,7 +86,7 @@ def test_an_mpi_run_without_a_lower_layer_names_nothing(tmp_path, capsys):
     step(a, "osu_bw", OSU_BW)
     step(b, "osu_bw", OSU_BW_NO_CXI)
     rc, out = compare_cli(capsys, a, b)
-    assert rc == 1 and "4194304    23982.180     3121.420   0.130  regression" in out
+    assert rc == 1 and "4194304        23.98        3.121 GB/s     0.130  regression" in out
     assert "lowest layer at fault" not in out
     commstack(["report", str(b)])
     assert "Lowest layer at fault" not in (b / "report" / "report.md").read_text()
@@ -299,3 +299,33 @@ def test_sizes_and_tolerances_as_the_sentences_use_them():
     times = [(1.1, 1.0, 0.1), (1.11, 1.0, 0.1), (0.5, 1.0, 0.1)]
     assert [_worse(True, *r) for r in rates] == [_worse(False, *t) for t in times] == [False, True, False]
     assert _worse(True, 0.0, 1.0, 0.1) and _worse(False, 0.0, 1.0, 0.1) and _worse(True, math.nan, 1.0, 0.1)
+
+
+def test_the_lower_step_with_the_same_memory_then_the_first_in_the_run_in_any_order(tmp_path):
+    """Records in any order (compare reads two runs): the fabric step with the upper step's memory tells, before
+    one that ran first with another memory; of two with the same memory, the first in the run."""
+    run = tmp_path / "run"
+    step(run, "fi_pingpong", (DATA / "fi_pingpong" / "1.17" / "pair-slurm-netns.client.stdout", ""), memory="device")
+    step(run, "fi_pingpong-all", FI_PINGPONG)
+    step(run, "osu_bw", OSU_BW_NO_CXI)
+    records = read_run(run)
+    for order in (records, records[::-1]):
+        (finding,) = diagnose(order, against_references(order, REFS))
+        assert finding.message.endswith("; fi_pingpong on the same nodes reaches 0.728 GB/s: the fabric"), order
+    for r in records:
+        r.tags["memory"] = "host"
+    for order in (records, records[::-1]):
+        (finding,) = diagnose(order, against_references(order, REFS))
+        assert finding.message.endswith("; fi_pingpong on the same nodes reaches 0.0819 GB/s at 1 MiB: the fabric")
+
+
+def test_the_by_layer_table_holds_only_steps_between_nodes(tmp_path):
+    from commstack.results.diagnosis import by_layer
+    run = tmp_path / "run"
+    step(run, "fi_pingpong-one-node", FI_PINGPONG, nodes=["node1"])
+    step(run, "fi_pingpong", FI_PINGPONG)
+    step(run, "osu_bw", OSU_BW_NO_CXI)
+    [(nodes, rows)] = by_layer(read_run(run))
+    assert nodes == ("node1", "node2")
+    assert [(layer, r.step, figure) for layer, r, figure in rows] == [
+        ("the fabric", "fi_pingpong", "1.67 GB/s at 6 MiB"), ("MPI", "osu_bw", "3.12 GB/s at 4 MiB")]

@@ -126,3 +126,30 @@ def test_commstack_parse_keeps_every_known_line_of_a_real_output_as_a_note_with_
         [(1, "shell", "set -x trace line"), (2, "shell", "banner line"), (3, "shell", "date line"),
          (31, "shell", "set -x trace line"), (32, "shell", "banner line"), (33, "shell", "date line")],
         [(59, "shell", "date line")]]
+
+
+def box(inner: int) -> list[str]:
+    """An Open MPI help box of `inner` lines between its rules."""
+    rule = "-" * 74
+    return [rule, *(f"  Local device {i}: mlx5_{i} has no active port" for i in range(inner)), rule]
+
+
+@pytest.mark.parametrize("inner,verdict,notes", [(0, "complete", 2), (1, "complete", 3),
+                                                 (59, "complete", 61),
+                                                 (60, "unknown-format", 0)])
+def test_a_help_box_right_after_the_title_up_to_its_longest(tmp_path, capsys, inner, verdict, notes):
+    """Through `commstack parse`: a box (its closing rule at most 60 lines after the opening one: FRAME_MAX_LINES,
+    an empty one too) right after a real output's title is notes; a longer one's lines are looked at one by one,
+    and the first is unknown."""
+    import json
+    from commstack.cli import main as cli
+    lines = (CORPUS / "osu7/osu_latency-7.5.1.out").read_text().splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("# OSU MPI Latency Test"))
+    path = tmp_path / "out.txt"
+    path.write_text("\n".join(lines[:title + 1] + box(inner) + lines[title + 1:]) + "\n")
+    cli.main(["parse", str(path), "--args=-i 20 -x 2", "--json"])
+    [t] = json.loads(capsys.readouterr()[0])
+    assert t["verdict"] == verdict and len(t["notes"]) == notes, t["error"]
+    assert {n["what"] for n in t["notes"]} <= {"help box"}
+    if verdict != "complete":
+        assert t["error"]["lineno"] == title + 2 and t["error"]["line"] == "-" * 74

@@ -917,3 +917,24 @@ def test_what_a_cut_last_line_changes_and_what_it_does_not():
         "unknown-format", "not a row of the table: it does not start with a number", "x1                      0.50", 4)
     # OSU refuses -m 0:... and keeps its default start: 5.x osu_bw (no datatype line) from 1 B
     assert expect_kind(osu_text("5.7/osu_bw.stdout"), ["-m", "0:4194304"]) == "ok"
+
+
+def test_another_benchmarks_cut_output_is_unknown_format_for_a_step():
+    """The step path: a step of osu_bw given osu_latency's output cut mid-sweep is the wrong output (its title
+    says so), not a truncated osu_bw."""
+    text = osu_text("7.2/osu_latency.stdout")
+    cut = text[:text.index("\n1024 ") + 1]
+    e = raises_for("osu_bw", cut)
+    assert (e.kind, e.message, e.line) == ("unknown-format", "expected osu_bw output, the title is another "
+                                           "benchmark's", "# OSU MPI Latency Test v7.2")
+    assert raises_for("osu_latency", cut).kind == "truncated"
+
+
+def test_untitled_text_is_one_table_over_all_its_lines(tmp_path, capsys):
+    """`commstack parse` of text no tool titles: one table, lines 1 to the last, refused quoting its first line."""
+    path = tmp_path / "out.txt"
+    path.write_text("Start of job 17\nhostname: node1\nEnd of job 17\n")
+    assert main(["parse", str(path), "--json"]) == EXIT["unknown-format"]
+    [t] = json.loads(capsys.readouterr()[0])
+    assert (t["lines"], t["verdict"], t["error"]["lineno"], t["error"]["line"]) == \
+        ([1, 3], "unknown-format", 1, "Start of job 17")

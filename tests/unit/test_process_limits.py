@@ -23,13 +23,14 @@ def test_parse_cuts_a_long_line_it_quotes(tmp_path):
 
 
 def test_loader_variables_are_set_for_the_benchmark_alone(tmp_path):
-    """issue 22 item 12: LD_PRELOAD of a system went into srun's own environment; now `env` sets it for the
-    benchmark, on the line --dry-run prints."""
+    """issue 22 item 12, issue 32 item 5: LD_PRELOAD of a system went into srun's own environment; now `env`
+    sets it and every other variable of the system for the benchmark, after srun's `--`, on the line --dry-run
+    prints; the probe gets LD_LIBRARY_PATH alone in its environment, the others as its arguments."""
     system = tmp_path / "preload.yaml"
     system.write_text((TOP / "systems" / "local.yaml").read_text().replace("name: local", "name: local-preload")
                       + "variables:\n  LD_PRELOAD: /opt/lib/hook.so\n  LD_LIBRARY_PATH: /opt/lib\n  FI_PROVIDER: tcp\n")
     proc = commstack("suite", "smoke", "--system", str(system), "--pingpong", "/bin/true", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if line.startswith("srun") and "/bin/true" in line)
-    assert " --overcommit env LD_PRELOAD=/opt/lib/hook.so LD_LIBRARY_PATH=/opt/lib /bin/true -m cpu" in line
-    assert "FI_PROVIDER" not in line
+    assert " --overcommit -- " in line  # srun's options end; then commstack's reaper (procs.reap), then the variables
+    assert " reap -- env LD_PRELOAD=/opt/lib/hook.so LD_LIBRARY_PATH=/opt/lib FI_PROVIDER=tcp /bin/true -m cpu" in line

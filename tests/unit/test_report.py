@@ -85,8 +85,9 @@ def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
     changes = {c.size: c for c in compare(a, b)}
     assert changes[4194304].change == "regression" and round(changes[4194304].ratio, 3) == 0.13
     table = compare_table(list(changes.values())).splitlines()
-    assert len(table) == 1 + 23 + 1 and table[0].split() == ["step", "size", "A", "B", "B/A", "change"]
-    assert table[-2].split() == ["cscs-images/osu_bw", "4194304", "23982.180", "3121.420", "0.130", "regression"]
+    assert len(table) == 1 + 23 + 1 and table[0].split() == ["step", "size", "A", "B", "unit", "B/A", "change"]
+    # in the report's unit, with it (issue 36 item 14: MB/s figures under no unit, where the report shows GB/s)
+    assert table[-2].split() == ["cscs-images/osu_bw", "4194304", "23.98", "3.121", "GB/s", "0.130", "regression"]
     assert table[-1] == "23 points, 23 regressions, 23 differences"
     assert {c.change for c in compare(a, a)} == {"same"}
     assert compare_table(compare(a, a)).splitlines()[-1] == "23 points, 0 regressions, 0 differences"
@@ -261,7 +262,7 @@ def test_compare_cli_b_lacks_a_step_or_sizes(tmp_path, compare_cli):
     cut.write(b)
     p = compare_cli(a, b)
     assert p.returncode == 1 and "2 differences" in p.stdout
-    assert re.search(r"^cscs-images/osu_latency +2097152 +\S+ +- +-  missing in B$", p.stdout, re.M), p.stdout
+    assert re.search(r"^cscs-images/osu_latency +2097152 +\S+ +- +µs +-  missing in B$", p.stdout, re.M), p.stdout
 
 
 def test_compare_cli_a_worse_verdict_is_a_difference(tmp_path, compare_cli):
@@ -296,7 +297,7 @@ def test_compare_cli_refuses_other_metrics_nan_and_a_truncated_record(tmp_path):
     bad.repeats[0][3]["bandwidth_MBps"] = float("nan")
     bad.write(b)
     p = commstack_compare(a, b)
-    assert p.returncode == 1 and re.search(r"^cscs-images/osu_bw +8 +7.610 +nan +nan  invalid$", p.stdout, re.M), p.stdout
+    assert p.returncode == 1 and re.search(r"^cscs-images/osu_bw +8 +0.00761 +nan +GB/s +nan  invalid$", p.stdout, re.M), p.stdout
     path = bad.write(b)
     path.write_text(path.read_text()[:300])
     p = commstack_compare(a, b)
@@ -307,7 +308,8 @@ def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
     """The runner writes the plan (every expanded step) before its first step; a record lost after
     that (run killed, disk trouble) still shows in read_run, the report and compare."""
     from commstack.config import load_suite
-    from commstack.run.runner import Binaries, Run
+    from commstack.run.binaries import Binaries
+    from commstack.run.runner import Run
     from commstack.run.steps import expand
 
     system = load_system("local-multinode")
@@ -324,7 +326,28 @@ def test_a_planned_step_without_a_record_is_reported_not_run(tmp_path):
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
     assert f"**{len(steps)} steps: {len(steps)} not-run**" in md
-    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md
+    assert f"| `{steps[2].id}` | not-run | no record written (run interrupted or lost) |" in md  # its own reason
+
+
+def test_a_reason_several_steps_give_is_said_once_with_its_code_rendered(tmp_path):
+    """issue 36 items 11-12: each not-run row repeated the whole reason, backticks showed literally, and the
+    caption claimed a standard deviation over one repeat."""
+    why = "no OSU micro-benchmarks here: run `bin/commstack setup`, or give `--osu-prefix PREFIX`"
+    for step in ("osu_a", "osu_b", "osu_c"):
+        record(tmp_path, step, None, verdict="not-run", reason=why)
+    record(tmp_path, "osu_bw", "cscs-osu-01.txt", verdict="fail", reason="`osu_bw` crashed")
+    page = write_report(tmp_path, REFS).read_text()
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert page.count("no OSU micro-benchmarks here") == 1 and md.count("no OSU micro-benchmarks here") == 1
+    assert "<td>not-run</td><td><a href='#reason-1'>reason 1</a></td>" in page
+    assert ("<li id='reason-1'>no OSU micro-benchmarks here: run <code>bin/commstack setup</code>, or give "
+            "<code>--osu-prefix PREFIX</code> (3 steps: <code>osu_a</code>, <code>osu_b</code>, <code>osu_c</code>)"
+            "</li>") in page
+    assert "| `osu_a` | not-run | [reason 1](#reasons-several-steps-give) |" in md
+    assert ("1. no OSU micro-benchmarks here: run `bin/commstack setup`, or give `--osu-prefix PREFIX` (3 steps: "
+            "`osu_a`, `osu_b`, `osu_c`)") in md
+    assert "<td><code>osu_bw</code> crashed</td>" in page and "| `osu_bw` crashed |" in md  # said once: inline
+    assert "one repeat per step: its figure, no spread." in page and "standard deviation" not in page
 
 
 def test_steps_without_rows_compare_their_verdicts_and_the_table_says_why(tmp_path):

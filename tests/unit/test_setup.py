@@ -1,6 +1,7 @@
 """bin/commstack setup, run from a copy of the harness so the repo's own .spack/ is never touched."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,8 @@ def harness_copy(tmp: Path, tag: str | None = None) -> Path:
     return tmp
 
 
-def setup(copy: Path, *args: str, spack_root: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}
+def setup(copy: Path, *args: str, spack_root: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}, **(env or {})}
     env["COMMSTACK_HOME"] = str(copy)
     if spack_root:
         env["SPACK_ROOT"] = spack_root
@@ -91,8 +92,9 @@ def test_another_major_minor_is_refused_unless_forced(tmp_path):
 def test_setup_with_a_local_packages_checkout(tmp_path):
     builtin = yaml.safe_load((TOP / ".spack" / "repos.yaml").read_text())["repos"]["builtin"]
     checkout = Path(builtin).parents[2]  # <checkout>/repos/spack_repo/builtin
-    copy = harness_copy(tmp_path)
-    proc = setup(copy, "--packages", str(checkout), spack_root=str(find_spack().parents[1]))
+    copy = harness_copy(tmp_path / "copy")
+    user = {"SPACK_USER_CONFIG_PATH": str(tmp_path / "user")}  # Spack's user scope: this test's own
+    proc = setup(copy, "--packages", str(checkout), spack_root=str(find_spack().parents[1]), env=user)
     assert proc.returncode == 0, proc.stderr
     assert "setup: using Spack 1.1.0" in proc.stdout
     assert f"; . {find_spack().parents[1]}/share/spack/setup-env.sh\n" in proc.stdout  # how to use it by hand
@@ -103,6 +105,13 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
     externals = yaml.safe_load((copy / ".spack" / "externals.yaml").read_text())["packages"]
     assert "gcc" in externals and ({"openmpi", "mpich"} & set(externals))
+    # issue 36 item 5: the checkout remembers the Spack it was set up with (preflight uses it: tests/spack)
+    assert (copy / ".spack" / "spack-root").read_text() == f"{find_spack().parents[1]}\n"
+    # item 6: a plain `spack` outside any env reads the pinned builtin, not a clone under ~/.spack/package_repos
+    plain = subprocess.run([str(find_spack()), "repo", "list"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300, env={**os.environ, **user, "SPACK_PYTHON": sys.executable})
+    assert plain.returncode == 0 and "Warning" not in plain.stderr, plain.stdout + plain.stderr
+    assert re.search(rf"builtin +v[\d.]+ +{re.escape(builtin)}$", plain.stdout, re.M), plain.stdout
 
 
 def test_a_directory_that_is_not_a_mirror_is_refused_first(tmp_path):

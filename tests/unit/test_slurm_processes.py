@@ -13,10 +13,8 @@ def test_a_process_whose_start_time_differs_is_not_signalled():
     proc = subprocess.Popen(["sleep", "300"])
     try:
         end(proc.pid, "1", signal.SIGKILL, 0)  # the pid now names another process than the one checked
-        time.sleep(0.2)
-        assert proc.poll() is None
         end(proc.pid, start_time(proc.pid), signal.SIGTERM, 0)
-        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert proc.wait(timeout=60) == -signal.SIGTERM  # not -SIGKILL: the first end() sent nothing
     finally:
         proc.kill()
         proc.wait()
@@ -29,7 +27,7 @@ def test_one_that_ignores_sigterm_gets_sigkill_after_the_grace_time():
         assert proc.stdout.readline() == b"ready\n"
         t0 = time.monotonic()
         end(proc.pid, start_time(proc.pid), signal.SIGTERM, 1)
-        assert proc.wait(timeout=10) == -signal.SIGKILL and 0.9 < time.monotonic() - t0 < 5
+        assert proc.wait(timeout=60) == -signal.SIGKILL and time.monotonic() - t0 > 0.9  # after the grace time
     finally:
         proc.kill()
         proc.wait()

@@ -13,6 +13,7 @@ from commstack.run.launch import Launcher
 from commstack.config import known_suites, load_suite, load_system
 from commstack.errors import ConfigError
 from commstack.run.steps import expand
+from commstack.slurm.procs import REAPER
 
 DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
@@ -27,14 +28,17 @@ def lines(suite: str, system=ALPS) -> list[list[str]]:
 def normal(argv: list[str], hooks: dict | None = None) -> tuple:
     """What a srun line asks for: nodes, total ranks, MPI plugin, EDF, program and its arguments."""
     argv = list(argv)
-    for i in range(len(argv)):
-        if argv[i:i + len(GPU_WRAPPER)] == GPU_WRAPPER:
-            del argv[i:i + len(GPU_WRAPPER)]
-            break
+    for wrapper in (GPU_WRAPPER, REAPER):  # ours, around the benchmark
+        for i in range(len(argv)):
+            if argv[i:i + len(wrapper)] == wrapper:
+                del argv[i:i + len(wrapper)]
+                break
     opts, prog = {}, []
     it = iter(argv[1:])
     for a in it:
-        if prog or not a.startswith("-"):
+        if a == "--" and not prog:  # srun's options end
+            prog.append(next(it))
+        elif prog or not a.startswith("-"):
             prog.append(a)
         elif a.startswith("--"):
             k, _, v = a[2:].partition("=")
@@ -48,6 +52,8 @@ def normal(argv: list[str], hooks: dict | None = None) -> tuple:
         env = ("nccl-tests" if env.startswith("nccl") else "osu-mb") + \
               ("-no-cxi" if hooks.get("cxi_hook") is False else "") + \
               ("-no-awsofinccl" if hooks.get("aws_ofi_nccl_hook") is False else "")
+    if prog[0] == "env":  # the system's and the step's variables, for the benchmark alone
+        prog = prog[1 + next(i for i, a in enumerate(prog[1:]) if "=" not in a):]
     return nodes, ntasks, opts.get("mpi"), env, Path(prog[0]).name, tuple(prog[1:])
 
 
@@ -68,7 +74,8 @@ def test_cscs_images_holds_every_seed_run():
 
 
 def test_nersc10_on_alps_is_the_seed_004_table():
-    got = [(normal(a)[4], normal(a)[0], normal(a)[1], a[a.index("-m") + 1], "cuda" in a) for a in lines("nersc10")]
+    got = [(normal(a)[4], normal(a)[0], normal(a)[1], normal(a)[5][normal(a)[5].index("-m") + 1], "cuda" in a)
+           for a in lines("nersc10")]
     want = [("osu_latency", 2, 2, "8:8", False), ("osu_latency", 2, 2, "8:8", True),
             ("osu_bibw", 2, 2, "1048576:1048576", False), ("osu_bibw", 2, 2, "1048576:1048576", True),
             ("osu_mbw_mr", 2, 8, "16384:16384", False), ("osu_mbw_mr", 2, 8, "16384:16384", True),      # 1 per NIC
@@ -141,3 +148,20 @@ def test_a_suite_file_anywhere_is_collected_when_named(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode == 0 and "::mpi-pingpong-cpu-N1-n2-host-native\n" in p.stdout, p.stdout + p.stderr
     assert "1 test collected" in p.stdout
+
+
+def test_one_rank_may_drive_every_gpu_of_nccl_tests_not_of_osu(tmp_path):
+    """nccl-tests' min_ranks 1 (-g 8: one process, eight GPUs); OSU's 2. nccl-tests always gets GPUs and
+    NCCL_DEBUG=INFO (its net plugin lines), and has no native build (its image runs it)."""
+    from commstack.errors import BinaryNotFoundError
+    from commstack.run.runner import launched_step
+    from commstack.tools import TOOLS
+    suite = tmp_path / "one.yaml"
+    suite.write_text("name: one\nsteps:\n- {benchmark: all_reduce_perf, nodes: 1, ranks_per_node: 1, args: [-g, '4']}\n"
+                     "- {benchmark: osu_latency, nodes: 1, ranks_per_node: 1}\n")
+    nccl, osu = expand(load_suite(str(suite)), ALPS)
+    assert (nccl.not_run, nccl.step.ntasks, nccl.step.gpus) == (None, 1, True)
+    assert launched_step(nccl, nccl.step.argv).variables == {"NCCL_DEBUG": "INFO"}
+    with pytest.raises(BinaryNotFoundError, match="run it in the nccl-tests image"):
+        TOOLS["nccl-tests"].native(None)
+    assert osu.not_run == "1 rank on 1 node: osu_latency needs at least 2"

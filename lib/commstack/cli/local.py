@@ -11,36 +11,50 @@ import sys
 
 from commstack.errors import CommstackError
 from commstack.files import own_dir
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.slurm.cluster import LocalSlurm
-from commstack.spack import find_spack
+
+
+#: what `bin/commstack test` runs without -m or --all: the tiers any workstation runs (unit, hostile,
+#: slurm, faults); the spack tier (Spack, tens of minutes) and multinode (root, network namespaces) on demand
+DEFAULT_TIERS = "not spack and not multinode"
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     """The test tiers (tests/), through pytest in its own process; JUnit XML in results/junit.xml."""
     results = own_dir(TOP / "results", private=True)
-    spack = find_spack()
-    print(f"commstack test: spack tier {'runs with ' + str(spack) if spack else 'SKIPPED: no Spack found'}",
-          flush=True)
+    markers = args.markers
+    if markers and args.all:
+        raise CommstackError("-m and --all: give one (--all runs every tier, -m picks some)")
+    if not markers and not args.all and not args.paths:
+        markers = DEFAULT_TIERS
+        print("commstack test: tiers unit, hostile, slurm and faults; the spack and multinode tiers too: "
+              "bin/commstack test --all (or -m spack, -m multinode)", flush=True)
     argv = [sys.executable, "-m", "pytest", f"--junitxml={results / 'junit.xml'}", *args.paths]
-    for flag, value in (("-m", args.markers), ("-k", args.keywords), ("--system", args.system),
+    for flag, value in (("-m", markers), ("-k", args.keywords), ("--system", args.system),
                         ("--slurm", args.slurm), ("--launcher", args.launcher), ("--osu-prefix", args.osu_prefix)):
         if value:
             argv += [flag, value]
     argv += extra
     env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
+    if args.osu_prefix:  # the tests that run `bin/commstack run` themselves take it from the environment
+        env["COMMSTACK_OSU_PREFIX"] = args.osu_prefix
     return subprocess.call(argv, cwd=TOP, env=env)
 
 
 def add_test(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("test", help="run the tests; other pytest options after --")
+    s = sub.add_parser("test", help="run the tests (unit, hostile, slurm, faults; --all: spack and multinode too); "
+                                    "other pytest options after --")
     s.add_argument("paths", nargs="*", help="test files or directories (default: tests/)")
     s.add_argument("-m", dest="markers", help='tiers by marker, e.g. -m slurm, -m "not spack"')
+    s.add_argument("--all", action="store_true", help="every tier: spack (where Spack is found) and multinode too, "
+                                                      "as CI runs them")
     s.add_argument("-k", dest="keywords", help="only tests whose names match")
     s.add_argument("--system", help="the system the slurm tier runs on (default: local)")
     s.add_argument("--slurm", choices=("auto", "local", "external", "off"), help="which Slurm (default: auto)")
     s.add_argument("--launcher", choices=("srun", "mpirun"), help="mpirun: this host, no Slurm")
-    s.add_argument("--osu-prefix", help="an OSU install for the tests that run OSU")
+    s.add_argument("--osu-prefix", type=absolute,
+                   help="an OSU install for the tests that run OSU (or COMMSTACK_OSU_PREFIX)")
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:

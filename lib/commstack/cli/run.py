@@ -16,18 +16,20 @@ from pathlib import Path
 import pytest
 
 from commstack.config import load_suite, load_system
-from commstack.errors import CommstackError, SlurmUnavailableError, printable
+from commstack.errors import CommstackError, ConfigError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, results_dir
-from commstack.paths import TOP
+from commstack.paths import TOP, absolute
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
 from commstack.results.records import RecordError, read_run
 from commstack.run.launch import Launcher
-from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, Binaries, check_results_dir,
+from commstack.run.binaries import Binaries
+from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, check_results_dir,
                                   exit_status, given_run_dir, new_run_dir)
 from commstack.run.steps import expand
 from commstack.slurm.clients import choose_slurm, embedded
 from commstack.slurm.cluster import LocalSlurm
+from commstack.spack.view import EnvView, load_env
 from commstack.terminal.view import View
 from commstack.tools import TOOLS
 
@@ -46,6 +48,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
     references_of(system)  # a bad references file is an error now, before anything is launched
+    env = env_of(args, system)  # an env that cannot be used likewise, before anything is launched
     if args.submit:
         return cmd_submit(args, system, suite)
     if args.dry_run:
@@ -63,7 +66,8 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
             "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
     for opt in ("osu_prefix", "pingpong", "memory"):
         if getattr(args, opt):
-            argv += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
+            argv.append(f"--{opt.replace('_', '-')}={getattr(args, opt)}")
+    argv += [f"--env={env.path}"] if env else []
     argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
     session = SessionOf()
     launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
@@ -99,6 +103,16 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     return status
 
 
+def env_of(args: argparse.Namespace, system) -> EnvView | None:
+    """The env whose view the run takes its binaries from: --env, else the system's install: {env: ...};
+    checked now (commstack.spack.view: a named error and the fixing command where it cannot be used)."""
+    path = args.env or (system.install.env if system.install else None)
+    if path and args.submit:
+        raise ConfigError("--env (or a system's install: {env: ...}) with --submit: a batch job does not take an "
+                          "env's binaries yet; run the suite without --submit")
+    return load_env(Path(path)) if path else None
+
+
 def add_suite(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
     s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
@@ -116,9 +130,11 @@ def _results(args: argparse.Namespace) -> Path:
 def _dry_run(args: argparse.Namespace, system, suite) -> int:
     binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong,
                                build_dir=TOP / "results" / "<run>" / "build", build=False), {}
-    for tool in (t for t in TOOLS.values() if t.planned):
+    binaries.env = env_of(args, system)
+    for tool in TOOLS.values():
         try:
-            given[tool.name] = tool.planned(binaries)
+            if (found := binaries.planned(tool)) is not None:
+                given[tool.name] = found
         except CommstackError as e:
             print(f"# {tool.name}: {e}")
     steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
@@ -208,9 +224,11 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
     s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
-    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
+    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
                    help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
-    s.add_argument("--pingpong", help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--pingpong", type=absolute, help="an mpi-pingpong binary (default: built with the system MPI)")
+    s.add_argument("--env", help="an installed Spack env (its directory): every benchmark from its view, the MPI "
+                                 "steps with its MPI (default: the system's install: {env: ...}, else none)")
     s.add_argument("--no-build", action="store_true",
                    help="never set up Spack or build OSU; steps without their binaries are not run")
     s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import CommstackError
-from commstack.benchmarks import METRICS
+from commstack.benchmarks import METRICS, shown_value, shown
 from commstack.results.diagnosis import Finding, against_baseline, diagnose, findings_text
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
@@ -37,6 +37,7 @@ class Change:
     change: str               # same | better | regression | missing in A | missing in B | invalid | worse verdict
     #                           | not run in A nor B
     detail: str = ""          # B's verdict and reason, where that is the news
+    metric: str = ""          # what a and b measure, in its recorded unit (the table shows the report's)
 
     @property
     def ratio(self) -> float | None:
@@ -108,29 +109,31 @@ def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
     for size in sorted(set(ma) | set(mb)):
         if size not in ma or size not in mb:
             out.append(Change(name, size, ma.get(size, (None,))[0], mb.get(size, (None,))[0],
-                              f"missing in {'A' if size not in ma else 'B'}"))
+                              f"missing in {'A' if size not in ma else 'B'}", metric=rb.metric))
             continue
         (va, da, _), (vb, db, _) = ma[size], mb[size]
         if not all(math.isfinite(v) and v > 0 for v in (va, vb)):
-            out.append(Change(name, size, va, vb, "invalid"))
+            out.append(Change(name, size, va, vb, "invalid", metric=rb.metric))
             continue
         ratio = vb / va
         noise = 2 * max(da / va, db / vb)
         change = (ratio - 1) if higher else (1 / ratio - 1)
         threshold = max(tolerance, noise)
         kind = "regression" if change < -threshold else "better" if change > threshold else "same"
-        out.append(Change(name, size, va, vb, kind))
+        out.append(Change(name, size, va, vb, kind, metric=rb.metric))
     return out
 
 
 def compare_table(changes: list[Change], findings: list[Finding] = ()) -> str:
-    """The table of changes, its counts, then the lowest layer at fault of each step that got worse."""
-    def num(v: float | None, fmt: str) -> str:
-        return format(v, fmt) if v is not None else "-"
-    lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'B/A':>7s}  change"]
+    """The table of changes in the units the report shows (GB/s, us), its counts, then the lowest layer at
+    fault of each step that got worse."""
+    def num(v: float | None, factor: float) -> str:
+        return "-" if v is None else shown_value(v * factor)
+    lines = [f"{'step':48s} {'size':>10s} {'A':>12s} {'B':>12s} {'unit':6s} {'B/A':>7s}  change"]
     for c in changes:
-        lines.append(f"{c.step:48s} {num(c.size, 'd') if c.size is not None else 'all':>10s} {num(c.a, '.3f'):>12s} "
-                     f"{num(c.b, '.3f'):>12s} {num(c.ratio, '.3f'):>7s}  {c.change}"
+        _, unit, factor = shown(c.metric) if c.metric else ("", "", 1.0)
+        lines.append(f"{c.step:48s} {c.size if c.size is not None else 'all':>10} {num(c.a, factor):>12s} "
+                     f"{num(c.b, factor):>12s} {unit:6s} {format(c.ratio, '.3f') if c.ratio else '-':>7s}  {c.change}"
                      + (f" - {c.detail}" if c.detail and c.change != NOT_RUN else ""))
     n = sum(c.difference for c in changes)
     not_run = sum(c.change == NOT_RUN for c in changes)

@@ -30,7 +30,7 @@ from pydantic.dataclasses import dataclass
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, UnsafePathError, checked_parent, regular_or_missing, results_dir
 from commstack.results.compare import Change
-from commstack.benchmarks import METRICS
+from commstack.benchmarks import METRICS, shown, shown_value
 from commstack.results.records import RECORD, Record, read_run
 
 SCHEMA_VERSION = 1
@@ -237,6 +237,35 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
             from None
 
 
+#: a figure this many times above or below its step's history (median of its last runs) is a warning,
+#: with references or without: a machine that was busy, a wrong unit, a broken build
+FAR_OFF = 100
+
+
+def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
+    """A warning when `record`'s median is FAR_OFF times off the median of the same step's last `last` runs
+    in the default history at some size: the first such size, and how many more; none without a history."""
+    path = default_path(Path(run_dir).resolve().parent)
+    if not record.repeats or not path.is_file():
+        return []
+    try:
+        points = trend(path, record.system, record.suite, record.step)
+    except HistoryError:  # the run names a history it cannot use when it adds itself
+        return []
+    _, unit, factor = shown(record.metric)
+    out = []
+    for size, (value, _, _) in record.medians().items():
+        past = [p.median for p in points if p.size == size and p.metric == record.metric and p.run_id != record.run_id
+                and p.median is not None and p.median > 0][-last:]
+        if past and math.isfinite(value) and value > 0:
+            base = statistics.median(past)
+            if not 1 / FAR_OFF < value / base < FAR_OFF:
+                out.append(f"{size} B: {shown_value(value * factor)} {unit or record.unit} is {value / base:.3g} times "
+                           f"its history's {shown_value(base * factor)} (median of its last {len(past)} runs)")
+    return [out[0] + (f", and {len(out) - 1} more sizes over {FAR_OFF} times off" if len(out) > 1 else "")] if out \
+        else []
+
+
 def trend_table(points: list[Point]) -> str:
     lines = [f"{'run':28s} {'system':16s} {'suite/step':48s} {'size':>10s} {'figure':>14s} {'unit':6s} verdict"]
     for p in points:
@@ -252,7 +281,8 @@ def trend_table(points: list[Point]) -> str:
 def plot(points: list[Point], fmt: str = "png") -> bytes:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
     image in `fmt` (a matplotlib format: png, svg, pdf)."""
-    from commstack.results.report import Figure, mpl_text, shown  # matplotlib only when there is a plot
+    from commstack.results.markup import mpl_text
+    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
@@ -294,11 +324,11 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             past = [p.median for p in history if (p.system, p.suite, p.step, p.size, p.metric) == key
                     and p.run_id != r.run_id and p.median is not None and p.median > 0][-last:]
             if not past:
-                out.append(Change(name, size, None, value, "missing in A"))
+                out.append(Change(name, size, None, value, "missing in A", metric=r.metric))
                 continue
             base = statistics.median(past)
             if not all(math.isfinite(v) and v > 0 for v in (base, value)):
-                out.append(Change(name, size, base, value, "invalid"))
+                out.append(Change(name, size, base, value, "invalid", metric=r.metric))
                 continue
             higher = METRICS[r.metric].higher_is_better
             change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
@@ -309,5 +339,5 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)
             c = change(value)
             kind = "regression" if c < -worse else "better" if c > above else "same"
-            out.append(Change(name, size, base, value, kind))
+            out.append(Change(name, size, base, value, kind, metric=r.metric))
     return out

@@ -78,14 +78,15 @@ CRASH = re.compile(
     # MPICH and its derivatives: Intel MPI's `Abort(N) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init`,
     # Cray MPICH's `MPICH ERROR [Rank 0] [job id 1.0] [date] [node] - Abort(N) ...`, MPICH's `Fatal error in
     # MPI_Win_fence: ..., error stack:` and `Assertion failed in file F at line N: ...`; UCX's
-    # `[host:pid:0:tid] Caught signal 7 (Bus error ...)`
+    # `[host:pid:0:tid] Caught signal 7 (Bus error ...)` and its `==== backtrace (tid: N) ====`
     r"|^Abort\(\d+\) on node \d+ |^MPICH ERROR \[Rank \d+\] |^Fatal error in P?MPI_\w+: |Caught signal \d+ \("
     r"|^Assertion failed in file \S+ at line \d+: "
     # Slurm's word that it cancelled the job or step (scancel, a time limit: SLURM_ENDED tells those first),
     # also without slurmstepd's prefix: `*** JOB 123456 ON nid001234 CANCELLED AT 2024-05-01T10:00:00 ***`
     r"|\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT "
     # a job script's shell on a command it ran that a signal ended: `bash: line 8:  3881 Killed   timeout ...`
-    r"|^\S+: line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Quit)(?: \(core dumped\))? ")
+    r"|^\S+: line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Quit)(?: \(core dumped\))? "
+    r"|^==== backtrace \(tid: *\d+\) ====$")
 # mpirun's word that a rank exited non-zero: a crash too, told only where no line above says more
 EXITED = re.compile(r"returned\s+a non-zero exit code"
                     r"|^Primary job\s+terminated normally, but \d+ process(?:es)? returned$"

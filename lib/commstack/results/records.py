@@ -61,8 +61,12 @@ class Record(BaseModel):
     repeats: list[list[dict[str, Any]]] = []   # parsed rows, one list per repeat
     outputs: list[str] = []                # raw output directories of the repeats, relative to the run
     stack: dict[str, Any] = {}
+    #: the native binary: its path and, from an env, the env, its lock's sha256, its spec and the env's MPI
+    binary: dict[str, str] = {}
     started: float | None = None
     elapsed_s: float = 0.0
+    machine: dict[str, Any] = {}           # this host's load over the step: load1, cpus, steal (run.load)
+    warnings: list[str] = []               # doubts about its figures: a busy machine, far off its own history
 
     @model_validator(mode="after")
     def _rows_hold_the_figures(self) -> "Record":

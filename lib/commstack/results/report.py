@@ -13,11 +13,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
-import html
 import io
 import math
 import os
-import re
 import secrets
 from collections import Counter, defaultdict
 from datetime import datetime
@@ -26,11 +24,12 @@ from pathlib import Path
 from matplotlib.figure import Figure  # no pyplot: files only, no display and no global figure state
 from matplotlib.ticker import FuncFormatter
 
-from commstack.errors import CommstackError, printable
+from commstack.errors import CommstackError
 from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
 from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
-from commstack.benchmarks import COLUMNS, METRICS
+from commstack.benchmarks import METRICS, shown_value, shown
+from commstack.results.markup import file_name, html_spans, html_text, md_code, md_spans, md_text, mpl_text
 from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
@@ -52,47 +51,10 @@ def _bytes(x: float, _pos: object = None) -> str:
     return f"{int(x)}" if x >= 1 else ""  # no message is smaller than 1 B; the margin gets no tick label
 
 
-def _figure(v: float) -> str:
-    """Four significant digits (one decimal from 1000 up), without an exponent from 1e-4 up."""
-    return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
-
-
-def _md(text: str) -> str:
-    """`text` as Markdown text: controls escaped visibly, then HTML (a `<script>` or an autolink stays text),
-    then what Markdown would read as a link, a code span or the end of a table cell."""
-    return re.sub(r"([\\`\[\]|])", r"\\\1", html.escape(printable(text), quote=False))
-
-
-def _h(text: object, keep: str = "") -> str:
-    """`text` as HTML text or an attribute value: controls escaped visibly (errors.printable), then markup."""
-    return html.escape(printable(str(text), keep))
-
-
-def mpl_text(text: object) -> str:
-    """`text` for a matplotlib label or title: controls escaped, and no `$` that would start mathtext."""
-    return printable(str(text)).replace("$", r"\$")
-
-
-def _file_name(text: str) -> str:
-    """`text` as part of a file name: what is not a letter, digit, '.', '_' or '-' becomes '_'."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".") or "_"
-
-
-def _md_code(text: str, block: bool = False) -> str:
-    """`text` in a code span (or, `block`, a fenced block) that nothing in it can end."""
-    text = printable(text, keep="\n" if block else "")
-    fence = "`" * max(3 if block else 1, 1 + max((len(run) for run in re.findall("`+", text)), default=0))
-    if block:
-        return f"{fence}\n{text}\n{fence}"
-    text = text.replace("|", "\\|")  # a GFM table cell ends at a bare pipe, even in a code span
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def shown(metric: str) -> tuple[str, str, float]:
-    """How a metric is shown: label, unit, factor from the recorded unit (its tool's column says)."""
-    column = COLUMNS.get(metric)
-    return column.shown if column and column.shown else (metric, "", 1.0)
+def shared_reasons(records: list[Record]) -> dict[str, int]:
+    """Each reason that several steps give, numbered in order of first use: the report says it once."""
+    counts = Counter(r.reason for r in records if r.reason)
+    return {reason: i for i, reason in enumerate((r for r in counts if counts[r] > 1), 1)}
 
 
 def _title(records: list[Record], what: str, date: str) -> str:
@@ -226,6 +188,14 @@ def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: 
     return run_dir / "report" / "index.html"
 
 
+def binary_source(binary: dict[str, str]) -> str:
+    """Where a step's binary came from, in words: the env's spec, its lock and MPI, or the option given."""
+    if "spec" in binary:
+        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
+        return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
+    return binary.get("from", "")
+
+
 NO_PLOT = "No plot: no step has a finite figure above zero (a log scale)."
 
 
@@ -258,11 +228,11 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     suites = sorted({r.suite for r in records})
     systems = sorted({r.system for r in records})
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
-    md = [f"# {_md(head)}", "", f"{date}, run {_md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
+    md = [f"# {md_text(head)}", "", f"{date}, run {md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
           "Rows in [rows.csv](rows.csv).", "",
           "| step | verdict | reason | nodes | command | validated |", "|---|---|---|---|---|---|"]
-    page = [f"<h1>{_h(head)}</h1>",
-            f"<p>{date}, run <code>{_h(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
+    page = [f"<h1>{html_text(head)}</h1>",
+            f"<p>{date}, run <code>{html_text(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
             "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
             "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
             "</tr>"]
@@ -270,20 +240,49 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     if findings:  # above the table: the first thing to read after a maintenance
         at = next(i for i, line in enumerate(md) if line.startswith("| step | verdict |"))
         md[at:at] = ["## Lowest layer at fault", "",
-                     *(f"- {_md_code(f.step)} on {_md(', '.join(f.nodes))}: {_md(f.message)}" for f in findings), ""]
+                     *(f"- {md_code(f.step)} on {md_text(', '.join(f.nodes))}: {md_text(f.message)}"
+                       for f in findings), ""]
         page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
-            f"<li><code>{_h(f.step)}</code> on {_h(', '.join(f.nodes))}: {_h(f.message)}"
+            f"<li><code>{html_text(f.step)}</code> on {html_text(', '.join(f.nodes))}: {html_text(f.message)}"
             f"</li>" for f in findings), "</ul>"]
+    shared = shared_reasons(records)
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         checked = r.validated or ""
-        md.append(f"| {_md_code(r.step)} | {_md(verdict)} | {_md(r.reason)} | {_md(', '.join(r.nodelist))} | "
-                  + (f"{_md_code(command)} |" if command else " |") + f" {checked} |")
-        page.append(f"<tr class='{r.verdict}'><td><code>{_h(r.step)}</code></td>"
-                    f"<td>{_h(verdict)}</td><td>{_h(r.reason)}</td><td>{_h(', '.join(r.nodelist))}</td>"
-                    f"<td><code>{_h(command)}</code></td><td>{checked}</td></tr>")
+        n = shared.get(r.reason)
+        md_reason = f"[reason {n}](#reasons-several-steps-give)" if n else md_spans(r.reason)
+        html_reason = f"<a href='#reason-{n}'>reason {n}</a>" if n else html_spans(r.reason)
+        md.append(f"| {md_code(r.step)} | {md_text(verdict)} | {md_reason} | {md_text(', '.join(r.nodelist))} | "
+                  + (f"{md_code(command)} |" if command else " |") + f" {checked} |")
+        page.append(f"<tr class='{r.verdict}'><td><code>{html_text(r.step)}</code></td>"
+                    f"<td>{html_text(verdict)}</td><td>{html_reason}</td><td>{html_text(', '.join(r.nodelist))}</td>"
+                    f"<td><code>{html_text(command)}</code></td><td>{checked}</td></tr>")
     page.append("</table>")
+    if shared:  # each once, with the steps that give it (the terminal's summary does the same)
+        md += ["", "## Reasons several steps give", ""]
+        page += ["<h2>Reasons several steps give</h2>", "<ol>"]
+        for reason, n in shared.items():
+            steps = [r.step for r in records if r.reason == reason]
+            md.append(f"{n}. {md_spans(reason)} ({len(steps)} steps: {', '.join(md_code(s) for s in steps)})")
+            page.append(f"<li id='reason-{n}'>{html_spans(reason)} ({len(steps)} steps: "
+                        + ", ".join(f"<code>{html_text(s)}</code>" for s in steps) + ")</li>")
+        page.append("</ol>")
+    warned = [(r.step, w) for r in records for w in r.warnings]
+    if warned:  # doubts about the figures: a busy machine, far off the step's own history
+        md += ["", "## Warnings about the figures", "", *(f"- {md_code(step)}: {md_text(w)}" for step, w in warned)]
+        page += ["<h2>Warnings about the figures</h2><ul class='fault'>",
+                 *(f"<li><code>{html_text(step)}</code>: {html_text(w)}</li>" for step, w in warned), "</ul>"]
+    sourced = [r for r in records if r.binary]
+    if sourced:  # which binary each step ran, and from an env which spec of which lock
+        md += ["", "## Binaries", "", "| step | binary | from |", "|---|---|---|"]
+        page += ["<h2>Binaries</h2>", "<table><tr><th>step</th><th>binary</th><th>from</th></tr>"]
+        for r in sourced:
+            source = binary_source(r.binary)
+            md.append(f"| {md_code(r.step)} | {md_code(r.binary['path'])} | {md_text(source)} |")
+            page.append(f"<tr><td><code>{html_text(r.step)}</code></td><td><code>{html_text(r.binary['path'])}"
+                        f"</code></td><td>{html_text(source)}</td></tr>")
+        page.append("</table>")
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
         md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",
@@ -293,10 +292,11 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         for nodes, rows in layered:
             for layer, r, figure in rows:
                 name = f"{r.suite}/{r.step}"
-                md.append(f"| {_md(', '.join(nodes))} | {_md(layer)} | {_md_code(name)} | {r.verdict} | "
-                          f"{_md(figure)} |")
-                page.append(f"<tr><td>{_h(', '.join(nodes))}</td><td>{_h(layer)}</td><td><code>{_h(name)}"
-                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{_h(figure)}</td></tr>")
+                md.append(f"| {md_text(', '.join(nodes))} | {md_text(layer)} | {md_code(name)} | {r.verdict} | "
+                          f"{md_text(figure)} |")
+                page.append(f"<tr><td>{html_text(', '.join(nodes))}</td><td>{html_text(layer)}</td>"
+                            f"<td><code>{html_text(name)}"
+                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{html_text(figure)}</td></tr>")
         page.append("</table>")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
@@ -305,46 +305,51 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         for r in noted:  # NCCL_DEBUG=INFO prints hundreds: the first ones here, every one in the record
             more = len(r.notes) - NOTES_SHOWN
             listed = r.notes[:NOTES_SHOWN] + ([f"... {more} more in {r.dirname}/record.json"] if more > 0 else [])
-            md += [f"{_md_code(r.step)}:", "", _md_code("\n".join(listed), block=True), ""]
-            page.append(f"<p><code>{_h(r.step)}</code>:</p><pre>{_h(chr(10).join(listed), keep=chr(10))}</pre>")
+            md += [f"{md_code(r.step)}:", "", md_code("\n".join(listed), block=True), ""]
+            page.append(f"<p><code>{html_text(r.step)}</code>:</p>"
+                        f"<pre>{html_text(chr(10).join(listed), keep=chr(10))}</pre>")
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         if r.repeats:
             groups[(r.suite, r.benchmark, str(r.tags.get("memory", "host")))].append(r)
     names: set[str] = set()
     for (suite, bench, memory), rs in sorted(groups.items()):
-        stem = _file_name(f"{bench}-{memory}" if len(suites) == 1 else f"{suite}-{bench}-{memory}")
+        stem = file_name(f"{bench}-{memory}" if len(suites) == 1 else f"{suite}-{bench}-{memory}")
         name = next(n for n in (f"{stem}{f'-{i}' if i else ''}.png" for i in range(len(names) + 1)) if n not in names)
         names.add(name)
         png = _plot(rs, suite, refs, line_rate, date)
         if png:
             put(name, png)
-        md += ["", f"## {_md(bench)}, {_md(memory)} memory", "",
-               f"![{_md(bench)} {_md(memory)}]({name})" if png else NO_PLOT, "",
-               "| size (B) | " + " | ".join(_md(r.step) for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
+        md += ["", f"## {md_text(bench)}, {md_text(memory)} memory", "",
+               f"![{md_text(bench)} {md_text(memory)}]({name})" if png else NO_PLOT, "",
+               "| size (B) | " + " | ".join(md_text(r.step) for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
         sizes = sorted({s for r in rs for s in r.medians()})
         label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
-        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{_h(r.step)}</th>" for r in rs) + "</tr>"]
+        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html_text(r.step)}</th>" for r in rs) + "</tr>"]
         for size in sizes:
             cells = []
             for r in rs:
                 m = r.medians().get(size)
-                cells.append("" if not m else f"{_figure(m[0] * factor)} ± {_figure(m[1] * factor)}" if m[2] > 1
-                             else _figure(m[0] * factor))
+                cells.append("" if not m else f"{shown_value(m[0] * factor)} ± {shown_value(m[1] * factor)}" if m[2] > 1
+                             else shown_value(m[0] * factor))
             md.append(f"| {size} | " + " | ".join(cells) + " |")
             table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        note = f"{label} in {unit}; median (± standard deviation over repeats)."
+        repeats = sorted({len(r.repeats) for r in rs})
+        note = (f"{label} in {unit}; one repeat per step: its figure, no spread." if repeats == [1] else
+                f"{label} in {unit}; median over {'/'.join(map(str, repeats))} repeats (± standard deviation where "
+                "a step has more than one).")
         md.append(f"\n{note}")
-        page += [f"<h2>{_h(bench)}, {_h(memory)} memory</h2>",
-                 f"<img alt='{_h(bench)} {_h(memory)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+        page += [f"<h2>{html_text(bench)}, {html_text(memory)} memory</h2>",
+                 f"<img alt='{html_text(bench)} {html_text(memory)}' "
+                 f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
                  if png else f"<p>{NO_PLOT}</p>",
                  "".join(table) + "</table>", f"<p>{note}</p>"]
         for r in rs:
             if r.verdict != "pass" and r.detail:
-                md += ["", _md_code(r.detail, block=True)]
-                page.append(f"<pre>{_h(r.detail, keep=chr(10))}</pre>")
+                md += ["", md_code(r.detail, block=True)]
+                page.append(f"<pre>{html_text(r.detail, keep=chr(10))}</pre>")
     put("report.md", ("\n".join(md) + "\n").encode())
-    put("index.html", _HTML.format(title=_h(head), body="\n".join(page)).encode())
+    put("index.html", _HTML.format(title=html_text(head), body="\n".join(page)).encode())
 
 
 _HTML = """<!doctype html>

@@ -16,6 +16,7 @@ cancelled or hit its time limit leaves the steps it never finished not-run, with
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import subprocess
 import time
@@ -29,11 +30,14 @@ from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import LOADER, Launcher, StepResult
+from commstack.run.launch import GPU_WRAPPER, Launcher, StepResult
 from commstack.run.pair import placed
-from commstack.run.runner import (Binaries, add_repeat, conclude, judged, launched_step, new_record, probe_step,
+from commstack.run.binaries import Binaries
+from commstack.run.runner import (add_repeat, conclude, judged, launched_step, new_record, probe_step,
                                   substitute, validation_first)
 from commstack.run.steps import SuiteStep, expand
+from commstack.slurm.clients import executable
+from commstack.slurm.procs import REAPER
 from commstack.results import history
 from commstack.results.references import references_of
 
@@ -82,8 +86,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),
               f"COMMSTACK_OUTPUT_CUT={output_limit() + 1}  # COMMSTACK_OUTPUT_LIMIT_MIB, and a byte to tell more",
               RUN_STEP, "unset SLURM_NTASKS SLURM_NPROCS  # each srun line gives its own task count"]
-    lines += ["export " + shlex.quote(f"{k}={v}") for k, v in system.variables.items()
-              if not LOADER.fullmatch(k)]  # on the command lines, for the program alone
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
     launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
@@ -93,7 +95,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
         except LaunchError as e:
             lines.append(printable(f"# not in this job: {dirname}: {e}"))
             continue
-        env = [f"{k}={v}" for k, v in step.variables.items()]
         probe = launcher.command(probe_step(step))
         command = launcher.command(step)
         plan.commands[dirname] = [probe, command]
@@ -104,7 +105,6 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
                      + shlex.join(probe[at + 1:]))
         for r in range(s.repeats):  # a pair tool's launcher: the repeat's rendezvous directory
             lines.append(shlex.join(["run_step", str(where / f"repeat-{r}"), str(step.timeout_s),
-                                     *(["env", *env] if env else []),
                                      *placed(command, where / f"repeat-{r}" / "pair", step.timeout_s)]))
     return "\n".join(lines) + "\n"
 
@@ -128,9 +128,23 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
     return plan.job_id
 
 
+def benchmark_argv(command: list[str]) -> list[str]:
+    """The benchmark's own argv in an srun line of Launcher.command (a batch job's, read back from its plan):
+    after srun's `--`, our wrappers (GPU binding, reaper) and the variables' `env NAME=VALUE` words."""
+    rest = command[command.index("--") + 1:] if "--" in command else command
+    for wrapper in (list(GPU_WRAPPER), REAPER):
+        if rest[:len(wrapper)] == wrapper:
+            rest = rest[len(wrapper):]
+    if rest[:1] == ["env"]:
+        rest = rest[1:]
+        while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
+            rest = rest[1:]
+    return rest
+
+
 def _slurm(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, executable=executable(argv[0]), env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         raise SlurmUnavailableError(f"{argv[0]} did not answer in 60 s (slurmctld down or overloaded?)") from None
     except OSError as e:
@@ -198,7 +212,7 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
             if over:
                 record.outputs.append(str(outdir.relative_to(run_dir)))
                 raise output_too_large(s.step.name, over, limit, outdir)
-            result = StepResult(launched_step(s, commands[1]), commands[1], rc,
+            result = StepResult(launched_step(s, benchmark_argv(commands[1])), commands[1], rc,
                                 *(data.decode(errors="replace") for data in streams.values()),
                                 started, ended - started, hosts, outdir)
             record.started = record.started or result.started

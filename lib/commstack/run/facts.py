@@ -2,7 +2,7 @@
 before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
 run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
 MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
-provider fi_info picks.
+provider fi_info picks (with --env, the env's fi_info and ucx_info, given as the probe's arguments).
 NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
 
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
@@ -16,26 +16,30 @@ from pathlib import Path
 from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 
 #: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
-#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts).
+#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3`
+#: the fi_info and ucx_info to run (empty: the ones on PATH); the benchmark's variables follow as NAME=VALUE
+#: arguments, never in the probe's own environment (launch.program), so none of them picks our programs.
 PROBE = r"""
+B=$1; FI=${2:-$(command -v fi_info)}; UI=${3:-$(command -v ucx_info)}; shift 3
 R=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}; H=$(hostname)
 p() { while IFS= read -r l; do printf '@@ %s %s %s %s\n' "$R" "$H" "$1" "$l"; done; }
-env | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|'\
-'UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|MPICH_OFI_NIC_POLICY)=' | p variables
+{ env; printf '%s\n' "$@"; } | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|'\
+'FI_PROVIDER|FI_CXI_[A-Z_]*DEVICE[A-Z_]*|UCX_NET_DEVICES|NCCL_NET|NCCL_SOCKET_IFNAME|OMPI_MCA_btl_tcp_if_include|'\
+'MPICH_OFI_NIC_POLICY)=' | p variables
 [ "${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0
-lib=$(ldd "$1" 2>/dev/null | awk '/libmpi\.so/ {print $3; exit}')
+lib=$(ldd "$B" 2>/dev/null | awk '/libmpi\.so/ {print $3; exit}')
 [ -n "$lib" ] && echo "$lib" | p libmpi
 oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/ompi_info
 [ -x "$oi" ] || oi=$(command -v ompi_info)
 [ -n "$lib" ] && [ -n "$oi" ] && "$oi" --parsable --all 2>/dev/null \
   | grep -E '^ompi:version:full:|_built_with_cuda_support:value:|^mca:(btl|mtl|pml|osc):[a-z0-9_]+:version:"component' \
   | p ompi_info
-command -v fi_info >/dev/null && { fi_info 2>/dev/null | grep -m1 '^provider:' | p fi_selected
-  fi_info -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
-command -v fi_info >/dev/null && fi_info -l 2>/dev/null | grep -qx 'cxi:' && fi_info -v -p cxi 2>/dev/null \
+[ -n "$FI" ] && { "$FI" 2>/dev/null | grep -m1 '^provider:' | p fi_selected
+  "$FI" -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+[ -n "$FI" ] && "$FI" -l 2>/dev/null | grep -qx 'cxi:' && "$FI" -v -p cxi 2>/dev/null \
   | grep -E '^(fi_info:|    fi_domain_attr:|        name: .*|    fi_fabric_attr:|        prov_name: .*|    nic:.*'\
 '|        fi_link_attr:|            (state|speed): .*)$' | p fi_cxi
-command -v ucx_info >/dev/null && ucx_info -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
+[ -n "$UI" ] && "$UI" -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
   | p ucx_info
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | p gpus
 ls /sys/class/net 2>/dev/null | grep -vx lo | p nics
@@ -48,8 +52,10 @@ NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI 
 NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
 
 
-def probe_argv(binary: str) -> list[str]:
-    return ["bash", "-c", PROBE, "commstack-probe", binary]
+def probe_argv(binary: str, programs: dict[str, str] | None = None) -> list[str]:
+    """The probe of `binary`; `programs`: {"fi_info": path, "ucx_info": path} where not the ones on PATH."""
+    programs = programs or {}
+    return ["bash", "-c", PROBE, "commstack-probe", binary, programs.get("fi_info", ""), programs.get("ucx_info", "")]
 
 
 def parse_probe(text: str) -> dict:

@@ -26,17 +26,20 @@ from commstack.errors import (AllocationLostError, BinaryNotFoundError, Controll
                               NodeFailureError, PairFailedError, SlurmUnavailableError, SrunError, StepCrashedError,
                               StepTimeoutError, cut)
 from commstack.files import FileWriteError, write_atomic, write_json
+from commstack.run import pair
 from commstack.run.capture import Sink, output_limit, output_too_large, pump, stop
-from commstack.slurm.clients import client
-from commstack.slurm.procs import orphans, sweep
+from commstack.slurm.clients import client, executable
+from commstack.slurm.procs import REAPER, orphans, sweep
 
 #: the token that marks every process of a step (its environment), for the sweep at its end
 STEP_TOKEN = "COMMSTACK_STEP"
-#: loader variables: given to the benchmark alone (`env VAR=... benchmark`), never to srun
+#: loader variables: the facts probe gets none of them in its arguments
 LOADER = re.compile(r"LD_[A-Z_]+")
-#: the loader variables the facts probe gets too: only where libraries are found (its `ldd` of the benchmark
-#: needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT)
+#: the variable the facts probe gets in its environment: only where libraries are found (its `ldd` of the
+#: benchmark needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT) or runs it (PATH, BASH_ENV)
 SEARCH_PATH = ("LD_LIBRARY_PATH",)
+#: one GPU per local rank (gpu_binding: localid); the wrapper runs on the compute node
+GPU_WRAPPER = ("bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu")
 
 
 @dataclass
@@ -50,7 +53,7 @@ class Step:
     environment: str | None = None  # Container Engine EDF
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
-    loader: bool = True  # all loader variables reach the program; False (the probe): SEARCH_PATH alone
+    probe: bool = False  # the facts probe (our shell): the variables are its arguments, SEARCH_PATH alone its own
     #: the nodes it runs on, by name (commstack screen: many steps at once on disjoint nodes, each `--exact`);
     #: empty: the allocation's first `nodes`
     hosts: list[str] = field(default_factory=list)
@@ -112,7 +115,8 @@ class Allocation:
         if self.system.partition:
             argv.append(f"--partition={self.system.partition}")
         try:
-            proc = subprocess.run(argv, env=self.variables, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(argv, executable=executable("salloc"), env=self.variables, capture_output=True,
+                                  text=True, timeout=120)
         except subprocess.TimeoutExpired:
             raise SlurmUnavailableError(f"{' '.join(argv)} got no allocation within 120 s") from None
         m = re.search(r"Granted job allocation (\d+)", proc.stderr + proc.stdout)
@@ -157,10 +161,11 @@ class Allocation:
 
 class Launcher:
     def __init__(self, system: System, kind: str = "srun", slurm_variables: dict[str, str] | None = None,
-                 allocation: Allocation | None = None):
+                 allocation: Allocation | None = None, mpirun: str = "mpirun"):
         if kind not in ("srun", "mpirun"):
             raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
         self.system, self.kind = system, kind
+        self.mpirun = mpirun  # an env's MPI's (commstack run --env), else the one on PATH
         self.variables = dict(slurm_variables or os.environ)
         self.allocation = allocation
         #: once slurmctld or the allocation is gone, no further step is launched
@@ -169,24 +174,40 @@ class Launcher:
         self.running: set[subprocess.Popen] = set()
         self._running_lock = threading.Lock()
 
-    def loader_variables(self, step: Step) -> dict[str, str]:
-        """The system's and the step's loader variables (LD_PRELOAD, LD_LIBRARY_PATH, ...)."""
-        return {k: v for k, v in {**self.system.variables, **step.variables}.items() if LOADER.fullmatch(k)}
+    def benchmark_variables(self, step: Step) -> dict[str, str]:
+        """The system's and the step's variables: the benchmark's ranks alone get them (program())."""
+        return {**self.system.variables, **step.variables}
 
     def program(self, step: Step) -> list[str]:
-        """The step's program as launched: its loader variables set by `env` for it alone (the probe's: SEARCH_PATH)."""
-        loader = {k: v for k, v in self.loader_variables(step).items() if step.loader or k in SEARCH_PATH}
-        return ["env", *(f"{k}={v}" for k, v in loader.items()), *step.argv] if loader else list(step.argv)
+        """The step's program as launched: the benchmark's variables set by `env` for it alone, after every
+        program of ours (the pair launcher sets them for its tool; the probe reads them as its arguments), so
+        that none of them (PATH, BASH_ENV, PYTHONPATH, LD_PRELOAD) changes srun, mpirun or our own code."""
+        variables = self.benchmark_variables(step)
+        if step.probe:
+            search = [f"{k}={v}" for k, v in variables.items() if k in SEARCH_PATH]
+            argv = [*step.argv, *(f"{k}={v}" for k, v in variables.items() if not LOADER.fullmatch(k))]
+            return ["env", *search, *argv] if search else argv
+        if not variables:
+            return list(step.argv)
+        words = [f"{k}={v}" for k, v in variables.items()]
+        return pair.with_variables(step.argv, variables) or ["env", *words, *step.argv]
+
+    def reaped(self, step: Step) -> list[str]:
+        """The step's program under commstack's reaper (procs.reap), which ends whatever the program leaves when it
+        ends: each task's processes are found by their parent, not by marks they can drop. Not our probe, and not
+        in a container (its own processes, its own runtime's end)."""
+        prog = self.program(step)
+        return prog if step.probe or step.environment else [*REAPER, *prog]
 
     def command(self, step: Step) -> list[str]:
         """The exact command line for a step: what the dry run prints and what runs."""
         s = self.system
         if self.kind == "mpirun":
-            argv = ["mpirun", "-np", str(step.ntasks)]
+            argv = [self.mpirun, "-np", str(step.ntasks)]
             if step.ntasks_per_node:
                 argv += ["--map-by", f"ppr:{step.ntasks_per_node}:node"]
             argv += s.launcher.mpirun_flags
-            return argv + self.program(step)
+            return argv + self.reaped(step)
         argv = ["srun"]
         if self.allocation and self.allocation.job_id:
             argv.append(f"--jobid={self.allocation.job_id}")
@@ -203,11 +224,10 @@ class Launcher:
         if step.gpus and s.launcher.gpu_binding == "gpus-per-task":
             argv.append("--gpus-per-task=1")
         argv += s.launcher.srun_flags
-        prog = self.program(step)
+        prog = self.reaped(step)
         if step.gpus and s.launcher.gpu_binding == "localid":
-            # one GPU per local rank; the wrapper runs on the compute node
-            prog = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu", *prog]
-        return argv + prog
+            prog = [*GPU_WRAPPER, *prog]
+        return argv + ["--"] + prog  # the program and its arguments are never srun's options
 
     def check_alive(self, step: Step) -> None:
         """Raise, for a step not yet launched, the loss (controller, allocation) an earlier step met."""
@@ -224,16 +244,12 @@ class Launcher:
         except OSError as e:
             raise FileWriteError.of(outdir, e) from e
         cmd = self.command(step)
-        env = {**self.variables, **self.system.variables, **step.variables}
+        env = dict(self.variables)  # the benchmark's variables are on its command line (program())
         if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
-        write_json(outdir / "variables.json", {k: env[k] for k in sorted(env) if _interesting(k)})
-        for k in self.loader_variables(step):  # the program's alone, through `env` in cmd
-            if k in self.variables:
-                env[k] = self.variables[k]
-            else:
-                del env[k]
+        ranks = {**env, **self.benchmark_variables(step)}  # what the benchmark's ranks get
+        write_json(outdir / "variables.json", {k: ranks[k] for k in sorted(ranks) if _interesting(k)})
         env[STEP_TOKEN] = token = secrets.token_hex(8)
         prog = step.argv[0]
         if not step.environment and not (Path(prog).is_file() or shutil.which(prog)):
@@ -241,7 +257,8 @@ class Launcher:
         limit = output_limit()
         started = time.time()
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(cmd, executable=executable(cmd[0]), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
         with self._running_lock:
             self.running.add(proc)
         sinks = {proc.stdout.fileno(): Sink(outdir / "stdout.txt", limit),

@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Iterator
 
 from commstack.files import private_dir, write_json
+from commstack.slurm import procs
 
 CLIENT_LINE = "# commstack pair client: "
 RENDEZVOUS, TIMEOUT = "{rendezvous}", "{timeout}"  # placeholders of command(), filled by placed()
@@ -46,7 +48,6 @@ POLL = 0.1
 PORT_TRIES = 5
 TIMED_OUT = 124   # as timeout(1)
 IN_USE = ("Address already in use", "EADDRINUSE", "ret=-98")
-LISTEN = "0A"
 
 
 class PairError(Exception):
@@ -66,10 +67,20 @@ def client_argv(line: str, program: str) -> list[str] | None:
     return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == program else None
 
 
+MODULE = [sys.executable, "-m", "commstack.run.pair"]
+
+
 def command(program: str, server: str, client: str) -> list[str]:
     """The argv of a pair step: this launcher in each task, the binary and both command lines."""
-    return [sys.executable, "-m", "commstack.run.pair", RENDEZVOUS, TIMEOUT, "--program", program,
-            "--server", server, "--client", client]
+    return [*MODULE, RENDEZVOUS, TIMEOUT, "--program", program, "--server", server, "--client", client]
+
+
+def with_variables(argv: list[str], variables: dict[str, str]) -> list[str] | None:
+    """A pair step's argv with the benchmark's variables for its tools alone (`--env NAME=VALUE`: none of them
+    reaches this launcher's Python); None for any other argv."""
+    if argv[:len(MODULE)] != MODULE:
+        return None
+    return [*MODULE, *(f"--env={k}={v}" for k, v in variables.items()), *argv[len(MODULE):]]
 
 
 def placed(argv: list[str], rendezvous: Path, step_timeout_s: int) -> list[str]:
@@ -109,17 +120,7 @@ def address() -> str:
 
 def listening_inodes(port: int) -> set[str]:
     """Inodes of the sockets in LISTEN on `port` in this network namespace."""
-    out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if len(f) > 9 and f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
-                out.add(f[9])
-    return out
+    return set(procs.listening(port))
 
 
 def session_sockets(sid: int) -> set[str]:
@@ -172,7 +173,10 @@ class Tool:
 
 
 def _argv(template: str, **values: object) -> list[str]:
-    return [word.format(**values) for word in shlex.split(template)]
+    """The template's words with `{program}`, `{port}` and `{host}` filled in; any other brace is text (a step's
+    own arguments are in the template: never a format string, so no attribute access and no padding)."""
+    fill = re.compile("|".join(re.escape("{" + k + "}") for k in values))
+    return [fill.sub(lambda m: str(values[m.group(0)[1:-1]]), word) for word in shlex.split(template)]
 
 
 def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int] | None = None,
@@ -281,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--program", default="", help="the tool's binary, {program} in both command lines")
     parser.add_argument("--server", required=True, help="the server's command line, with {port}")
     parser.add_argument("--client", required=True, help="the client's command line, with {host} and {port}")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable for the tools alone (the system's and the step's)")
     parser.add_argument("--role", choices=("server", "client"),
                         help="default: SLURM_PROCID (mpirun: OMPI_COMM_WORLD_RANK) 0 serves, 1 connects")
     args = parser.parse_args(argv)
@@ -292,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     private_dir(args.rendezvous)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _raise_exit)
+    # for the tools (this Python started without them: no PYTHONPATH of theirs reaches it)
+    os.environ.update(v.split("=", 1) for v in args.env)
     try:
         if role == "server":
             return serve(args.server, args.rendezvous, deadline, program=args.program)

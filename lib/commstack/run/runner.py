@@ -17,7 +17,6 @@ import secrets
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
@@ -30,6 +29,8 @@ from commstack.results.references import References, references_of
 from commstack.results.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
+from commstack.run import doubts
+from commstack.run.binaries import Binaries
 from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
 from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
@@ -60,26 +61,6 @@ def new_run_dir(root: Path, latest: bool = True) -> Path:
     link.symlink_to(run_id)
     os.replace(link, root / "latest")
     return path
-
-
-@dataclasses.dataclass
-class Binaries:
-    """Where the native binaries a run needs are, and what it may do to get them (each tool's `native`
-    looks them up, when a step needs one)."""
-
-    osu_prefix: str | None = None  # --osu-prefix; "" once looked up and not found
-    pingpong: str | None = None    # --pingpong
-    build_dir: Path | None = None
-    build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
-    say: Callable[[str], None] = print  # progress of a build, for the terminal
-    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # tool name -> why it has none, once known
-
-    def resolve(self, s: SuiteStep) -> dict[str, str]:
-        """Placeholder -> path for the native binaries of one step."""
-        if s.step.environment:
-            return {}
-        tool = benchmarks.get(s.benchmark).tool
-        return {tool.placeholder: tool.native(self)}
 
 
 def check_results_dir(path: Path) -> None:
@@ -150,16 +131,17 @@ def launched_step(s: SuiteStep, argv: list[str]) -> Step:
     return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **dict(tool.variables)})
 
 
-def probe_step(step: Step) -> Step:
-    """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container)."""
-    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0]), timeout_s=120,
-                               loader=False)
+def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
+    """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container); `programs`: the
+    env's fi_info and ucx_info (Binaries.facts_programs)."""
+    return dataclasses.replace(step, name=f"{step.name}-probe", argv=probe_argv(step.argv[0], programs),
+                               timeout_s=120, probe=True)
 
 
-def probe(launcher: Launcher, step: Step, outdir: Path) -> dict:
+def probe(launcher: Launcher, step: Step, outdir: Path, programs: dict[str, str] | None = None) -> dict:
     """Stack facts from the nodes `step` runs on; a probe that fails costs the facts, not the step."""
     try:
-        result = launcher.run(probe_step(step), outdir)
+        result = launcher.run(probe_step(step, programs), outdir)
         return parse_probe(result.stdout)
     except (LaunchError, ParseError) as e:
         return {"probe_error": f"{type(e).__name__}: {e}"}
@@ -267,7 +249,7 @@ class Run:
     def launcher(self) -> Launcher:
         if self._launcher is None:
             if self.launcher_kind == "mpirun":
-                self._launcher = Launcher(self.system, "mpirun")
+                self._launcher = Launcher(self.system, "mpirun", mpirun=self.binaries.mpirun())
             else:
                 variables = self.slurm_variables()
                 runnable = [s.step for s in self.planned if not s.not_run]
@@ -295,7 +277,7 @@ class Run:
         record.started = time.time()
         t0 = time.monotonic()
         try:
-            with self.phase("steps"), judged(record):
+            with self.phase("steps"), doubts.checked(record, self.dir), judged(record):
                 try:
                     self._execute(s, record)
                 except FileWriteError as e:
@@ -320,7 +302,11 @@ class Run:
 
     def _execute(self, s: SuiteStep, record: Record) -> None:
         with self.phase("build"):
-            argv = substitute(s.step.argv, self.binaries.resolve(s))
+            binaries = self.binaries.resolve(s)
+            argv = substitute(s.step.argv, binaries)
+        tool = benchmarks.get(s.benchmark).tool
+        if binaries:
+            record.binary = self.binaries.record(tool, binaries[tool.placeholder], argv)
         step = launched_step(s, argv)
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
@@ -352,7 +338,8 @@ class Run:
         key = placement(launcher, step)
         if key not in self._facts:
             outdir = self.raw_dir(dirname, "probe")
-            self._facts[key] = {**probe(launcher, step, outdir), "probe": str(outdir.relative_to(self.dir))}
+            self._facts[key] = {**probe(launcher, step, outdir, self.binaries.facts_programs()),
+                                "probe": str(outdir.relative_to(self.dir))}
         return self._facts[key]
 
     def _index(self, s: SuiteStep) -> int:

@@ -64,6 +64,7 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             top = min(counts["max"], system.nodes)
             counts = [2 ** k for k in range(1, top.bit_length()) if 2 ** k <= top]
         modes = (spec.mode or [tool.modes[0]]) if tool.modes else [None]
+        names = set()  # a GPU mode makes host memory device memory: that step once
         for memory, environment, nodes, mode in itertools.product(memories, envs, counts, modes):
             if mode in ("staged", "cuda-aware"):
                 memory = "device"  # the ping-pong's GPU modes
@@ -87,8 +88,11 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
                 why = (f"{ntasks} rank{'s' if ntasks > 1 else ''} on {n_nodes} node{'s' if n_nodes > 1 else ''}: "
                        f"{bench} needs at least {b.min_ranks}")
             argv = _program(b, spec, memory, environment, binaries, mode, suite.device_args, system)
-            parts = [spec.id or bench, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
+            parts = [spec.name, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
             name = "-".join(str(p) for p in parts if p)
+            if name in names:
+                continue
+            names.add(name)
             step = Step(name=name, argv=argv, nodes=n_nodes, ntasks=ntasks,
                         ntasks_per_node=None if odd else rpn, timeout_s=spec.timeout_s,
                         environment=None if environment == "native" else environment,

@@ -23,7 +23,7 @@ def probe(ctx: Context, nodes: list[str], binary: str) -> tuple[dict[str, dict],
     out is missing, with the reason (the probe's error) returned."""
     outdir = make_dirs(ctx.run_dir, "facts")
     step = Step(name="screen-facts", argv=probe_argv(binary), nodes=len(nodes), ntasks=len(nodes),
-                ntasks_per_node=1, timeout_s=120, loader=False, hosts=list(nodes))
+                ntasks_per_node=1, timeout_s=120, probe=True, hosts=list(nodes))
     error = None
     try:
         text = ctx.launcher.run(step, outdir).stdout

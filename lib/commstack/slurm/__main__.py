@@ -1,10 +1,14 @@
-"""`python -m commstack.slurm task-epilog`: slurmstepd's TaskEpilog (commstack.slurm.procs.task_epilog)."""
+"""`python -m commstack.slurm task-epilog`: slurmstepd's TaskEpilog (commstack.slurm.procs.task_epilog);
+`python -m commstack.slurm reap -- PROGRAM ARGS...`: a step's program, and what it leaves ended with it
+(commstack.slurm.procs.reap)."""
 
 import sys
 
-from commstack.slurm.procs import task_epilog
+from commstack.slurm.procs import reap, task_epilog
 
 if sys.argv[1:] == ["task-epilog"]:
     task_epilog()
+elif sys.argv[1:3] == ["reap", "--"] and len(sys.argv) > 3:
+    sys.exit(reap(sys.argv[3:]))
 else:
-    sys.exit("usage: python -m commstack.slurm task-epilog (slurmstepd's TaskEpilog)")
+    sys.exit("usage: python -m commstack.slurm task-epilog (slurmstepd's TaskEpilog) | reap -- PROGRAM ARGS...")

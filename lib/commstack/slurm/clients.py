@@ -7,6 +7,7 @@ controller is lost (ControllerLostError), never a hang.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -19,13 +20,23 @@ LOCAL_SYSTEMS = frozenset({"local", "local-multinode"})  # systems that run on t
 CLIENT_TIMEOUT = 30.0  # s for scontrol, squeue, sinfo, scancel: a dead controller must not hang us
 
 
+@functools.cache
+def executable(name: str) -> str:
+    """The absolute path of a program commstack runs (srun, salloc, sbatch, scontrol, mpirun), looked up once in
+    commstack's own PATH: nothing a system or suite file sets changes which one runs. `name` where none is found
+    (running it says so)."""
+    found = shutil.which(name)
+    return os.path.abspath(found) if found else name
+
+
 def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
     """A Slurm client (scontrol, squeue, sinfo, scancel) bounded in time: one that gets no answer
     means the controller is lost. In a session of its own: a Ctrl-C pressed again during the clean-up
     must not kill the scancel that gives an allocation back (Python's KeyboardInterrupt ends it when
     it is the first)."""
     try:
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+        return subprocess.run(argv, executable=executable(argv[0]), env=env, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
 

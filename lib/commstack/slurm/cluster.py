@@ -182,7 +182,7 @@ class LocalSlurm:
             raise namespaces.NamespaceError("cannot start the multi-node local Slurm: ip not found (install iproute2)")
         with self._locked():
             self._prune()
-            launched = not self.running()
+            launched = not self.running() or not config.epilog_runs(self.root)  # its checkout may be gone
             if launched:
                 self._teardown()  # half-started leftovers, or a cluster whose controller died
                 self._launch()
@@ -215,6 +215,8 @@ class LocalSlurm:
     def _launch(self) -> None:
         if self._choose_ports:  # for this life of the cluster; its slurm.conf records them
             self.ctld_port, self.slurmd_port = config.free_ports(2)
+        else:  # given: nobody else may hold them (our own daemons of an earlier life are gone: _teardown)
+            config.check_free((self.ctld_port, self.slurmd_port))
         config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port, self.leaf_switches)
         if self.nodes > 1:
             try:

@@ -11,15 +11,17 @@ slurmctld and slurmd their own state, spool, logs and ports; clients reach it th
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 from commstack.errors import SlurmUnavailableError
 from commstack.files import UnsafePathError, private_dir, private_path, write_atomic
-from commstack.slurm import namespaces
+from commstack.slurm import namespaces, procs
 
 CONF_MARK = "# written by commstack localslurm"
 
@@ -40,6 +42,19 @@ def given_port() -> int | None:
     if raw and not (raw.isdigit() and 1024 <= int(raw) < 65535):
         raise SlurmUnavailableError(f"COMMSTACK_SLURM_PORT={raw!r}: a port number from 1024 to 65534")
     return int(raw) if raw else None
+
+
+class PortInUseError(SlurmUnavailableError):
+    """A port COMMSTACK_SLURM_PORT fixes is held by another listener: our daemons would talk to it."""
+
+
+def check_free(ports: tuple[int, ...]) -> None:
+    """PortInUseError naming the owner of the first of `ports` something listens on, before a daemon of ours
+    binds or sends to it (a fixed port another user holds would get slurmd's and the clients' messages)."""
+    for port in ports:
+        for uid in procs.listening(port).values():
+            raise PortInUseError(f"port {port} is in use by uid {uid}: COMMSTACK_SLURM_PORT fixes slurmctld's port "
+                                 "and the next for slurmd; give free ones, or leave it unset (free ports are chosen)")
 
 
 def multinode_dir() -> Path:
@@ -155,6 +170,10 @@ SlurmdParameters=config_overrides
 KillWait=5
 InactiveLimit=0
 MinJobAge=30
+# job ids of this cluster alone: Open MPI names its shared memory and session files after the PMIx
+# namespace, slurm.pmix.<job>.<step>, so two clusters on one host that both start at job 1 had ranks map
+# each other's segments (a segfault in btl_vader when two test runs ran at once)
+FirstJobId={first_job_id(ctld_port)}
 {extra}{node_lines}
 PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
 """)
@@ -169,12 +188,40 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
                                   f"uid {st.st_uid}); remove it and start again")
 
 
+def first_job_id(ctld_port: int) -> int:
+    """Job ids from port * 1000: no two clusters up at once on this host share a slurmctld port, and every
+    port's range is below Slurm's MaxJobId (67043328)."""
+    return ctld_port * 1000
+
+
 def task_epilog(root: Path) -> Path:
     """The TaskEpilog: this Python, its commstack, no loader or Python variables of the task's."""
     path = root / "etc" / "task-epilog"
-    write_atomic(path, f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT "
-                       f"{shlex.quote(sys.executable)} -I -m commstack.slurm task-epilog\n", 0o700)
+    write_atomic(path, _epilog(sys.executable), 0o700)
     return path
+
+
+def _epilog(python: str) -> str:
+    return (f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT {shlex.quote(python)} -I -m "
+            "commstack.slurm task-epilog\n")
+
+
+def epilog_runs(root: Path) -> bool:
+    """Whether the TaskEpilog of the cluster in `root` still runs: this checkout's, or one whose Python still
+    imports its commstack. A cluster outlives the checkout that started it; with that one deleted, every task
+    of it would end with "task-epilog failed" and leave its processes."""
+    try:
+        text = (root / "etc" / "task-epilog").read_text()
+    except OSError:
+        return False
+    if text == _epilog(sys.executable):
+        return True
+    python = next((w for w, after in itertools.pairwise(shlex.split(text.splitlines()[-1])) if after == "-I"), None)
+    try:
+        return python is not None and subprocess.run([python, "-I", "-c", "import commstack.slurm.procs"], env={},
+                                                     capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def is_ours(conf: Path) -> bool:

@@ -15,10 +15,13 @@ The launcher sweeps a step's processes the same way, by the token in their envir
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -65,6 +68,21 @@ def refers_to(pid: int, root: Path) -> bool:
         return any(os.readlink(f"{fds}/{fd}").startswith(inside) for fd in os.listdir(fds))
     except OSError:
         return False
+
+
+def listening(port: int) -> dict[str, int]:
+    """The sockets in LISTEN on TCP `port` in this network namespace (/proc/net/tcp and tcp6): inode -> uid."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                found[f[9]] = int(f[7])
+    return found
 
 
 def descendants(parents: list[int]) -> list[int]:
@@ -149,6 +167,51 @@ def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
         ended |= set(left)
         time.sleep(0.05)
     return len(ended)
+
+
+#: prctl(2): orphans of this process's descendants become its children, not init's
+PR_SET_CHILD_SUBREAPER = 36
+#: how a benchmark runs under reap() (Launcher.command): this Python, isolated from the benchmark's variables
+REAPER = [sys.executable, "-I", "-m", "commstack.slurm", "reap", "--"]
+
+
+def reap(argv: list[str]) -> int:
+    """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left:
+    a daemon that called setsid and emptied its environment (`env -i`) still has this process as its parent, the
+    one mark a benchmark cannot drop. Signals are passed on to it; its exit status (or signal) is ours."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"commstack reap: prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    try:
+        child = subprocess.Popen(argv)
+    except OSError as e:
+        sys.exit(f"commstack reap: {argv[0]}: {e.strerror}")
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.returncode is None:  # not reaped: the pid is still the child's
+            child.send_signal(signum)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, forward)
+    status = child.wait()
+    for _ in range(100):  # what it left, adopted here; they may fork while they end
+        left = {pid: start_time(pid) for pid in descendants([os.getpid()])}
+        if not left:
+            break
+        for pid, start in left.items():
+            end(pid, start, signal.SIGKILL, 0)
+        time.sleep(0.01)  # SIGKILL takes a moment
+        while _reaped():
+            pass
+    if status < 0:  # killed by a signal: so are we, for srun and mpirun to tell
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    return status
+
+
+def _reaped() -> bool:
+    try:
+        return os.waitpid(-1, os.WNOHANG)[0] > 0
+    except ChildProcessError:
+        return False
 
 
 def task_epilog() -> None:

@@ -15,6 +15,10 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 
 
+#: the one wording of "no Spack", wherever it is said (need_spack, the spack tier's skip, pytest's header)
+NO_SPACK = "no Spack found: set SPACK_ROOT to a Spack v1.1 checkout, or run bin/commstack setup"
+
+
 class SpackError(CommstackError):
     pass
 
@@ -23,12 +27,16 @@ class SpackTimeoutError(SpackError):
     """A Spack command ran past its time limit."""
 
 
+#: the Spack root `bin/commstack setup` used (a clone of its own, or SPACK_ROOT's), remembered by the checkout
+RECORDED_ROOT = TOP / ".spack" / "spack-root"
+
+
 def find_spack() -> Path | None:
-    """SPACK_ROOT first, then the set-up's .spack/spack, then PATH."""
-    candidates = []
-    if os.environ.get("SPACK_ROOT"):
-        candidates.append(Path(os.environ["SPACK_ROOT"]) / "bin" / "spack")
-    candidates.append(TOP / ".spack" / "spack" / "bin" / "spack")
+    """SPACK_ROOT first, then the root setup recorded in this checkout, then its own clone, then PATH."""
+    roots = [os.environ["SPACK_ROOT"]] if os.environ.get("SPACK_ROOT") else []
+    if RECORDED_ROOT.is_file():
+        roots.append(RECORDED_ROOT.read_text().strip())
+    candidates = [Path(r) / "bin" / "spack" for r in roots] + [TOP / ".spack" / "spack" / "bin" / "spack"]
     on_path = shutil.which("spack")
     if on_path:
         candidates.append(Path(on_path))
@@ -85,5 +93,5 @@ def script(name: str) -> Path:
 def need_spack() -> Spack:
     exe = find_spack()
     if exe is None:
-        raise CommstackError("no Spack found: set SPACK_ROOT or run bin/commstack setup")
+        raise CommstackError(NO_SPACK)
     return Spack(exe, TOP / "results" / "spack-logs")

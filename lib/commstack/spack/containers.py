@@ -20,7 +20,8 @@ from pathlib import Path
 import tomli_w
 from dockerfile_parse import DockerfileParser
 
-from commstack.config import ImagesFile, load, read_yaml
+from commstack.config import ImagesFile, load
+from commstack.yamlfile import read_yaml
 from commstack.errors import ConfigError
 from commstack.files import write_atomic
 from commstack.paths import CONTAINERS, IMAGES, TOP

@@ -25,7 +25,7 @@ from commstack.spack import Spack, SpackError, script
 
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
-        "alps-login": Path("envs/alps-login"),
+        "alps-login": Path("envs/alps-login"), "x86-ompi": Path("envs/x86-ompi"),
         **{f"images/{p.parent.name}": Path("envs/images") / p.parent.name
            for p in sorted((TOP / "envs" / "images").glob("*/spack.yaml"))}}
 #: where each env is installed: the images' userland is not the login nodes' (docs/environments.md)
@@ -34,12 +34,13 @@ PURPOSE = {
     "gh200-ompi": "the GH200 image userland (Ubuntu 24.04, CSCS images): for images, not for Alps login nodes",
     "gh200-cray": "Alps GH200 nodes with the Cray PE (cray-mpich, /opt/cray): install on an Alps login node",
     "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
+    "x86-ompi": "gh200-ompi's x86_64 twin: a Debian 12 workstation or CI runner builds the stack (ci/build-stack.sh)",
     **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
        for n in ENVS if n.startswith("images/")},
 }
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
-LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", *(n for n in ENVS if n.startswith("images/")))
+LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", "x86-ompi", *(n for n in ENVS if n.startswith("images/")))
 
 
 class OffNodeError(SpackError):
@@ -95,7 +96,8 @@ def stage(dest: Path) -> Path:
         (dest / ".git").symlink_to(TOP / ".git")  # mpi-pingpong's recipe fetches from this git history
     (dest / ".spack").mkdir(exist_ok=True)
     for f in (TOP / ".spack").glob("*.yaml"):
-        shutil.copy(f, dest / ".spack" / f.name)
+        if f.name != "develop.yaml":   # ci/build-stack.sh's local source trees: never in a lock
+            shutil.copy(f, dest / ".spack" / f.name)
     return dest
 
 
@@ -148,11 +150,16 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
 
 
 def explain(stderr: str, root: Path, env: Path) -> str:
-    """Spack's error lines, plus each line of the env's files that names what the error quotes."""
+    """Our own requirement's message alone when Spack's reasons hold one (Spack lists every error of the
+    solver's model after it: docs/environments.md#errors); else Spack's error lines, plus each line of the
+    env's files that names what the error quotes."""
+    files = [root / env / "spack.yaml", *sorted((root / "envs" / "common").glob("*.yaml"))]
+    named = own_reasons(stderr, files)
+    if named:
+        return "\n".join(named)
     errors = [line for line in stderr.splitlines() if line.strip() and "Warning" not in line][-12:]
     quoted = set(re.findall(r"['\"`]([\w.@+~=:%^-]+)['\"`]", "\n".join(errors)))
     words = {w for q in quoted for w in (q, q.split("@")[0].split("+")[0]) if len(w) > 2}
-    files = [root / env / "spack.yaml", *sorted((root / "envs" / "common").glob("*.yaml"))]
     culprits = []
     for f in files:
         for i, line in enumerate(f.read_text().splitlines(), 1):
@@ -160,6 +167,18 @@ def explain(stderr: str, root: Path, env: Path) -> str:
             if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", code) for w in words):
                 culprits.append(f"  {f.relative_to(root)}:{i}: {line.strip()}")
     return "\n".join(errors + (["offending lines:", *culprits] if culprits else []))
+
+
+def own_reasons(stderr: str, files: list[Path]) -> list[str]:
+    """The numbered reasons of Spack's "failed to concretize" that are a `message:` of our env files, each once."""
+    def messages(node) -> list[str]:
+        if isinstance(node, dict):
+            here = [" ".join(node["message"].split())] if isinstance(node.get("message"), str) else []
+            return here + [m for v in node.values() for m in messages(v)]
+        return [m for v in node for m in messages(v)] if isinstance(node, list) else []
+    ours = {m for f in files if f.is_file() for m in messages(yaml.safe_load(f.read_text()))}
+    reasons = [" ".join(r.split()) for r in re.findall(r"^ +\d+\. (.*)$", stderr, re.M)]
+    return list(dict.fromkeys(r for r in reasons if any(r.startswith(m) for m in ours)))
 
 
 # ---- locks -------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import yaml
 from commstack.errors import CommstackError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.spack import Spack, environment
+from commstack.spack import RECORDED_ROOT, Spack, environment
 from commstack.spack.mirror import signed as mirror_signed
 
 TOOLCHAIN = TOP / "toolchain.yaml"
@@ -76,13 +76,15 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     repos = {"commstack": str(TOP / "repo" / "spack_repo" / "commstack"), "builtin": str(builtin)}
     write_atomic(dest / "repos.yaml", yaml.safe_dump({"repos": repos}, sort_keys=False))
     spack = Spack(exe, TOP / "results" / "spack-logs")
-    root = exe.parent.parent
-    print(f"setup: Spack {spack.version()} ready: export SPACK_ROOT={root}\n"
+    root = exe.parent.parent.absolute()
+    write_atomic(RECORDED_ROOT, f"{root}\n")  # later commands find it without SPACK_ROOT (commstack.spack)
+    print(f"setup: Spack {spack.version()} ready at {root}, recorded in {RECORDED_ROOT} for later commands "
+          "(SPACK_ROOT overrides it)\n"
           # Spack on PATH as `spack`, on the venv's Python, whose clingo spares Spack its bootstrap
           f"setup: to use it by hand: export SPACK_PYTHON={environment()['SPACK_PYTHON']}; "
           f". {root}/share/spack/setup-env.sh\n"
           f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
-    register_templates(spack)
+    register_user_scope(spack, builtin)
     if mirror:
         use_mirror(spack, Path(mirror).resolve(), dest / "mirrors.yaml", signed)
     externals = dest / "externals.yaml"
@@ -91,20 +93,28 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     return 0
 
 
-def register_templates(spack: Spack) -> None:
-    """Our Containerfile templates in Spack's user scope (config:template_dirs, before Spack's own):
-    a plain `spack containerize` reads only the env's container: section, not its config."""
-    if not TEMPLATES.is_dir():  # commstack inside an image has no containers/
-        print(f"setup: no {TEMPLATES}: Containerfile templates not registered")
-        return
+def register_user_scope(spack: Spack, builtin: Path) -> None:
+    """What a plain `spack` outside our envs needs, in Spack's user scope: the pinned builtin as a path
+    (Spack's default is a git clone under ~/.spack/package_repos, which offline is missing or half-made
+    and warns on every command), and our Containerfile templates (config:template_dirs, before Spack's
+    own: a plain `spack containerize` reads only the env's container: section, not its config)."""
     if "SPACK_DISABLE_LOCAL_CONFIG" in os.environ:  # Spack then has no user scope
-        print("setup: SPACK_DISABLE_LOCAL_CONFIG is set: Containerfile templates not registered "
-              "(in envs/images/*, `spack -e . containerize` finds them without)")
+        print("setup: SPACK_DISABLE_LOCAL_CONFIG is set: Spack's user scope left alone (our envs name the builtin "
+              "repo and, in envs/images/*, `spack -e . containerize` finds the templates without it)")
         return
     # the user scope is optional in Spack: it exists once its directory does
     user = Path(spack("python", "-c", "import spack.paths; print(spack.paths.user_config_path)",
                       timeout=PROBE_TIMEOUT).stdout.strip())
     user.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:  # `config add PATH` would make a list: a file keeps a string
+        repos = Path(scratch) / "repos.yaml"
+        repos.write_text(yaml.safe_dump({"repos": {"builtin": str(builtin)}}))
+        spack("config", "--scope", "user", "add", "-f", str(repos), timeout=PROBE_TIMEOUT)
+    print(f"setup: the pinned builtin {builtin} in Spack's user scope ({user / 'repos.yaml'}): a plain `spack` "
+          "outside an env reads it, not a clone under ~/.spack/package_repos")
+    if not TEMPLATES.is_dir():  # commstack inside an image has no containers/
+        print(f"setup: no {TEMPLATES}: Containerfile templates not registered")
+        return
     entry = f"config:template_dirs:{TEMPLATES}"
     spack("config", "--scope", "user", "add", entry, timeout=PROBE_TIMEOUT)  # prepends, once
     print(f"setup: Containerfile templates {TEMPLATES} registered in Spack's user scope "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commstack.benchmarks import METRICS
+from commstack.benchmarks import METRICS, shown
 from commstack.errors import CommstackError
 from commstack.results.judge import References
 from commstack.results.records import Record
@@ -37,7 +37,6 @@ def key_figure(record: Record, refs: References | None) -> dict | None:
     sizes = [s for s in medians if ref and s in ref.points] or list(medians)
     size = max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
     value = medians[size][0]
-    from commstack.results.report import shown  # matplotlib: the report imports it at the run's end anyway
     _, unit, factor = shown(record.metric)
     share = value / ref.points[size] if ref and ref.points.get(size) else None
     return {"benchmark": record.benchmark, "size": size, "value": value * factor, "unit": unit or record.unit,

@@ -202,14 +202,15 @@ class View:
             self._step_line("error", item.name, None, None, last, spent)
             return
         self._step_line(record.verdict, item.name, key_figure(record, run.references), record.error_kind,
-                        record.reason, spent)
+                        record.reason, spent, record.warnings)
 
     def _step_line(self, verdict: str, step: str, figure: dict | None, kind: str | None, reason: str,
-                   spent: float) -> None:
-        """One line for a step that ended; its reason is kept for the summary (JSON: here)."""
+                   spent: float, warnings: list[str] = ()) -> None:
+        """One line for a step that ended, and one per warning about its figures; its reason is kept for the
+        summary (JSON: here)."""
         if self.mode == "json":
             self._json("step-ended", step=step, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
-                       elapsed_s=round(spent, 3))
+                       warnings=list(warnings), elapsed_s=round(spent, 3))
             return
         if self.mode == "quiet":
             return
@@ -223,6 +224,8 @@ class View:
             text.append(f"  {printable(reason)} ({LOG})")
         text.append(f"  {duration(spent)}", style="dim")
         self._line(text)
+        for warning in warnings:
+            self._line(Text(f"{'':12s} warning: ", style="bold yellow").append(printable(warning)))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
@@ -290,6 +293,9 @@ class View:
         if grid.row_count:
             self._fit()
             self.console.print(grid)
+        for r in records:  # doubts about figures that were taken: a busy machine, far off their history
+            for warning in r.warnings:
+                self._line(Text("warning: ", style="bold yellow").append(printable(f"{r.step}: {warning}")))
         self._line(f"results: {self.results}")
         if report.exists():
             self._line(f"report: {report}")

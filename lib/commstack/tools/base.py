@@ -77,6 +77,19 @@ def on_path(name: str, how: str, placeholder: str) -> tuple[Callable[[Any], str]
 
 
 @dataclass(frozen=True)
+class InSpec:
+    """Where a tool's program is in an env (`commstack run --env`): the spec that provides it, and its path
+    under that spec's prefix (the env's view puts the prefix where its projections say)."""
+
+    spec: str
+    path: str
+
+
+def _none_given(binaries: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
 class SizeFlags:
     """How a benchmark takes its message-size range on the command line."""
 
@@ -209,6 +222,14 @@ class Tool:
     #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)
     #: range's (fi_pingpong's fixed size lists, ucx_perftest's one size); None: the range's
     sizes_check: Callable[[Benchmark, Sweep, list[str]], None] | None = None
+    #: where an env holds the native binary (Program.home); None: an env never does
+    in_env: InSpec | None = None
+    #: the option that gave the binary explicitly (it wins over --env), or None
+    given: Callable[[Any], str | None] = _none_given
+    #: with --env, whether a binary the env's view lacks is got as without it (mpi-pingpong: built with make)
+    env_optional: bool = False
+    #: the programs the facts probe runs from the env (commstack.run.facts: fi_info, ucx_info)
+    facts: tuple[InSpec, ...] = ()
 
     def __post_init__(self):
         if self.layer not in LAYERS or self.launch not in LAUNCHES:

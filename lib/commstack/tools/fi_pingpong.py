@@ -23,7 +23,7 @@ from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, Tr
                               UnknownFormatError, ValidationFailedError)
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
+from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
 
 NAME = "fi_pingpong"
 COLUMNS = {
@@ -230,7 +230,10 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         lineno, line = sweep.error_lines[0]
         raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
     argv = sweep.meta.get("args", args or [])
-    sizes, iterations = asked(argv)
+    try:
+        sizes, iterations = asked(argv)
+    except UnknownFormatError as e:  # the pair launcher's line (the output's first) holds the arguments
+        raise UnknownFormatError(e.message, *sweep.title_line[::-1]) if "args" in sweep.meta else e from None
     want = [s for s in sizes if max_size is None or s <= max_size]
     for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
@@ -290,6 +293,7 @@ native, planned = on_path(NAME, HOW, PLACEHOLDER)
 
 
 TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args))
+            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args),
+            in_env=InSpec("libfabric", f"bin/{NAME}"), facts=(InSpec("libfabric", "bin/fi_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

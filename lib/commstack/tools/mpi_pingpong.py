@@ -19,7 +19,7 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
                                      cut_number, cut_row, number, own_lines)
-from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, Program, SizeFlags, Tool
+from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 
 NAME = "mpi-pingpong"
 COLUMNS = {
@@ -118,7 +118,8 @@ def native(binaries: Any) -> str:
     if not shutil.which("mpicc"):
         raise BinaryNotFoundError("no mpicc to build mpi-pingpong: install an MPI (Debian: libopenmpi-dev)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["make", "-C", str(TOP / "src" / NAME), "-B", f"OUT={out}"], capture_output=True,
+    # make -C changes directory: a relative --results would put OUT under src/mpi-pingpong
+    proc = subprocess.run(["make", "-C", str(TOP / "src" / NAME), "-B", f"OUT={out.resolve()}"], capture_output=True,
                           timeout=300)
     write_atomic(out.parent / "build.log", proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -132,7 +133,8 @@ def planned(binaries: Any) -> str:
 
 
 TOOL = Tool(NAME, NAME, "mpi", "mpi", COLUMNS, "$PINGPONG", program, parse, title, native=native, planned=planned,
-            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"))
+            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"), in_env=InSpec(NAME, f"bin/{NAME}"),
+            given=lambda binaries: "--pingpong" if binaries.pingpong else None, env_optional=True)
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_GiBps", SizeFlags(lo_flags=("-b",), hi_flags=("-e",)),
                     (("", (8, 1 << 30)),))}

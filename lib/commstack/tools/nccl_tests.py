@@ -33,7 +33,7 @@ from typing import Any
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
 from commstack.results.lines import Sweep
 from commstack.run.facts import nccl_net, nccl_plugin_problem
-from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, Program, SizeFlags, Tool
+from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 from commstack.tools.nccl_tables import PARAMS, START, VERSION, read
 
 
@@ -83,13 +83,14 @@ def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
 
 
 def program(b: Benchmark, p: Program) -> list[str]:
-    exe = f"{IMAGE_VIEW}/bin/{b.name}" if p.container else f"{p.home}/bin/{b.name}"
+    exe = f"{IMAGE_VIEW}/bin/{b.name}" if p.container else f"{p.home}/{b.name}"
     return [exe, *p.size_args, *p.args]
 
 
 def native(binaries: Any) -> str:
     raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
-                              "(environments: [nccl-tests]) or give the system an install")
+                              "(environments: [nccl-tests]) or give the run an env that has it (--env ENV, or the "
+                              "system's install: {env: ENV})")
 
 
 def tags(environment: str) -> dict[str, Any]:
@@ -105,8 +106,8 @@ def stack(out: str, system: Any, step_tags: dict) -> tuple[dict, str | None]:
 
 
 TOOL = Tool("nccl-tests", "nccl-tests", "nccl", "mpi", COLUMNS, "$NCCL_TESTS", program, parse, title,
-            native=native, variables=(("NCCL_DEBUG", "INFO"),), gpus=True, tags=tags, stack=stack,
-            printed_range=("minBytes", "maxBytes"), first_size=first_size)
+            native=native, in_env=InSpec("nccl-tests", "bin"), variables=(("NCCL_DEBUG", "INFO"),), gpus=True,
+            tags=tags, stack=stack, printed_range=("minBytes", "maxBytes"), first_size=first_size)
 SIZES = SizeFlags(lo_flags=("-b", "--minbytes"), hi_flags=("-e", "--maxbytes"), extra=("-f", "2"))
 #: each binary as `make` names it: NAME_perf, and NAME_perf_mpi where built with NAME_SUFFIX=_mpi (2.15.1+,
 #: the README's MPI example). No default sizes: nccl-tests prints the range it runs (minBytes, maxBytes);

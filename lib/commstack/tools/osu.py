@@ -20,7 +20,7 @@ from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warni
                                      cut_number, cut_row, number, own_lines)
 from commstack.spack import find_spack
 from commstack.spack.install import SpackInstallError, install, location
-from commstack.tools.base import Benchmark, Program, SizeFlags, Tool
+from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, NO_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
                                         OSU_PRELUDE, OSU_TITLE, OSU_USAGE, OSU_VALIDATION, PT2PT_SIZES, REDUCE_SIZES,
@@ -254,6 +254,10 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return [exe, *p.args, *p.size_args]
 
 
+#: the MPI benchmarks' directory in an install prefix
+MPI_DIR = "libexec/osu-micro-benchmarks/mpi"
+
+
 def native(binaries: Any) -> str:
     """libexec/osu-micro-benchmarks/mpi of the given install, else of the local env's (installed there by
     the pinned Spack where `binaries.build` allows)."""
@@ -261,7 +265,7 @@ def native(binaries: Any) -> str:
         binaries.osu_prefix = _from_spack(binaries)
     if not binaries.osu_prefix:
         raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {binaries.missing.get(TOOL.name, OSU_HINT)}")
-    mpi = Path(binaries.osu_prefix) / "libexec" / "osu-micro-benchmarks" / "mpi"
+    mpi = Path(binaries.osu_prefix) / MPI_DIR
     if not (mpi / "pt2pt" / "osu_latency").is_file():
         raise BinaryNotFoundError(f"{binaries.osu_prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
                                   f"{OSU_HINT}")
@@ -283,7 +287,8 @@ def _from_spack(binaries: Any) -> str:
 
 TOOL = Tool("osu", "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, native=native,
             planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
-            last_size=last_size)
+            last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
+            given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
 
 # ----------------------------------------------------------------------------------- benchmarks
 

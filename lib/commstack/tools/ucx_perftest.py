@@ -22,7 +22,7 @@ from typing import Any
 from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool, on_path
+from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
 
 NAME = "ucx_perftest"
 TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
@@ -155,7 +155,9 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
             else:
                 progress.append((lineno, line, values, m.group("prefix")))
         elif len(header) == 5 and ROW_START.match(line):
-            raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 9)
+            # a whole row's fields: its prefix (Final:, [thread N]) and 8 numbers; more is text glued to it
+            prefix = 1 if line.startswith("Final:") else 2 if line.startswith("[thread ") else 0
+            raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 8 + prefix)
         else:
             raise UnknownFormatError("not a ucx_perftest line", line, lineno)
     if len(header) < 5:
@@ -215,7 +217,8 @@ def _values(t: Any, text: str, line: str, lineno: int) -> list[float]:
     if len(fields) != 8 and t.cut and lineno == t.lines[-1][0]:
         raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
     if len(fields) != 8:
-        raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}", 9)
+        # numbers only (ROW): nothing is glued to them, the row has too few or too many
+        raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}")
     for f in fields:
         if not FLOAT.fullmatch(f):
             raise BadNumberError(f"not a number: {f!r}", line, lineno)
@@ -297,7 +300,8 @@ def sizes_check(b: Benchmark, sweep: Sweep, args: list[str]) -> None:
 
 
 TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=sizes_check)
+            planned=planned, sizes_check=sizes_check, in_env=InSpec("ucx", f"bin/{NAME}"),
+            facts=(InSpec("ucx", "bin/ucx_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
     f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),

@@ -32,4 +32,9 @@ class Openmpi(BuiltinOpenmpi):
             stubs = join_path(self.spec["cuda"].prefix, "lib64", "stubs")
             args = [a for a in args if not a.startswith("--with-cuda-libdir=")]
             args.append(f"--with-cuda-libdir={stubs}")
+        if self.spec.satisfies("^libevent") and self.spec["libevent"].external:
+            # as in our prrte: configure looks for an external libevent in /usr/lib and /usr/lib64
+            # only, Debian/Ubuntu keep it in /usr/lib/<multiarch> ("External libevent requested
+            # but not found", found by x86-ompi's first build)
+            args.append(f"--with-libevent-libdir={self.spec['libevent'].libs.directories[0]}")
         return args

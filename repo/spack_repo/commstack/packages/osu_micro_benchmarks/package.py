@@ -9,6 +9,11 @@ from spack.package import *
 class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
     """OSU micro-benchmarks (builtin recipe), CUDA-linked as in the CSCS osu-mb image."""
 
+    # --enable-cuda compiles util/kernel.cu (device-side validation and the overlap kernels of
+    # non-blocking collectives) with nvcc; --enable-cuda=basic (seed 004's example) builds every
+    # `-d cuda` benchmark without it, so a toolkit without nvcc (ci/cuda-wheels.py) can build it.
+    variant("cuda_kernels", default=True, when="+cuda", description="CUDA kernels (need nvcc)")
+
     def configure_args(self):
         args = super().configure_args()
         if self.spec.satisfies("+cuda"):
@@ -24,4 +29,6 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
                 "LIBS=-lcuda -lnvidia-ml",
             ]
             args = [a for a in args if a != "LDFLAGS=-lrt"]  # replaced by the line above
+            if self.spec.satisfies("~cuda_kernels"):
+                args = ["--enable-cuda=basic" if a == "--enable-cuda" else a for a in args]
         return args

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""A CUDA 12.8 and NCCL 2.25.1 *build-time toolkit* from NVIDIA's PyPI wheels, for Spack externals.
+
+    ci/cuda-wheels.py [--wheels DIR] [--cuda PREFIX] [--nccl PREFIX]
+
+It is what a machine without a GPU needs to compile and link CUDA-aware code: headers, libcudart,
+ptxas/libdevice, NCCL, and link stubs of the driver (libcuda) and of NVML, which no wheel ships.
+The stubs are made the way NVIDIA's own lib64/stubs are: every entry point that cuda.h / nvml.h
+declares, returning an error (CUDA_ERROR_STUB_LIBRARY, NVML_ERROR_LIBRARY_NOT_FOUND), with the
+driver's SONAME, so that what links them loads the real driver at run time. It is NOT a runtime:
+nothing built against it runs CUDA code without a GPU node's driver. The wheels have no nvcc
+(docs/building.md). Without --wheels, pip downloads the pinned wheels from PyPI.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+#: the wheels, pinned: CUDA 12.8.1's components (nvidia/cuda:12.8.1 image) and NCCL 2.25.1
+WHEELS = {
+    "nvidia-cuda-runtime-cu12": "12.8.90",
+    "nvidia-cuda-nvcc-cu12": "12.8.93",
+    "nvidia-cuda-cccl-cu12": "12.8.90",
+    "nvidia-nvml-dev-cu12": "12.8.90",
+    "nvidia-nccl-cu12": "2.25.1",
+}
+#: stub library -> (its header, the declaration that starts an entry point, its error return)
+STUBS = {
+    "libcuda.so.1": ("cuda.h", r"CUresult\s+(cu\w+)\s*\(", "CUDA_ERROR_STUB_LIBRARY"),
+    "libnvidia-ml.so.1": ("nvml.h", r"nvmlReturn_t\s+(nvml\w+)\s*\(", "NVML_ERROR_LIBRARY_NOT_FOUND"),
+}
+
+
+def fail(message):
+    sys.exit(f"ci/cuda-wheels.py: {message}")
+
+
+def fetch(wheels_dir, into):
+    pins = [f"{name}=={version}" for name, version in WHEELS.items()]
+    source = ["--no-index", "--find-links", str(wheels_dir)] if wheels_dir else []
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--platform", "manylinux2014_x86_64", "--dest", str(into), *source, *pins],
+        check=True,
+    )
+    return sorted(into.glob("*.whl"))
+
+
+def unpack(wheels, into):
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(into)
+    for ptxas in into.glob("nvidia/*/bin/*"):
+        ptxas.chmod(0o755)   # zip keeps no mode bits that extractall applies
+    return into / "nvidia"
+
+
+def merge(tree, prefix):
+    """Copy a wheel's include/, lib/, bin/, nvvm/ into the toolkit's layout (lib64, as CUDA's)."""
+    for part, target in (("include", "include"), ("lib", "lib64"), ("bin", "bin"), ("nvvm", "nvvm")):
+        source = tree / part
+        if source.is_dir():
+            shutil.copytree(source, prefix / target, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
+
+
+def link_names(lib):
+    """libfoo.so -> libfoo.so.N: the link-time name the wheels leave out."""
+    for real in lib.glob("*.so.*"):
+        plain = lib / real.name.split(".so.")[0]
+        plain = plain.with_name(plain.name + ".so")
+        if not plain.exists():
+            plain.symlink_to(real.name)
+
+
+def stub(include, soname, header, declaration, error, into):
+    cpp = subprocess.run(["gcc", "-E", "-P", "-I", str(include), "-x", "c", str(include / header)],
+                         check=True, capture_output=True, text=True).stdout
+    names = set(re.findall(declaration, cpp))
+    if not names:
+        fail(f"no entry points found in {include / header}")
+    # `#define nvmlInit nvmlInit_v2`: the driver exports both names, and configure scripts test
+    # the plain one (UCX: AC_CHECK_LIB([nvidia-ml], [nvmlInit]))
+    plain = re.findall(r"^\s*#\s*define\s+(\w+)\s+(\w+_v\d+)\b", (include / header).read_text(), re.M)
+    names = sorted(names | {old for old, new in plain if new in names})
+    value = re.search(rf"\b{error}\s*=\s*(\d+)", cpp)
+    if not value:
+        fail(f"{error} not found in {include / header}")
+    source = into / f"{soname}.c"
+    source.write_text(f"/* link stub of {soname}, made from {header}: not a driver */\n"
+                      + "".join(f"int {name}(void) {{ return {value[1]}; }}\n" for name in names))
+    library = into / soname.split(".so")[0]
+    library = library.with_name(library.name + ".so")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(library), str(source)],
+                   check=True)
+    source.unlink()
+    return len(names)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheels", type=Path, help="a directory holding the pinned wheels (offline)")
+    parser.add_argument("--cuda", type=Path, default=Path("/opt/commstack/cuda-12.8.1"))
+    parser.add_argument("--nccl", type=Path, default=Path("/opt/commstack/nccl-2.25.1"))
+    args = parser.parse_args()
+    for prefix in (args.cuda, args.nccl):
+        if prefix.exists():
+            fail(f"{prefix} exists: remove it to make it anew")
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        (scratch / "wheels").mkdir()
+        nvidia = unpack(fetch(args.wheels, scratch / "wheels"), scratch / "tree")
+        for part in ("cuda_runtime", "cuda_nvcc", "cuda_cccl", "nvml_dev"):
+            merge(nvidia / part, args.cuda)
+        merge(nvidia / "nccl", args.nccl)
+    (args.nccl / "lib").mkdir(exist_ok=True)
+    for lib in (args.nccl / "lib64").glob("*"):   # NCCL's own layout is lib/, as libnccl-dev's
+        lib.rename(args.nccl / "lib" / lib.name)
+    (args.nccl / "lib64").rmdir()
+    (args.cuda / "lib").symlink_to("lib64")
+    link_names(args.cuda / "lib64")
+    link_names(args.nccl / "lib")
+    stubs = args.cuda / "lib64" / "stubs"
+    stubs.mkdir()
+    for soname, (header, declaration, error) in STUBS.items():
+        count = stub(args.cuda / "include", soname, header, declaration, error, stubs)
+        print(f"{stubs}/{soname.split('.so')[0]}.so: {count} entry points from {header}, each returning {error}")
+    (args.cuda / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}\n')
+    print(f"CUDA 12.8.1 build-time toolkit (no driver, no nvcc): {args.cuda}")
+    print(f"NCCL 2.25.1: {args.nccl}")
+
+
+if __name__ == "__main__":
+    main()

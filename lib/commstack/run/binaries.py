@@ -1,0 +1,92 @@
+"""Where the native binaries of a run come from: an option that names one, an installed env's view
+(`--env`, a system's `install: {env: ...}`; commstack.spack.view), or each tool's own way (commstack.tools);
+and, for the record, which spec of which env each came from."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from commstack import benchmarks
+from commstack.errors import BinaryNotFoundError
+from commstack.run.steps import SuiteStep
+from commstack.spack.view import EnvView
+from commstack.tools import TOOLS, Tool
+
+
+@dataclasses.dataclass
+class Binaries:
+    """Where the native binaries a run needs are, and what it may do to get them (each tool's `native`
+    looks them up, when a step needs one)."""
+
+    osu_prefix: str | None = None  # --osu-prefix; "" once looked up and not found
+    pingpong: str | None = None    # --pingpong
+    build_dir: Path | None = None
+    build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
+    say: Callable[[str], None] = print  # progress of a build, for the terminal
+    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # tool name -> why it has none, once known
+    env: EnvView | None = None  # --env, or the system's install: {env: ...}: the binaries of its view
+    #: tool name -> where its binary came from, for the record (the env, its lock and spec; the option given)
+    sources: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    def resolve(self, s: SuiteStep) -> dict[str, str]:
+        """Placeholder -> path for the native binaries of one step."""
+        if s.step.environment:
+            return {}
+        tool = benchmarks.get(s.benchmark).tool
+        return {tool.placeholder: self.native(tool)}
+
+    def native(self, tool: Tool) -> str:
+        """A tool's native binary or prefix: an option that names it explicitly wins; else the env's view,
+        where there is an env (a tool whose binary it lacks is not-run, mpi-pingpong is built as without
+        one); else the tool's own way (commstack.tools)."""
+        option = tool.given(self)
+        if self.env and tool.in_env and not option:
+            try:
+                path, self.sources[tool.name] = self.env.program(tool.in_env.spec, tool.in_env.path, tool.name)
+                return path
+            except BinaryNotFoundError as e:
+                if not tool.env_optional:
+                    raise
+                self.sources[tool.name] = {"env": str(self.env.path), "from": f"the tool's own way: {e}"}
+        elif self.env and option:
+            self.sources[tool.name] = {"env": str(self.env.path), "from": f"{option}, which wins over the env"}
+        return tool.native(self)
+
+    def planned(self, tool: Tool) -> str | None:
+        """Where a dry run shows the tool's binary: as native() finds it, building nothing; None: nowhere."""
+        if self.env and tool.in_env and not tool.given(self):
+            with contextlib.suppress(BinaryNotFoundError) if tool.env_optional else contextlib.nullcontext():
+                return self.env.program(tool.in_env.spec, tool.in_env.path, tool.name)[0]
+        return tool.planned(self) if tool.planned else None
+
+    def record(self, tool: Tool, home: str, argv: list[str]) -> dict:
+        """Where a step's binary came from: its path, and with an env its spec and the env's MPI; a binary of
+        the view built for another machine is refused here, before the launch."""
+        source = dict(self.sources.get(tool.name, {}))
+        binary = next((a for a in argv if a.startswith(home)), home)
+        if "spec" in source and self.env:
+            self.env.check_machine(Path(binary), source["spec"])
+        if self.env and tool.launch == "mpi" and (mpi := self.env.mpi()):
+            source["mpi"] = mpi.label
+            if pmix := self.env.node("pmix"):  # the PMIx client the ranks load, against srun's PMIx server
+                source["pmix"] = pmix.label
+        return {"path": binary, **source}
+
+    def facts_programs(self) -> dict[str, str]:
+        """The facts probe's programs from the env ({"fi_info": <view>/bin/fi_info, ...}): those the env has;
+        the probe finds the others on PATH."""
+        found = {}
+        for spec in (f for tool in TOOLS.values() for f in tool.facts) if self.env else ():
+            name = Path(spec.path).name
+            with contextlib.suppress(BinaryNotFoundError):
+                found[name] = self.env.program(spec.spec, spec.path, name)[0]
+        return found
+
+    def mpirun(self) -> str:
+        """The env's mpirun (its MPI's), else the one on PATH."""
+        mpi = self.env.mpi() if self.env else None
+        found = Path(mpi.in_view or mpi.prefix) / "bin" / "mpirun" if mpi else None
+        return str(found) if found and found.is_file() else "mpirun"

@@ -1,0 +1,32 @@
+"""Runs in `spack -e <env> python env_view.py OUT.json`: what the harness needs to run an env's binaries,
+in Spack's own terms: the env's roots as spack.yaml has them and as spack.lock has them, its default
+view's root, and every node of the lock with its version, hash, prefix, whether it is installed, its
+target and where the view puts it (the view's projections); the host's target, and which node provides
+MPI."""
+import json
+import sys
+
+import spack.environment as ev
+import spack.vendor.archspec.cpu as cpu
+
+env = ev.active_environment()
+host = cpu.host()
+view = env.views.get("default")
+nodes = []
+for spec in env.all_specs():
+    target = spec.target
+    nodes.append({
+        "name": spec.name, "version": str(spec.version), "hash": spec.dag_hash(), "prefix": str(spec.prefix),
+        "installed": bool(spec.installed), "external": bool(spec.external), "target": target.name,
+        "family": target.family.name, "runs_here": target == host or target in host.ancestors,
+        # externals are not linked into a view: their binaries stay under their own prefix
+        "in_view": None if view is None or spec.external else view.get_projection_for_spec(spec),
+        "mpi": spec.package.provides("mpi"),
+        "root": any(spec.dag_hash() == r.dag_hash() for r in env.concrete_roots())})
+out = {"yaml_roots": sorted(str(s) for s in env.user_specs),
+       "lock_roots": sorted(str(s) for s in env.concretized_user_specs),
+       "view": view.root if view else None,
+       "host": {"target": host.name, "family": host.family.name},
+       "nodes": nodes}
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f)

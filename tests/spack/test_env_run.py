@@ -1,0 +1,136 @@
+"""`commstack run --env ENV`: the benchmarks from an installed env's view, as a user types it.
+
+The offline chain CI can run (no source to fetch): plain `spack -e <repo> install mpi-pingpong` builds our
+ping-pong from src/ in the local env, and `bin/commstack run --env <repo>` runs it from the env's view under
+the local Slurm; the record names the env, its lock and the spec. Bad envs are refused before anything is
+launched, each with its named error and the command that fixes it."""
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from commstack.paths import TOP
+from commstack.results.records import read_run
+from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
+from commstack.spack.envs import stage
+
+pytestmark = pytest.mark.spack
+COMMSTACK = TOP / "bin" / "commstack"
+VIEW = TOP / ".spack-env" / "view"
+OSU = os.environ.get("COMMSTACK_OSU_PREFIX")
+
+
+def commstack(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([str(COMMSTACK), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def local_env_with_pingpong(spack) -> Path:
+    """The local env with mpi-pingpong installed by Spack from src/ (offline: our recipe fetches this
+    repository's own git history; the compiler and MPI are externals from `bin/commstack setup`)."""
+    spack("install", "--fail-fast", "mpi-pingpong", env_dir=TOP, timeout=1800)
+    return TOP
+
+
+@pytest.mark.slurm
+def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingpong, slurm_variables, tmp_path):
+    proc = commstack("run", "--env", str(local_env_with_pingpong), "--results", str(tmp_path / "r"),
+                     env=slurm_variables)
+    records = {r.benchmark: r for r in read_run(tmp_path / "r")}
+    assert proc.returncode in (EXIT_PASS, EXIT_NOT_RUN), proc.stdout + proc.stderr
+    pp = records["mpi-pingpong"]
+    assert pp.verdict == "pass", proc.stdout
+    lock = hashlib.sha256((TOP / "spack.lock").read_bytes()).hexdigest()
+    assert pp.binary["path"] == str(VIEW / "bin" / "mpi-pingpong")
+    assert pp.binary["env"] == str(TOP) and pp.binary["lock_sha256"] == lock
+    locked = json.loads((TOP / "spack.lock").read_text())["concrete_specs"]
+    pp_hash = next(h for h, s in locked.items() if s["name"] == "mpi-pingpong")
+    assert pp.binary["spec"] == f"mpi-pingpong@{locked[pp_hash]['version']}/{pp_hash[:7]}"
+    assert pp.binary["mpi"].startswith("openmpi@")  # the local env's MPI: the system's, an external
+    assert pp.commands[0][0] == "srun" and str(VIEW / "bin" / "mpi-pingpong") in pp.commands[0]
+    assert pp.repeats[0][-1]["size"] == 1 << 20
+    # the lower layers: the local env has no libfabric nor UCX; the spec that would provide each is named
+    for bench, spec in (("fi_pingpong", "libfabric"), ("ucx_perftest-tag_lat", "ucx")):
+        assert records[bench].verdict == "not-run"
+        assert f"env {TOP} has no {spec}, the spec that provides" in records[bench].reason
+    osu = [r for r in records.values() if r.tool == "osu"]
+    if proc.returncode == EXIT_NOT_RUN and osu[0].verdict == "not-run":  # offline: OSU never installed here
+        assert osu[0].error_kind == "env-partly-installed"
+        assert f"env {TOP} is partly installed: osu-micro-benchmarks@7.5.1/" in osu[0].reason
+        assert f"`spack -e {TOP} install`" in osu[0].reason
+    report = (tmp_path / "r" / "report" / "report.md").read_text()
+    assert f"| `{pp.step}` | `{VIEW / 'bin' / 'mpi-pingpong'}` | {pp.binary['spec']} of env {TOP} (lock sha256 " \
+           f"{lock[:12]}, MPI {pp.binary['mpi']}) |" in report
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX")
+def test_an_explicit_osu_prefix_wins_over_the_env_and_the_record_says_so(
+        local_env_with_pingpong, slurm_variables, tmp_path):
+    proc = commstack("suite", "smoke", "--env", str(TOP), "--osu-prefix", OSU, "--results", str(tmp_path / "r"),
+                     "--allow-not-run", env=slurm_variables)
+    records = {r.benchmark: r for r in read_run(tmp_path / "r")}
+    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    bw = records["osu_bw"]
+    assert bw.verdict == "pass" and bw.binary["path"] == f"{OSU}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
+    assert bw.binary["from"] == "--osu-prefix, which wins over the env" and bw.binary["env"] == str(TOP)
+    assert "spec" not in bw.binary
+    assert records["mpi-pingpong"].binary["spec"].startswith("mpi-pingpong@")  # the rest still from the env
+
+
+def test_an_env_that_is_not_one_is_refused(tmp_path):
+    proc = commstack("run", "--env", str(tmp_path / "none"), "--results", str(tmp_path / "r"))
+    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists()
+    assert f"--env {tmp_path / 'none'}: not a Spack env (no spack.yaml); `spack env create -d" in proc.stderr
+
+
+def test_an_env_never_concretized_is_refused_with_the_command(tmp_path):
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: [mpi-pingpong]\n")
+    proc = commstack("run", "--env", str(env), "--dry-run")
+    assert proc.returncode == EXIT_USAGE
+    assert f"env {env} was never concretized (no spack.lock): `spack -e {env} concretize`" in proc.stderr
+
+
+def test_an_env_for_another_target_is_refused_naming_both(tmp_path):
+    """gh200-ompi's committed lock is for the GH200 node (neoverse_v2): not for this x86_64 host."""
+    proc = commstack("suite", "stack", "--env", str(TOP / "envs" / "gh200-ompi"), "--results", str(tmp_path / "r"))
+    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
+    assert f"env {TOP / 'envs' / 'gh200-ompi'} is built for neoverse_v2 (aarch64: " in proc.stderr
+    assert "this host is x86_64" in proc.stderr
+
+
+def test_a_lock_that_differs_from_its_spack_yaml_is_refused(tmp_path):
+    """A copy of gh200-ompi with one more root in spack.yaml than its lock holds: stale, before its target."""
+    env = stage(tmp_path / "staged") / "envs" / "gh200-ompi"
+    shutil.copy(TOP / "envs" / "gh200-ompi" / "spack.lock", env / "spack.lock")
+    text = (env / "spack.yaml").read_text()
+    assert "\n  specs:\n" in text
+    (env / "spack.yaml").write_text(text.replace("\n  specs:\n", "\n  specs:\n  - zlib\n", 1))
+    proc = commstack("run", "--env", str(env), "--dry-run")
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert f"env {env}: its spack.lock differs from its spack.yaml" in proc.stderr
+    assert f"`spack -e {env} concretize -f` then `spack -e {env} install`" in proc.stderr
+
+
+def test_an_env_not_installed_is_refused_with_the_command(spack, tmp_path):
+    """An env concretized here whose one spec (a build of mpi-pingpong no one made: its cflags) is not installed."""
+    env = tmp_path / "env"
+    env.mkdir()
+    flag = f"-DCOMMSTACK_NEVER_BUILT_{secrets.token_hex(4)}"
+    includes = [TOP / "envs" / "common" / "repos.yaml", *(TOP / ".spack" / f for f in ("repos.yaml", "externals.yaml"))]
+    (env / "spack.yaml").write_text(
+        "spack:\n  include: [" + ", ".join(str(p) for p in includes) + "]\n"
+        f"  specs: ['mpi-pingpong cflags={flag}']\n  packages:\n    mpi: {{buildable: false}}\n")
+    spack("concretize", env_dir=env, timeout=900)
+    proc = commstack("run", "--env", str(env), "--results", str(tmp_path / "r"))
+    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
+    assert f"env {env} is not installed (none of its 1 roots): `spack -e {env} install`" in proc.stderr

@@ -1,0 +1,46 @@
+"""Doubts about a step's figures (issue 36 item 13): taken on a busy machine (load average, CPU steal), or
+100 times off the step's own history without any reference. Real runs of seed 002's all_reduce_perf tables
+(test_history.py), the report through `commstack report`."""
+
+import subprocess
+import sys
+
+from test_history import STEP, run
+
+from commstack.results.history import FAR_OFF, add_run, default_path
+from commstack.results.records import read_run
+from commstack.run.doubts import busy, checked
+
+
+def test_a_busy_machine_is_named_by_its_load_or_its_steal():
+    assert busy({"load1": 6.7, "cpus": 2, "steal": 0.01}) == ("taken on a busy machine (load average 6.7 on 2 CPUs): "
+                                                              "its figures may be off")
+    assert busy({"load1": 0.5, "cpus": 2, "steal": 0.25}) == ("taken on a busy machine (25% of CPU time stolen): its "
+                                                              "figures may be off")
+    assert busy({"load1": 2.0, "cpus": 2, "steal": 0.1}) is None  # one runnable task per CPU is not busy
+
+
+def test_a_figure_far_off_its_history_is_a_warning_without_references(tmp_path, monkeypatch):
+    monkeypatch.delenv("COMMSTACK_HISTORY", raising=False)
+    for i in range(3):
+        add_run(run(tmp_path, f"r{i}", "cscs-nccl-01.txt", 1000.0 + i), default_path(tmp_path))
+    (same,) = read_run(run(tmp_path, "same", "cscs-nccl-01.txt", 2000.0))
+    (low,) = read_run(run(tmp_path, "low", "cscs-nccl-01.txt", 2000.0))
+    low.repeats = [[{**row, low.metric: row[low.metric] / (2 * FAR_OFF)} for row in low.repeats[0]]]
+    with checked(same, tmp_path / "same"):
+        pass
+    assert set(same.machine) >= {"cpus", "load1"} and same.machine["cpus"] >= 1  # this machine, now
+    assert [w for w in same.warnings if "history" in w] == []
+    with checked(low, tmp_path / "low"):
+        pass
+    (far,) = [w for w in low.warnings if "history" in w]
+    more = sum(row[low.metric] > 0 for row in low.repeats[0]) - 1  # the sizes with a figure above 0
+    assert far == (f"64 B: 5e-05 GB/s is 0.005 times its history's 0.01 (median of its last 3 runs), and {more} more "
+                   "sizes over 100 times off")
+    low.write(tmp_path / "low")
+    proc = subprocess.run([sys.executable, "-m", "commstack", "report", str(tmp_path / "low")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "low" / "report" / "index.html").read_text()
+    assert "<h2>Warnings about the figures</h2>" in page
+    assert f"<li><code>{STEP}</code>: 64 B: 5e-05 GB/s is 0.005 times its history" in page

@@ -1,0 +1,141 @@
+"""Every refusal of the pair tools' parsers (fi_pingpong, ucx_perftest) through `commstack parse` (issue 37): a
+recorded real output changed the one way each raise is for, its named error (kind, message, quoted line),
+never a traceback and never a pass."""
+
+import json
+
+import pytest
+
+from commstack.cli import main as cli
+from commstack.paths import TOP
+
+FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
+UCX = TOP / "tests" / "data" / "ucx_perftest" / "1.13"
+PAIR_FI = "# commstack pair client: fi_pingpong -p tcp -e rdm -P 59087 10.77.0.11\n"
+PAIR_UCX = "# commstack pair client: ucx_perftest 10.77.0.11 -p 55345 -t tag_bw -s 1048576 -n 200\n"
+
+
+def parse(tmp_path, capsys, text: str, args: str = "") -> dict:
+    """The one table `commstack parse FILE --json` reads from `text`."""
+    path = tmp_path / "out.txt"
+    path.write_text(text)
+    rc = cli.main(["parse", str(path), f"--args={args}", "--json"])
+    out, err = capsys.readouterr()
+    [table] = json.loads(out)
+    assert "Traceback" not in err and (rc == 0) == (table["verdict"] == "complete"), err
+    return table
+
+
+def fi(name="tcp-rdm.client.stdout") -> str:
+    return (FI / name).read_text()
+
+
+def ucx(name="pair-slurm-netns-tag_bw.client.stdout") -> str:
+    return (UCX / name).read_text()
+
+
+def changed(size: str, field: int, value: str) -> str:
+    """fi_pingpong's recorded output with one field of the row of `size` changed (the fields space-joined)."""
+    lines = fi().splitlines(keepends=True)
+    i = next(i for i, line in enumerate(lines) if line.split()[:1] == [size])
+    fields = lines[i].split()
+    fields[field] = value
+    return "".join(lines[:i] + [" ".join(fields) + "\n"] + lines[i + 1:])
+
+
+FI_CASES = {
+    "a size field no size": (lambda: changed("64", 0, "6x4"), "bad-number", "'6x4' is not a size or count"),
+    "a total no size": (lambda: changed("64", 3, "1.2q"), "bad-number", "'1.2q' is not a size or count"),
+    "a time no time": (lambda: changed("64", 4, "0.12"), "bad-number", "not a number as fi_pingpong prints it"),
+    "an ack no ack": (lambda: changed("64", 2, "*10"), "bad-number", "'*10' is not an ack count"),
+    "lost acks": (lambda: changed("64", 2, "+2"), "validation-failed", "data check failed"),
+    "sizes that shrink": (lambda: changed("256", 0, "16"), "unknown-format", "fi_pingpong's sizes grow"),
+    "a size not asked for": (lambda: changed("256", 0, "512"), "unknown-format", "size 512 where 256 comes next"),
+    "fewer iterations": (lambda: changed("256", 1, "9"), "unknown-format", "9 iterations, 10 asked for"),
+    "-S 1k": (lambda: PAIR_FI.replace("-P", "-S 1k -P") + fi().splitlines(keepends=True)[0] +
+              fi().splitlines(keepends=True)[3], "unknown-format", "-S 1k: not a plain number"),
+    "-I 1e3": (lambda: PAIR_FI.replace("-P", "-I1e3 -P") + fi(), "unknown-format", "-I 1e3: not a plain number"),
+    "two pair-launcher lines": (lambda: PAIR_FI + PAIR_FI + fi(), "unknown-format",
+                                "the pair launcher's line after the table started"),
+    "a pair-launcher line after the header": (lambda: fi().replace("64 ", PAIR_FI + "64 ", 1), "unknown-format",
+                                          "the pair launcher's line after the table started"),
+    "a header twice": (lambda: fi().splitlines(keepends=True)[0] + fi(), "unknown-format",
+                       "a second header: two outputs in one"),
+    "rows with no header": (lambda: PAIR_FI + "".join(fi().splitlines(keepends=True)[1:]), "unknown-format",
+                            "its header, `bytes #sent #ack ...`, comes first"),
+    "a header and no row": (lambda: PAIR_FI + fi().splitlines(keepends=True)[0], "truncated",
+                            "the output ends before the first row"),
+    "a row of seven fields": (lambda: fi().replace("6.80       0.15", "6.80"), "unknown-format",
+                              "an fi_pingpong row has 8 fields, this one 7"),
+    "cut mid-row": (lambda: fi()[:fi().index("1m ") + 20], "truncated", "the output ends mid-row"),
+    "a provider error": (lambda: fi("bad-provider.server.stderr"), "crashed", "no provider for the asked provider"),
+    "the other side failed": (lambda: fi("bad-provider.client.stderr"), "crashed", "the other side closed the control"),
+}
+
+
+@pytest.mark.parametrize("case", FI_CASES)
+def test_fi_pingpong_refuses(tmp_path, capsys, case):
+    make, kind, message = FI_CASES[case]
+    t = parse(tmp_path, capsys, make())
+    assert (t["verdict"], t["benchmark"]) == (kind, "fi_pingpong"), t["error"]
+    assert message in t["error"]["message"] and t["error"]["line"] is not None, t["error"]
+
+
+def header_end(text: str) -> int:
+    """The offset just after ucx_perftest's five header lines (the launcher's line first)."""
+    lines = text.splitlines(keepends=True)
+    return sum(len(line) for line in lines[:6])
+
+
+PROGRESS = "[thread 0]               100      1.249  2119.606  2119.606      471.79     471.79         472         472\n"
+UCX_CASES = {
+    "a Final row with no newline": (lambda: ucx()[:-1], "truncated", "no newline after it"),
+    "a Final row cut short": (lambda: ucx()[:ucx().index("471.79")], "truncated",
+                              "the output ends mid-row (no newline after it)"),
+    "a progress row of 9 numbers": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("\n", " 7\n") +
+                                    ucx()[header_end(ucx()):], "unknown-format", "has 8 numbers, this one 9"),
+    "a progress row of 7 numbers": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("  472\n", "\n") +
+                                    ucx()[header_end(ucx()):], "unknown-format", "has 8 numbers, this one 7"),
+    "a number no number": (lambda: ucx().replace("471.79     471.79", "471.79     471.7x"), "unknown-format",
+                           "not a complete ucx_perftest row"),
+    "a row after the Final row": (lambda: ucx() + PROGRESS, "unknown-format", "output after the Final row"),
+    "no Final row": (lambda: ucx()[:header_end(ucx())] + PROGRESS, "truncated", "ends before its Final row"),
+    "cut in the header": (lambda: "".join(ucx().splitlines(keepends=True)[:4]), "truncated",
+                          "before ucx_perftest's table header"),
+    "a foreign line": (lambda: ucx().replace("Final:", "hello\nFinal:"), "unknown-format", "not a ucx_perftest line"),
+    "-s abc": (lambda: ucx().replace("-s 1048576", "-s abc"), "unknown-format", "-s abc: not a list of sizes"),
+    "-t am_lat": (lambda: ucx().replace("-t tag_bw", "-t am_lat"), "unknown-format",
+                  "-t am_lat: not one commstack runs"),
+    "tag_lat with an overhead table": (lambda: ucx().replace("-t tag_bw", "-t tag_lat"), "unknown-format",
+                                       "tag_lat prints latency (usec), this table overhead"),
+    "a second launcher line": (lambda: ucx().replace("Final:", PAIR_UCX + "Final:"), "unknown-format",
+                               "the pair launcher's line after the table started"),
+    "a UCX error": (lambda: ucx().replace("Final:", "[1700000000.123456] [node1:123  :0]   ucp_worker.c:1 UCX  ERROR "
+                                          "no usable transports/devices\nFinal:"), "crashed", "found none of the transports"),
+    "a fatal error": (lambda: ucx().replace("Final:", "[node1:1234 :0:1234] ucp_worker.c:123 Fatal: lost\nFinal:"),
+                      "crashed", "UCX stopped on a fatal error"),
+    # UCX's backtrace banner looks like a job script's `=== x ===`: a crash line all the same
+    "a backtrace": (lambda: ucx().replace("Final:", "==== backtrace (tid:   1234) ====\nFinal:"), "crashed",
+                    "a rank died"),
+    "its usage": (lambda: PAIR_UCX + "  Usage: ucx_perftest [ server-hostname ] [ options ]\n", "crashed",
+                  "printed its usage"),
+    "a server of another size": (lambda: (UCX / "pair-slurm-netns-tag_bw.server.stdout").read_text()
+                                 .replace("1048576", "4096") + ucx(), "unknown-format", "the server ran 4096 B, the client"),
+}
+
+
+@pytest.mark.parametrize("case", UCX_CASES)
+def test_ucx_perftest_refuses(tmp_path, capsys, case):
+    make, kind, message = UCX_CASES[case]
+    t = parse(tmp_path, capsys, make())
+    assert t["verdict"] == kind, t["error"]
+    assert message in t["error"]["message"], t["error"]
+
+
+def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):
+    """getopt's -ttag_bw -s1048576 are -t tag_bw -s 1048576; a list of sizes (-s 524288,524288) is its sum."""
+    for args, size in (("-ttag_bw -s1048576", 1048576), ("-t tag_bw -s 524288,524288", 1048576),
+                       ("-ttag_bw -s9", 9)):
+        t = parse(tmp_path, capsys, ucx().replace("-t tag_bw -s 1048576", args))
+        assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
+            ("complete", "ucx_perftest-tag_bw", [size]), args

@@ -1,0 +1,58 @@
+"""What the tiers that start clusters and processes share: waiting on an event, and ports of their own.
+
+Tests wait on events, never on the clock: a CI runner may be loaded by a second test run. `wait_until`
+polls a condition until it holds and fails at once when what would make it hold has ended (`alive`);
+its only bound, HANG_S, catches a hang, not slowness (nothing a loaded machine does takes that long).
+Ports are chosen free when a cluster starts, so that two test runs on one machine do not collide."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+HANG_S = 600
+
+
+def wait_until(condition: Callable[[], T], what: str, alive: Callable[[], object] = lambda: True,
+               poll: float = 0.3) -> T:
+    """condition()'s first true value; fails naming `what` when alive() turns false first (or after HANG_S)."""
+    hang = time.monotonic() + HANG_S
+    while not (value := condition()):
+        assert alive(), f"{what}: what it waited on ended first"
+        assert time.monotonic() < hang, f"{what}: not after {HANG_S} s (a hang)"
+        time.sleep(poll)
+    return value
+
+
+def free_port_pair() -> int:
+    """A port nobody listens on whose next one is free too (COMMSTACK_SLURM_PORT's slurmctld, slurmd)."""
+    while True:
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("", 0))
+            port = first.getsockname()[1]
+            if port < 65534:
+                try:
+                    second.bind(("", port + 1))
+                except OSError:
+                    continue
+                return port
+
+
+def ranks_busy(marker: str, cpu_s: float = 2.0) -> bool:
+    """Every process whose command line starts with `marker` (a benchmark binary's path) has run `cpu_s`
+    seconds of CPU: past MPI_Init and into its loop. Its stdout is no sign: srun forwards a step's output
+    when the step ends."""
+    ticks, seen = os.sysconf("SC_CLK_TCK"), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(marker.encode()):
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        seen.append((int(fields[11]) + int(fields[12])) / ticks)  # utime + stime
+    return bool(seen) and min(seen) >= cpu_s
