@@ -4,6 +4,10 @@ screen names exactly that node and that pair. A healthy screen exits 0; a draine
 paired (7 nodes: one sits out each round); SIGTERM cancels every step and leaves nothing running; the leaf
 switches of topology.conf get their own step. A screen of the one-node cluster runs no pair check, and says why.
 
+With an OSU install (COMMSTACK_OSU_PREFIX or --osu-prefix) the screen is screens/local.yaml (osu_bw between
+nodes, osu_mbw_mr per leaf switch); without one, as in CI, screens/fabric.yaml (fi_pingpong and ucx_perftest
+tag_bw between nodes, no group phase): the same node and pair named either way.
+
 Run inside `flock /work/.mn.lock` (and the one-node test inside `flock /work/.slurm-tier.lock`).
 """
 
@@ -32,14 +36,12 @@ def _path() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(pytestconfig):
+def cluster():
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
     if missing:
         pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
-    if not (os.environ.get("COMMSTACK_OSU_PREFIX") or pytestconfig.getoption("--osu-prefix")):
-        pytest.skip("screen: no OSU install (COMMSTACK_OSU_PREFIX or --osu-prefix)")
     c = LocalSlurm.multinode(8, leaf_switches=2)
     try:
         c.start()
@@ -61,10 +63,29 @@ def fabric(cluster):
     tc_faults.clear()
 
 
-def screen(tmp_path, *args, env=None):
-    env = {k: v for k, v in (env or os.environ).items() if k != "SLURM_CONF"}
-    out = subprocess.run([BIN, "screen", "--system", "local-multinode", "--nodes", "8", "--results",
-                          str(tmp_path / "screen"), *args], capture_output=True, text=True, env=env, timeout=600)
+@pytest.fixture(scope="module")
+def osu(pytestconfig):
+    """The OSU install the screen runs (pytest's --osu-prefix, which defaults to COMMSTACK_OSU_PREFIX), or None."""
+    return pytestconfig.getoption("--osu-prefix")
+
+
+@pytest.fixture(scope="module")
+def argv(osu):
+    """`commstack screen` on the 8 nodes: screens/local.yaml with OSU, screens/fabric.yaml without."""
+    return [BIN, "screen", *(["local", "--osu-prefix", osu] if osu else ["fabric"]), "--system", "local-multinode",
+            "--nodes", "8"]
+
+
+@pytest.fixture(scope="module")
+def pair_check(osu):
+    """The pair check whose heatmap the report shows for either screen."""
+    return "osu_bw" if osu else "ucx_tag_bw"
+
+
+def screen(tmp_path, argv, *args):
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    out = subprocess.run([*argv, "--results", str(tmp_path / "screen"), *args], capture_output=True, text=True,
+                         env=env, timeout=600)
     doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
     return out, doc
 
@@ -73,10 +94,10 @@ def statuses(doc):
     return {n: v["status"] for n, v in doc["nodes"].items()}
 
 
-def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path, fabric):
+def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path, fabric, argv, pair_check):
     tc_faults.degrade_node("node3", "rate", SLOW)
     tc_faults.degrade_link("node2", "node7", "rate", SLOW)  # a pair of the first rotation round
-    out, doc = screen(tmp_path, "--drain")
+    out, doc = screen(tmp_path, argv, "--drain")
     print(out.stdout, out.stderr[-2000:])
     assert out.returncode == 1
     assert doc["bad_nodes"] == ["node3"]
@@ -87,16 +108,42 @@ def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path
     assert line.startswith("node3  slow: ") and "peer median (3 of 3 partners)" in line
     assert "scontrol update nodename=node3 state=drain 'reason=commstack screen: slow: " in out.stdout
     report = tmp_path / "screen" / "report"
-    assert (report / "heatmap-osu_bw.png").stat().st_size > 1000
+    assert (report / "heatmap-fi_pingpong.png").stat().st_size > 1000
+    assert (report / f"heatmap-{pair_check}.png").stat().st_size > 1000
     assert "<tr class='bad'><td>node3</td>" in (report / "index.html").read_text()
 
 
-def test_a_healthy_allocation_exits_0(tmp_path, fabric):
-    out, doc = screen(tmp_path)
+def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
+    """screens/local.yaml with no OSU install: osu_bw is not-run on every pair, with the reason, and the screen
+    judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a suspect."""
+    tc_faults.degrade_node("node3", "rate", SLOW)
+    tc_faults.degrade_link("node2", "node7", "rate", SLOW)
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "COMMSTACK_OSU_PREFIX")}
+    out = subprocess.run([BIN, "screen", "local", "--system", "local-multinode", "--nodes", "8", "--results",
+                          str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
+    print(out.stdout, out.stderr[-2000:])
+    doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
+    assert out.returncode == 1 and doc["bad_nodes"] == ["node3"] and doc["bad_pairs"] == []
+    assert "suspect pairs (one bad measurement, not called bad): node2-node7\n" in out.stdout
+    assert doc["not_run"]["osu_bw"].startswith("no OSU micro-benchmarks here: ")
+    assert doc["not_run"]["osu_bw"].endswith(" (8 nodes)")
+    assert "osu_bw: not run: no OSU micro-benchmarks here: " in out.stdout
+    ran = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-pairs--*/record.json")]
+    assert {r["verdict"] for r in ran if r["benchmark"] == "osu_bw"} == {"not-run"}
+
+
+def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
+    out, doc = screen(tmp_path, argv)
     print(out.stdout, out.stderr[-2000:])
     assert out.returncode == 0
     assert doc["bad_nodes"] == [] and doc["bad_pairs"] == []
     assert "bad nodes: none\nbad pairs: none\n" in out.stdout
+    pairs = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-pairs--*/record.json")]
+    assert {r["benchmark"] for r in pairs} == ({"fi_pingpong", "osu_bw"} if osu else
+                                               {"fi_pingpong", "ucx_perftest-tag_bw"})
+    assert len(pairs) == 2 * 2 * 4 and all(r["verdict"] == "pass" for r in pairs)  # 2 rounds, 2 checks, 4 pairs
+    if not osu:
+        return  # screens/fabric.yaml has no group phase (osu_mbw_mr is OSU's)
     # the leaf switches of topology.conf: one group step each, on its own four nodes
     groups = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-group-*/record.json")]
     assert sorted(tuple(g["nodelist"]) for g in groups) == [tuple(NODES[:4]), tuple(NODES[4:])]
@@ -104,21 +151,21 @@ def test_a_healthy_allocation_exits_0(tmp_path, fabric):
     assert "switch leaf1 (node1, node2, node3, node4): osu_mbw_mr 256 KiB " in out.stdout
 
 
-def test_a_lossy_node_when_the_kernel_has_netem(tmp_path, fabric):
+def test_a_lossy_node_when_the_kernel_has_netem(tmp_path, fabric, argv):
     if not tc_faults.has_netem():
         pytest.skip("this kernel has no sch_netem (tc qdisc add ... netem: 'Specified qdisc kind is unknown')")
     tc_faults.degrade_node("node5", "loss", "30%")
-    out, doc = screen(tmp_path)
+    out, doc = screen(tmp_path, argv)
     print(out.stdout)
     assert out.returncode == 1 and doc["bad_nodes"] == ["node5"] and doc["bad_pairs"] == []
 
 
-def test_a_drained_node_is_reported_and_the_odd_rest_paired(tmp_path, fabric, cluster):
+def test_a_drained_node_is_reported_and_the_odd_rest_paired(tmp_path, fabric, cluster, argv):
     env = {**os.environ, **cluster.variables}
     subprocess.run(["scontrol", "update", "nodename=node8", "state=drain", "reason=screen test"], env=env,
                    check=True)
     try:
-        out, doc = screen(tmp_path)
+        out, doc = screen(tmp_path, argv)
     finally:
         subprocess.run(["scontrol", "update", "nodename=node8", "state=resume"], env=env, check=True)  # as it was
     print(out.stdout)
@@ -130,11 +177,10 @@ def test_a_drained_node_is_reported_and_the_odd_rest_paired(tmp_path, fabric, cl
     assert not any("node8" in v["partners"] for v in seven.values())
 
 
-def test_sigterm_cancels_every_step_and_reports_the_partial_screen(tmp_path, cluster):
+def test_sigterm_cancels_every_step_and_reports_the_partial_screen(tmp_path, cluster, argv):
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
-    proc = subprocess.Popen([BIN, "screen", "--system", "local-multinode", "--nodes", "8", "--results",
-                             str(tmp_path / "screen")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen([*argv, "--results", str(tmp_path / "screen")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stderr:  # the progress lines: SIGTERM once pair steps run
         if line.startswith("screen: pairs:") and " 0 steps running" not in line:
             break

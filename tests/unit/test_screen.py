@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from commstack.benchmarks import BENCHMARKS
 from commstack.errors import ConfigError
 from commstack.results.records import Record
 from commstack.screen import matching, output
@@ -149,6 +150,15 @@ def test_report_has_a_heatmap_per_pair_check_and_the_node_table(tmp_path):
     assert m[2][3] < 0.2 and m[1][6] < 0.2 and m[0][7] > 0.5  # node3-node4, node2-node7 dark; node1-node8 not
 
 
+def test_the_fabric_screen_runs_no_osu_and_names_a_pair_on_its_own_measurements():
+    """screens/fabric.yaml is what a machine without OSU screens with (CI): no check of OSU's, and as many pair
+    checks as the rule's evidence, so that a pair measured once per screen can still be called bad."""
+    fabric = load_screen("fabric")
+    checks = fabric.per_node + fabric.pairs.checks + (fabric.groups.checks if fabric.groups else [])
+    assert {BENCHMARKS[c.benchmark].tool.name for c in checks} <= {"mpi-pingpong", "fi_pingpong", "ucx_perftest"}
+    assert len(fabric.pairs.checks) >= fabric.rule.evidence
+
+
 def test_screen_file_errors_are_named(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\npairs:\n  checks:\n  - {benchmark: osu_bw, nodes: 1}\n")
@@ -200,7 +210,7 @@ def test_a_nodes_history_across_screens(tmp_path):
     (["--max-steps", "0"], "--max-steps 0: 1 or more steps at once"),
     (["--nodes", "1"], "--nodes 1: the local multi-node cluster has 2 nodes or more"),
     (["--plan"], "--plan needs --nodes N"),
-    (["no-such-screen"], "unknown screen 'no-such-screen'; known: local, maintenance"),
+    (["no-such-screen"], "unknown screen 'no-such-screen'; known: fabric, local, maintenance"),
 ])
 def test_bad_command_lines_are_named_errors(args, error):
     out = subprocess.run([str(TOP / "bin" / "commstack"), "screen", *args], capture_output=True, text=True)

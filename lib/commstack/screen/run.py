@@ -163,9 +163,7 @@ class Screen:
             if why:
                 self.not_run["facts"] = why
             if node_checks:
-                recs = self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts),
-                                  self.screen.per_node_at_once)
-                self.skipped(recs)
+                self.phase(ctx, "per-node", node_phase.placed(node_checks, up, facts), self.screen.per_node_at_once)
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:
@@ -174,16 +172,18 @@ class Screen:
             interrupted = True
         finally:
             self.cleanup.close()
+        self.skipped(self.records)
         findings = self.findings(up, facts)
         return Outcome(up + list(self.down), findings, self.not_run, self.records, interrupted=interrupted,
                        wall_s=time.monotonic() - t0, phases_s=self.phases_s)
 
     def skipped(self, recs: list[Record]) -> None:
-        """Checks not run on some nodes (no GPUs there, no binary), once per check and reason."""
-        why: dict[tuple[str, str], list[str]] = {}
+        """Checks of any phase not run on some nodes (no GPUs there, no binary: osu_bw without OSU), once per
+        check and reason: the screen judges on the checks that ran, and says which did not."""
+        why: dict[tuple[str, str], set[str]] = {}
         for r in recs:
             if r.verdict == "not-run" and not r.reason.startswith("interrupted"):
-                why.setdefault((r.tags.get("screen_check", r.step), r.reason), []).extend(r.nodelist)
+                why.setdefault((r.tags.get("screen_check", r.step), r.reason), set()).update(r.nodelist)
         for (check, reason), where in why.items():
             self.not_run[check] = f"{reason} ({len(where)} node{'s' if len(where) > 1 else ''})"
 
