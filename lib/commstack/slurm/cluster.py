@@ -247,10 +247,11 @@ class LocalSlurm:
         until every node takes jobs or is drained or down, as it is."""
         deadline = time.monotonic() + timeout
         resumed: set[str] = set()
-        settled = READY if resume else READY | RESUMABLE
         while True:
             nodes = self.node_states()
-            if nodes and all(state.rstrip("*") in settled for state, _ in nodes.values()):
+            # a node that takes jobs answers (no `*`); without resume a drained or down one is settled as it is
+            if nodes and all(state in READY or (not resume and state.rstrip("*") in RESUMABLE)
+                             for state, _ in nodes.values()):
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
             for n in (set(stuck) - resumed) if resume else ():
