@@ -9,7 +9,12 @@ class AwsOfiNccl(BuiltinAwsOfiNccl):
 
     # configure links libcudart_static.a unless told otherwise ("requires either CUDA or Neuron
     # runtime" without it); a toolkit with only libcudart.so (ci/cuda-wheels.py) needs dynamic.
-    variant("cudart", default="static", values=("static", "dynamic"), description="how libcudart is linked")
+    variant(
+        "cudart",
+        default="static",
+        values=("static", "dynamic"),
+        description="how libcudart is linked",
+    )
 
     def configure_args(self):
         args = super().configure_args()

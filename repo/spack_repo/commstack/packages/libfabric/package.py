@@ -1,11 +1,9 @@
 # commstack: builtin libfabric, configured as the CSCS comm-fwk image (seed 000) configures it.
 from spack_repo.builtin.packages.libfabric.package import Libfabric as BuiltinLibfabric
 
-from spack.package import *
-
 
 class Libfabric(BuiltinLibfabric):
-    """libfabric (builtin recipe), loading CUDA and GDRCopy at run time as seed 000's build does."""
+    """libfabric (builtin recipe), loading CUDA and GDRCopy at run time as seed 000's build."""
 
     def configure_args(self):
         args = super().configure_args()
@@ -15,5 +13,5 @@ class Libfabric(BuiltinLibfabric):
         if self.spec.satisfies("+cuda"):
             args.append("--enable-cuda-dlopen")
         if self.spec.satisfies("+gdrcopy"):
-            args.append("--enable-gdrcopy-dlopen")   # seed 000: --enable-gdrcopy-dlopen
+            args.append("--enable-gdrcopy-dlopen")  # seed 000: --enable-gdrcopy-dlopen
         return args

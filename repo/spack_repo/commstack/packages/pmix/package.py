@@ -1,8 +1,6 @@
 # commstack: builtin pmix, finding a system zlib where Debian and Ubuntu keep it.
 from spack_repo.builtin.packages.pmix.package import Pmix as BuiltinPmix
 
-from spack.package import *
-
 
 class Pmix(BuiltinPmix):
     """PMIx (builtin recipe)."""

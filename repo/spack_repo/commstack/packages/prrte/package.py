@@ -1,8 +1,6 @@
 # commstack: builtin prrte, finding a system libevent where Debian and Ubuntu keep it.
 from spack_repo.builtin.packages.prrte.package import Prrte as BuiltinPrrte
 
-from spack.package import *
-
 
 class Prrte(BuiltinPrrte):
     """PRRTE (builtin recipe)."""
