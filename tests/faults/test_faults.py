@@ -211,8 +211,9 @@ def test_slurm_stop_on_the_command_line_leaves_no_process(tmp_path):
         down = subprocess.run([*cli, "stop"], env=env, capture_output=True, text=True, timeout=120)
         assert down.returncode == 0 and "local Slurm (1 node) stopped" in down.stdout, down.stdout + down.stderr
         # srun ends with the cluster; its exit code depends on whether the task's end reached it before
-        # slurmstepd went (0 or not), so only its ending is ours to check
-        job.wait(timeout=30)
+        # slurmstepd went (0 or not), so only its ending is ours to check. It may retry the gone controller
+        # first (over 30 s while a second test run loads the machine): wait for the end, not for a time
+        wait_until(lambda: job.poll() is not None, "srun ends with the cluster")
         assert cluster.processes() == []
         assert not _tasks(cluster)
     finally:
