@@ -175,6 +175,38 @@ def test_alps_login_installs_and_activates(spack, tmp_path):
     assert below, "OSU's module is below Open MPI's in the hierarchy"
 
 
+# ---- what an Alps node already has --------------------------------------------------------------
+
+#: SLES's own packages, never built for an Alps env; and for gh200-cray NCCL and the verbs library under it
+NODE_PACKAGES = {"alps-login": ("perl", "openssl", "openssh", "krb5"),
+                 "gh200-cray": ("perl", "openssl", "openssh", "krb5", "nccl", "rdma-core")}
+#: `spack find -c -p`'s line for one concrete spec: status ([e] external, [+] installed, - to build), spec, prefix
+FIND_LINE = re.compile(r"(\[e\]|\[\+\]| - ) +([\w-]+)@(\S+) +(\S+)")
+
+
+@pytest.mark.parametrize("env", ("alps-login", "gh200-cray"))
+def test_alps_envs_take_the_node_system_packages(spack, tmp_path, env):
+    """`spack -e envs/ENV find -c -p` on the committed lock: each of SLES's (and for gh200-cray the
+    vendor's) packages is an external ([e]) at the node's prefix, or not in the DAG at all; none is
+    built (issue 36 item 8: alps-login built perl, openssl, openssh and krb5; gh200-cray NCCL and rdma-core)."""
+    top = staged_with_locks(tmp_path)
+    out = spack("find", "-c", "-p", *NODE_PACKAGES[env], env_dir=top / env_dir(env), timeout=300).stdout
+    found = {m[2]: (m[1], m[3], m[4]) for m in map(FIND_LINE.fullmatch, out.splitlines()) if m}
+    assert set(found) <= set(NODE_PACKAGES[env]), out
+    assert {name: status for name, (status, _, _) in found.items() if status != "[e]"} == {}, out
+    # the lock as Spack wrote it agrees: no node of these without its 'external' entry
+    nodes = lock_nodes(TOP / env_dir(env) / "spack.lock")
+    assert {n: nodes[n]["external"] for n in NODE_PACKAGES[env] if n in nodes} == \
+        {n: prefix for n, (_, _, prefix) in found.items()}
+    # what the DAG does need comes from the node: perl (autotools), openssh (Open MPI's rsh launch)
+    sles = {"perl", "openssh", "openssl"} if env == "alps-login" else {"perl"}
+    assert {n: found[n][2] for n in sles if n in found} == dict.fromkeys(sles, "/usr"), out
+    assert found["perl"][1] == "5.26.1"
+    if env == "gh200-cray":  # NCCL of the HPC SDK that holds the cuda external
+        sdk = Path(nodes["cuda"]["external"]).parents[1]
+        assert Path(found["nccl"][2]) == sdk / "comms" / "nccl" and found["nccl"][1] == "2.25.1-1", out
+
+
 # ---- the wrong machine ------------------------------------------------------------------------
 
 def test_install_on_a_host_that_cannot_run_the_target_stops_first():

@@ -57,6 +57,24 @@ def test_cray_externals_are_not_on_this_machine(spack, concrete):
     for name, prefix in (("cray-mpich", "/opt/cray/pe/mpich/"), ("libfabric", "/opt/cray/libfabric/1.22.0")):
         assert any(p.startswith(f"prefix {prefix}") and p.endswith("does not exist") for p in checks[name].problems)
     assert "module cray-mpich/8.1.30: no module command here to check it" in checks["cray-mpich"].problems
+    nccl = checks["nccl"]  # the HPC SDK's, beside the cuda external
+    assert nccl.problems == ["prefix /opt/nvidia/hpc_sdk/Linux_aarch64/25.3/comms/nccl does not exist"]
+
+
+def test_alps_login_checks_the_node_sles_packages(spack):
+    """`bin/commstack preflight alps-login`: SLES's perl, openssh and openssl, externals of its lock,
+    are each read at /usr by Spack's detection and pass only at the version the env claims."""
+    proc = subprocess.run([str(TOP / "bin" / "commstack"), "preflight", "alps-login"], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == (1 if "FAIL" in proc.stdout else 0), proc.stdout + proc.stderr
+    lines = {line.split("@")[0].strip(): line.strip() for line in proc.stdout.splitlines() if "@=" in line}
+    for name, claim in (("perl", "5.26.1"), ("openssh", "9.6p1"), ("openssl", "3.1.4")):
+        m = re.fullmatch(rf"{name}@={re.escape(claim)} at /usr: (?:ok \(found (.+?): .*\)|FAIL: expected "
+                         rf"{re.escape(claim)}, found (?:none: .*|(.+?) \(Spack's detection of {name} at /usr\)))",
+                         lines[name])
+        assert m, lines[name]
+        if m[1] or m[2]:  # a version read there: ok exactly when it is the claimed one
+            assert any(v.startswith(claim) for v in (m[1] or m[2]).split(", ")) == bool(m[1]), lines[name]
 
 
 def test_a_wrong_version_claim_is_reported(spack, tmp_path):
