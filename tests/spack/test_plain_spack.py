@@ -164,6 +164,8 @@ def test_alps_login_installs_and_activates(spack, tmp_path):
     view = env / ".spack-env" / "view"
     assert {"openmpi", "mpi-pingpong"} <= {p.name for p in (view / "bin").iterdir()}
     assert not (view / "bin" / "autoconf").exists()  # link: run, no build tools
+    # Open MPI's openssh is the node's, an external, never in the view (--fake: bin/<package> per package)
+    assert not (view / "bin" / "openssh").exists()
     out = spack(*tree, "env", "activate", "--sh", str(env), timeout=300).stdout
     path = next(line for line in out.split(";") if line.strip().startswith("export PATH=")).split("=", 1)[1]
     assert f"{view}/bin" in path
