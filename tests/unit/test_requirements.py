@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import subprocess
 import sys
@@ -134,3 +135,13 @@ def test_the_images_install_spack_txt_alone(name):
         assert "requirements /opt/commstack/requirements" in copies
     else:
         assert launched == []
+
+
+def test_a_missing_requirement_set_is_named_before_any_venv_is_made(tmp_path):
+    venv = tmp_path / "venv"
+    out = subprocess.run([str(TOP / "bin" / "commstack"), "images"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "COMMSTACK_REQUIREMENTS": "requirements/none.txt",
+                              "COMMSTACK_VENV": str(venv)})
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == f"commstack: COMMSTACK_REQUIREMENTS=requirements/none.txt: no such file in {TOP}\n"
+    assert not venv.exists()
