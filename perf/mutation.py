@@ -73,6 +73,7 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
            "compare": "commstack.results.compare", "diagnosis": "commstack.results.diagnosis",
            "settle": "commstack.results.settle",
            "records": "commstack.results.records", "report": "commstack.results.report",
+           "markup": "commstack.results.markup",
            "export": "commstack.results.export", "history": "commstack.results.history"}
 #: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
 #: and run by the slurm tier's subprocesses, which coverage does not see; its parser and checks are mutated
