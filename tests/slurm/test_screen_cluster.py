@@ -141,7 +141,13 @@ def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
     pairs = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-pairs--*/record.json")]
     assert {r["benchmark"] for r in pairs} == ({"fi_pingpong", "osu_bw"} if osu else
                                                {"fi_pingpong", "ucx_perftest-tag_bw"})
-    assert len(pairs) == 2 * 2 * 4 and all(r["verdict"] == "pass" for r in pairs)  # 2 rounds, 2 checks, 4 pairs
+    assert len(pairs) == 2 * 2 * 4  # 2 rounds, 2 checks, 4 pairs
+    # a pair that failed once (Debian's Open MPI 4.1 has segfaulted in osu_bw over tcp while a second test run
+    # loaded this host) is a suspect, named with its failure, never passed over nor called bad
+    suspects = {tuple(p["nodes"]): " ".join(p["why"]) for p in doc["suspect_pairs"]}
+    failed = [r for r in pairs if r["verdict"] != "pass"]
+    assert sorted(tuple(r["nodelist"]) for r in failed) == sorted(suspects), out.stdout
+    assert all(r["verdict"] == "fail" and r["reason"] in suspects[tuple(r["nodelist"])] for r in failed)
     if not osu:
         return  # screens/fabric.yaml has no group phase (osu_mbw_mr is OSU's)
     # the leaf switches of topology.conf: one group step each, on its own four nodes
