@@ -22,6 +22,7 @@ import pytest
 
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import NamespaceError
+from waits import namespace_cluster_alone
 import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
 
 pytestmark = pytest.mark.multinode
@@ -42,16 +43,17 @@ def cluster():
     missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
     if missing:
         pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
-    c = LocalSlurm.multinode(8, leaf_switches=2)
-    try:
-        c.start()
-    except NamespaceError as e:
-        pytest.skip(f"multinode: {e}")
-    try:
-        yield c
-    finally:
-        tc_faults.clear()
-        c.stop()
+    with namespace_cluster_alone():
+        c = LocalSlurm.multinode(8, leaf_switches=2)
+        try:
+            c.start()
+        except NamespaceError as e:
+            pytest.skip(f"multinode: {e}")
+        try:
+            yield c
+        finally:
+            tc_faults.clear()
+            c.stop()
 
 
 @pytest.fixture
