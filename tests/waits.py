@@ -3,15 +3,21 @@
 Tests wait on events, never on the clock: a CI runner may be loaded by a second test run. `wait_until`
 polls a condition until it holds and fails at once when what would make it hold has ended (`alive`);
 its only bound, HANG_S, catches a hang, not slowness (nothing a loaded machine does takes that long).
-Ports are chosen free when a cluster starts, so that two test runs on one machine do not collide."""
+Ports are chosen free when a cluster starts, so that two test runs on one machine do not collide. The
+namespace cluster is one per machine: a test module that uses it holds it alone (namespace_cluster_alone)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, TypeVar
+
+from commstack.slurm import config
 
 T = TypeVar("T")
 HANG_S = 600
@@ -56,3 +62,19 @@ def ranks_busy(marker: str, cpu_s: float = 2.0) -> bool:
             continue
         seen.append((int(fields[11]) + int(fields[12])) / ticks)  # utime + stime
     return bool(seen) and min(seen) >= cpu_s
+
+
+@contextlib.contextmanager
+def namespace_cluster_alone() -> Iterator[None]:
+    """The namespace cluster (cs-node*, one per machine, shared by leases) for this test module alone, from its
+    start to its stop: a second test run's module waits here for ours to end, and not only its jobs would
+    collide: a module starts the cluster with its own node count (another count restarts it), degrades links
+    with tc (the other's screen would see them) or kills a node."""
+    path = config.multinode_dir()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(f"{path}.tests.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the event: the other module's lock released, whenever that is
+        yield
+    finally:
+        os.close(fd)

@@ -31,9 +31,10 @@ PAYLOAD = "$(touch {m}) `touch {m}`; touch {m} && touch {m} | touch {m} '\"\\"
 
 
 def commstack(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    """bin/commstack as a user types it (not `run`/`test`: those may install Debian packages first)."""
+    """bin/commstack as a user types it (not `run`/`test`: those may install Debian packages first); a variable
+    None in `env` is unset."""
     return subprocess.run([str(TOP / "bin" / "commstack"), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None})
 
 
 def raw_controls(text: str) -> list[str]:
@@ -264,8 +265,9 @@ def test_results_directories_are_not_world_readable(tmp_path):
     """issue 22 items 3 and 12: results/ was world-readable, with variables.json, record.json and the
     history in it. A new --results is made 0750 (less what the umask takes), results/ of the checkout loses
     what others could do, and a run's files stay inside."""
-    proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(tmp_path / "r"))
-    assert proc.returncode == 3, proc.stdout + proc.stderr  # no OSU here: the OSU steps are not-run
+    proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(tmp_path / "r"),
+                     env={"COMMSTACK_OSU_PREFIX": None})
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # no OSU given: the OSU steps are not-run
     umask = os.umask(0o022)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "r").stat().st_mode) == 0o750 & ~umask

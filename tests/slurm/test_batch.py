@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from waits import wait_until
+from waits import namespace_cluster_alone, wait_until
 
 from commstack.cli.main import main
 from commstack.results.records import read_run
@@ -34,11 +34,12 @@ def cluster():
                     "--osu-prefix PREFIX)")
     if not (OSU / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt" / "osu_bw").is_file():
         pytest.skip(f"COMMSTACK_OSU_PREFIX={OSU} is not an OSU install (no libexec/.../pt2pt/osu_bw)")
-    c = LocalSlurm.multinode(3)
-    c.start()
-    yield c
-    c.stop(manual=True)  # the lease `commstack suite --submit` took so that the cluster outlives it
-    c.stop()
+    with namespace_cluster_alone():
+        c = LocalSlurm.multinode(3)
+        c.start()
+        yield c
+        c.stop(manual=True)  # the lease `commstack suite --submit` took so that the cluster outlives it
+        c.stop()
 
 
 def suite(tmp_path: Path, bw_iterations: int) -> Path:

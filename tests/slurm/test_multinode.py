@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from waits import ranks_busy, wait_until
+from waits import namespace_cluster_alone, ranks_busy, wait_until
 
 from commstack.errors import AllocationLostError, NodeFailureError
 from commstack.files import write_atomic
@@ -43,17 +43,18 @@ def cluster(pytestconfig, results_dir):
     probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"multinode: `ip netns list` fails: {probe.stderr.strip()}")
-    c = LocalSlurm.multinode(2)
-    try:
-        c.start()  # a lease: a cluster someone else also uses is not stopped under them
-    except NamespaceError as e:
-        pytest.skip(f"multinode: {e}")
-    try:
-        yield c
-    finally:
-        if (c.root / "log").is_dir():
-            shutil.copytree(c.root / "log", results_dir / "multinode-slurm-logs", dirs_exist_ok=True)
-        c.stop()
+    with namespace_cluster_alone():
+        c = LocalSlurm.multinode(2)
+        try:
+            c.start()  # a lease: a cluster someone else also uses is not stopped under them
+        except NamespaceError as e:
+            pytest.skip(f"multinode: {e}")
+        try:
+            yield c
+        finally:
+            if (c.root / "log").is_dir():
+                shutil.copytree(c.root / "log", results_dir / "multinode-slurm-logs", dirs_exist_ok=True)
+            c.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 
 from commstack.slurm.cluster import LocalSlurm
+from waits import namespace_cluster_alone
 
 pytestmark = pytest.mark.multinode
 TOP = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def alone():
+    with namespace_cluster_alone():
+        yield
 
 
 def test_a_cluster_whose_checkout_is_gone_is_restarted_by_the_next(tmp_path):

@@ -169,7 +169,7 @@ def test_audit_packages(spack, staged):
 
 def test_style_of_recipes(spack):
     recipes = sorted(str(p) for p in (TOP / "repo").glob("spack_repo/*/packages/*/package.py"))
-    tools = Path(sys.executable).parent  # black, isort and flake8 come with requirements.txt
+    tools = Path(sys.executable).parent  # black, isort and flake8 come with requirements/dev.txt
     # docs/recipes.md#style: why not plain `spack style` (mypy checks Spack's own code; flake8's rules)
     proc = spack("-C", str(TOP / ".spack"), "style", "--skip", "mypy,flake8", *recipes, check=False,
                  extra_env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})

@@ -1,5 +1,5 @@
 """mpi-pingpong's GPU modes compiled on any machine, against CUDA 12.8 from the PyPI wheels of
-requirements.txt and the system MPI's headers; run for real where a GPU is, else not run, with why."""
+requirements/dev.txt and the system MPI's headers; run for real where a GPU is, else not run, with why."""
 
 import importlib.metadata
 import importlib.util
@@ -24,7 +24,7 @@ def _wheels() -> Path:
     """site-packages/nvidia, where the CUDA wheels put cuda_runtime/ and cuda_nvcc/."""
     spec = importlib.util.find_spec("nvidia.cuda_runtime")
     if spec is None:
-        pytest.fail("the CUDA wheels of requirements.txt are not installed: run bin/commstack venv")
+        pytest.fail("the CUDA wheels of requirements/dev.txt are not installed: run bin/commstack venv")
     return Path(list(spec.submodule_search_locations)[0]).parent
 
 

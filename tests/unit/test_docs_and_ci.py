@@ -26,7 +26,7 @@ from commstack.spack.envs import ENVS
 from commstack.config import load_system
 
 TOP = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent  # the venv's bin: mkdocs and check-jsonschema come with requirements.txt
+BIN = Path(sys.executable).parent  # the venv's bin: mkdocs and check-jsonschema come with requirements/dev.txt
 GITLAB = TOP / "ci" / "gitlab-ci.yml"
 GITHUB = TOP / ".github" / "workflows" / "ci.yml"
 DOCS = sorted((TOP / "docs").glob("*.md"))

@@ -24,12 +24,12 @@ reasons, errors) is shown with its control characters escaped.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import subprocess
 import sys
 
 import commstack
-from commstack.cli import envs, local, results, run, screen
 from commstack.errors import CommstackError, printable
 from commstack.files import drop_stdout
 from commstack.paths import TOP
@@ -38,26 +38,33 @@ from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
 #: as a shell reports a program SIGPIPE ended (128 + 13)
 EXIT_BROKEN_PIPE = 141
 
-#: every command, in the order --help lists them: what adds its parser, and what runs it
+#: every command, in the order --help lists them, and its module (commstack.cli.MODULE), which has
+#: add_COMMAND (its parser) and cmd_COMMAND (what runs it). A command imports its module alone, so
+#: `setup` in an image runs on requirements/spack.txt (no pytest, rich or matplotlib there).
 COMMANDS = {
-    "run": (run.add_run, run.cmd_run),
-    "test": (local.add_test, local.cmd_test),
-    "slurm": (local.add_slurm, local.cmd_slurm),
-    "setup": (envs.add_setup, envs.cmd_setup),
-    "lock": (envs.add_lock, envs.cmd_lock),
-    "preflight": (envs.add_preflight, envs.cmd_preflight),
-    "containerize": (envs.add_containerize, envs.cmd_containerize),
-    "images": (envs.add_images, envs.cmd_images),
-    "mirror": (envs.add_mirror, envs.cmd_mirror),
-    "suite": (run.add_suite, run.cmd_suite),
-    "screen": (screen.add_screen, screen.cmd_screen),
-    "report": (results.add_report, results.cmd_report),
-    "status": (run.add_status, run.cmd_status),
-    "compare": (results.add_compare, results.cmd_compare),
-    "history": (results.add_history, results.cmd_history),
-    "export": (results.add_export, results.cmd_export),
-    "parse": (results.add_parse, results.cmd_parse),
+    "run": "run",
+    "test": "local",
+    "slurm": "local",
+    "setup": "envs",
+    "lock": "envs",
+    "preflight": "envs",
+    "containerize": "envs",
+    "images": "envs",
+    "mirror": "envs",
+    "suite": "run",
+    "screen": "screen",
+    "report": "results",
+    "status": "run",
+    "compare": "results",
+    "history": "results",
+    "export": "results",
+    "parse": "results",
 }
+
+
+def command(name: str, role: str):
+    """add_NAME or cmd_NAME of the command's module."""
+    return getattr(importlib.import_module(f"commstack.cli.{COMMANDS[name]}"), f"{role}_{name}")
 
 
 def install_deps() -> None:
@@ -67,13 +74,13 @@ def install_deps() -> None:
         raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(names=COMMANDS) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for add, _ in COMMANDS.values():
-        add(sub)
+    for name in names:
+        command(name, "add")(sub)
     for s in sub.choices.values():
         s.allow_abbrev = False  # `run --sys x` is a mistyped flag, not --system
     return p
@@ -83,16 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    p = parser()
-    args, unknown = p.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
+    ours = argv[:argv.index("--")] if "--" in argv else argv
+    # the command's parser alone when the line starts with one; else (--help, a typo) all of them
+    p = parser([ours[0]] if ours and ours[0] in COMMANDS else COMMANDS)
+    args, unknown = p.parse_known_args(ours)
     if unknown:  # a mistyped option is an error, never passed on
-        p.error(f"{args.cmd}: unrecognized arguments: {' '.join(unknown)}")
+        parser().error(f"{args.cmd}: unrecognized arguments: {' '.join(unknown)}")
     if extra and args.cmd not in ("test", "run", "suite"):
-        p.error(f"{args.cmd} takes no arguments after --")
+        parser().error(f"{args.cmd} takes no arguments after --")
     try:
         if args.cmd in ("run", "test") and os.environ.get("COMMSTACK_INSTALL_DEPS") == "1":
             install_deps()  # bin/commstack's first use: once the command line is known to be right
-        return COMMANDS[args.cmd][1](args, extra)
+        return command(args.cmd, "cmd")(args, extra)
     except CommstackError as e:
         print(f"commstack {args.cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_USAGE)
