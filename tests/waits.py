@@ -21,6 +21,9 @@ from commstack.slurm import config
 
 T = TypeVar("T")
 HANG_S = 600
+#: beside the namespace cluster's state directory; `flock ~/.local/state/commstack/namespace-cluster.tests.lock CMD`
+#: runs CMD on that cluster between two test modules
+NAMESPACE_CLUSTER_LOCK = "namespace-cluster.tests.lock"
 
 
 def wait_until(condition: Callable[[], T], what: str, alive: Callable[[], object] = lambda: True,
@@ -70,9 +73,9 @@ def namespace_cluster_alone() -> Iterator[None]:
     start to its stop: a second test run's module waits here for ours to end, and not only its jobs would
     collide: a module starts the cluster with its own node count (another count restarts it), degrades links
     with tc (the other's screen would see them) or kills a node."""
-    path = config.multinode_dir()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(f"{path}.tests.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    state = config.multinode_dir().parent  # not a name the cluster's root is a prefix of: tests pgrep that root
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(state / NAMESPACE_CLUSTER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the event: the other module's lock released, whenever that is
         yield

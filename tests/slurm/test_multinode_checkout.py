@@ -28,7 +28,8 @@ def test_a_cluster_whose_checkout_is_gone_is_restarted_by_the_next(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     if LocalSlurm.multinode().running():
-        pytest.skip("the multi-node cluster is up already (another user of it): run under /work/.mn.lock")
+        pytest.skip("the multi-node cluster is up already (someone's `commstack slurm start --nodes N`), and "
+                    "this test would restart it")
     clone = tmp_path / "clone"  # another checkout: its own lib/ and its own .venv's Python
     shutil.copytree(TOP / "lib", clone / "lib")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(clone / ".venv")], check=True)

@@ -8,7 +8,7 @@ With an OSU install (COMMSTACK_OSU_PREFIX or --osu-prefix) the screen is screens
 nodes, osu_mbw_mr per leaf switch); without one, as in CI, screens/fabric.yaml (fi_pingpong and ucx_perftest
 tag_bw between nodes, no group phase): the same node and pair named either way.
 
-Run inside `flock /work/.mn.lock` (and the one-node test inside `flock /work/.slurm-tier.lock`).
+Each module on the namespace cluster holds it alone (waits.namespace_cluster_alone): a second test run waits.
 """
 
 import json
