@@ -13,6 +13,7 @@ FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
 UCX = TOP / "tests" / "data" / "ucx_perftest" / "1.13"
 PAIR_FI = "# commstack pair client: fi_pingpong -p tcp -e rdm -P 59087 10.77.0.11\n"
 PAIR_UCX = "# commstack pair client: ucx_perftest 10.77.0.11 -p 55345 -t tag_bw -s 1048576 -n 200\n"
+LOADED = "pair-loaded-tag_lat-8.client.stdout"  # its Final row's interval average is inf
 
 
 def parse(tmp_path, capsys, text: str, args: str = "") -> dict:
@@ -119,6 +120,9 @@ UCX_CASES = {
                     "a rank died"),
     "its usage": (lambda: PAIR_UCX + "  Usage: ucx_perftest [ server-hostname ] [ options ]\n", "crashed",
                   "printed its usage"),
+    "an overall figure inf": (lambda: ucx(LOADED).replace("4001.959", "inf"), "bad-number", "not a number: 'inf'"),
+    "iterations nan": (lambda: ucx(LOADED).replace("Final:                  1000", "Final:                   nan"),
+                       "bad-number", "not a number: 'nan'"),
     "a server of another size": (lambda: (UCX / "pair-slurm-netns-tag_bw.server.stdout").read_text()
                                  .replace("1048576", "4096") + ucx(), "unknown-format", "the server ran 4096 B, the client"),
 }
@@ -130,6 +134,14 @@ def test_ucx_perftest_refuses(tmp_path, capsys, case):
     t = parse(tmp_path, capsys, make())
     assert t["verdict"] == kind, t["error"]
     assert message in t["error"]["message"], t["error"]
+
+
+def test_ucx_perftest_interval_with_no_iteration_has_no_average(tmp_path, capsys):
+    """A loaded machine's Final row right after the last progress row: its report interval ran no iteration,
+    and UCX prints the interval's average latency as inf (0/0). The run is whole; its overall figures stand."""
+    [row] = parse(tmp_path, capsys, ucx(LOADED))["rows"]
+    assert (row["latency_avg_us"], row["latency_us"], row["latency_pct_us"], row["message_rate"]) == \
+        (None, 4001.959, 4013.479, 250)
 
 
 def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):

@@ -74,9 +74,14 @@ BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Mess
 SERVER = re.compile(r"^(?:Waiting for connection\.\.\.|Accepted connection from \S+)$")
 # a progress row (`[thread N]` first where UCX was built with OpenMP), the final row (`Final:`; to 1.11 only
 # with OpenMP; with -f, 1.12+, `%10s` of no batch file's name: blanks); 1.8 marks neither
-ROW = re.compile(r"^(?P<prefix>Final:|\[thread \d+\])?\s*(?P<values>[\d.\s]+)$")
+ROW = re.compile(r"^(?P<prefix>Final:|\[thread \d+\])?\s*(?P<values>(?:[\d.\s]|-?inf|-?nan)+)$")
 ROW_START = re.compile(r"^(?:Final:|\[thread |\s*\d)")
 FLOAT = re.compile(r"\d+(?:\.\d+)?")
+#: the last report interval's averages (print_progress' moment_average): an interval with no iteration in it,
+#: as the Final row right after the last progress row on a loaded machine, divides by zero (printf: inf, nan);
+#: such an average is no figure (None)
+INTERVAL = {PRINTED.index(c) for c in ("latency_avg_us", "bandwidth_avg_MiBps", "message_rate_avg")}
+NOT_FINITE = re.compile(r"-?(?:inf|nan)")
 UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL|WARN|DIAG) +(?P<msg>.*)$")
 FATAL = re.compile(r"^\[[^\]]+:\d+ *:\d+:\d+\] +\S+:\d+ |^==== backtrace \(tid: *\d+\) ====$")
 USAGE = re.compile(r"^\s+Usage: ucx_perftest ")
@@ -212,17 +217,17 @@ def _header_line(header: list[str], line: str, sweep: Sweep) -> bool:
     return False
 
 
-def _values(t: Any, text: str, line: str, lineno: int) -> list[float]:
+def _values(t: Any, text: str, line: str, lineno: int) -> list[float | None]:
     fields = text.split()
     if len(fields) != 8 and t.cut and lineno == t.lines[-1][0]:
         raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
     if len(fields) != 8:
         # numbers only (ROW): nothing is glued to them, the row has too few or too many
         raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}")
-    for f in fields:
-        if not FLOAT.fullmatch(f):
+    for i, f in enumerate(fields):
+        if not (FLOAT.fullmatch(f) or i in INTERVAL and NOT_FINITE.fullmatch(f)):
             raise BadNumberError(f"not a number: {f!r}", line, lineno)
-    return [float(f) for f in fields]
+    return [None if NOT_FINITE.fullmatch(f) else float(f) for f in fields]
 
 
 def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]:
