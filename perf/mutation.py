@@ -19,8 +19,9 @@ call runs in a forked child of this process, which puts the mutated function's c
 module (every reference to the function sees it) and runs those tests with pytest (-x, fastest first,
 Hypothesis seeded). A mutant of code that runs at import (module-level data, a function only import
 calls) cannot be put into a loaded module: every module that copied the value holds the old one. It runs
-in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs every test
-that reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
+in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs the tests that
+reach where the value is read (perf/mutation_readers.py), then, if it survives those, every test that
+reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
 cannot see a mutant; coverage does not see them either, so they are never chosen. A mutant is killed when
 a test fails (or cannot be collected, or the import fails) or times out, survives when all pass, and is
 skipped when perf/mutation-equivalent.yaml lists it with the reason no test can tell it from the code.
@@ -28,10 +29,11 @@ The score is killed / (mutants - equivalent) per module.
 
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu osu_format nccl_tests ... diagnosis]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
+      [--map FILE (the test map, kept and reused while lib/ and tests/ are unchanged)]
       [--recheck OUTPUT-OF-AN-EARLIER-RUN]
 
 Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
-module's score is below its recorded figure; --record writes the figures. One process, one mutant
+module's score is below its recorded figure; --record writes the figures, module by module. One process, one mutant
 at a time: on a shared machine it costs one core.
 """
 
@@ -637,15 +639,16 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                 kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
+        if args.record and not args.only:  # module by module: a long run stopped early keeps what it scored
+            earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
+            files.write_atomic(args.record, render_scores({name: results[name]}, {name: score(results[name])},
+                                                          earlier))
     stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
     for e in stale if not args.only else []:
         print(f"stale entry in {EQUIVALENT.name} (no such mutant): {e['module']} {e['function']}: {e['mutation']} "
               f"in {e['line']!r}")
     print(f"wall time {time.perf_counter() - start:.0f} s")
     scores = {name: score(ms) for name, ms in results.items()}
-    if args.record:
-        earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
-        args.record.write_text(render_scores(results, scores, earlier))
     if args.check:
         recorded = yaml.safe_load(args.check.read_text())["score"]
         low = [f"{n} {scores[n]:.1%} < {recorded[n]:.1%}" for n in scores if n in recorded and scores[n] < recorded[n]]
