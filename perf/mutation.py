@@ -19,8 +19,9 @@ call runs in a forked child of this process, which puts the mutated function's c
 module (every reference to the function sees it) and runs those tests with pytest (-x, fastest first,
 Hypothesis seeded). A mutant of code that runs at import (module-level data, a function only import
 calls) cannot be put into a loaded module: every module that copied the value holds the old one. It runs
-in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs every test
-that reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
+in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs the tests that
+reach where the value is read (perf/mutation_readers.py), then, if it survives those, every test that
+reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
 cannot see a mutant; coverage does not see them either, so they are never chosen. A mutant is killed when
 a test fails (or cannot be collected, or the import fails) or times out, survives when all pass, and is
 skipped when perf/mutation-equivalent.yaml lists it with the reason no test can tell it from the code.
@@ -28,10 +29,11 @@ The score is killed / (mutants - equivalent) per module.
 
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu osu_format nccl_tests ... diagnosis]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
+      [--map FILE (the test map, kept and reused while lib/ and tests/ are unchanged)]
       [--recheck OUTPUT-OF-AN-EARLIER-RUN]
 
 Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
-module's score is below its recorded figure; --record writes the figures. One process, one mutant
+module's score is below its recorded figure; --record writes the figures, module by module. One process, one mutant
 at a time: on a shared machine it costs one core.
 """
 
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -60,7 +63,11 @@ import hypothesis.configuration
 import pytest
 import yaml
 
+from commstack import files
+from mutation_readers import readers
+
 TOP = Path(__file__).resolve().parents[1]
+LIB = TOP / "lib" / "commstack"
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
 #: (history on demand); a module's key is its file's name
 MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "commstack.tools.osu",
@@ -463,37 +470,57 @@ class _Contexts:
             self.cov.switch_context("")
 
 
-def test_map(paths: dict[str, Path], out: Path) -> int:
-    """In a child: the unit tier under coverage; writes {file: {line: [node ids]}, seconds: {node id: s},
-    failed: [node ids]} (a test that fails unmutated can kill nothing: it is left out)."""
-    cov = coverage.Coverage(data_file=None, include=[str(p) for p in paths.values()])
+def test_map(out: Path, key: str) -> int:
+    """In a child: the unit tier under coverage of the whole package (a mutant of data is read elsewhere); writes
+    {key, contexts: [node ids], lines: {file: {line: [context index]}}, seconds: {node id: s}, failed: [node ids]}
+    (a test that fails unmutated can kill nothing: it is left out)."""
+    cov = coverage.Coverage(data_file=None, include=[str(LIB / "*")])
     cov.start()
     plugin = _Contexts(cov)
     rc = pytest.main([*UNIT_TIER, *PYTEST], plugins=[plugin])
     cov.stop()
     data = cov.get_data()
-    lines = {name: {str(n): sorted(c for c in ctx if c) for n, ctx in data.contexts_by_lineno(str(p)).items()}
-             for name, p in paths.items()}
+    index: dict[str, int] = {}
+    lines = {str(Path(f).relative_to(TOP)): {str(n): sorted(index.setdefault(c, len(index)) for c in ctx if c)
+                                             for n, ctx in data.contexts_by_lineno(f).items()}
+             for f in data.measured_files()}
     seconds = {t: s for t, s in plugin.seconds.items() if t not in plugin.failed}
-    out.write_text(json.dumps({"lines": lines, "seconds": seconds, "failed": sorted(plugin.failed)}))
+    files.write_atomic(out, json.dumps({"key": key, "contexts": list(index), "lines": lines, "seconds": seconds,
+                                        "failed": sorted(plugin.failed)}))
     return int(rc) if rc not in (0, 1) else 0
 
 
-def choose_tests(m: Mutant, lines: dict[str, list[str]], seconds: dict[str, float], fresh: bool = False,
-                 kills: dict[str, int] | None = None) -> list[str]:
-    """The tests that reach the mutant's lines (a test file's whole list where its import reaches them),
-    those that killed most of the module's mutants so far first, then the fastest; for a mutant run `fresh`
-    (code at import), every test that reaches the module."""
-    kills = kills or {}
-    if fresh:
-        contexts = {c for cs in lines.values() for c in cs}
-    else:
-        contexts = {c for n in range(m.lineno, m.end_lineno + 1) for c in lines.get(str(n), [])}
-    # a test that reaches a line may compute once (functools.cache) what its siblings then only read: every
-    # parametrization of a test that reaches the mutant's line, every test of a file that reaches code at import
-    reach = {c.split("::")[0] if fresh else c.split("[")[0] for c in contexts}
-    tests = {t for t in seconds if t.split("::")[0] in reach or (t.split("::")[0] if fresh else t.split("[")[0]) in reach}
-    return sorted(tests, key=lambda t: (-kills.get(t, 0), seconds[t], t))
+def map_key() -> str:
+    """What the map depends on: the package's and the tests' files."""
+    digest = hashlib.sha256()
+    for path in sorted([*LIB.rglob("*.py"), *(p for p in (TOP / "tests").rglob("*") if p.is_file())]):
+        if "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(TOP)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+class TestMap:
+    """Which tests reach which line of the package, and each test's seconds unmutated."""
+
+    def __init__(self, data: dict):
+        self.contexts, self.lines, self.seconds = data["contexts"], data["lines"], data["seconds"]
+
+    def reach(self, path: Path, numbers=None) -> set[str]:
+        """The contexts (tests, and test files' imports) that ran any of these lines of `path` (None: any)."""
+        lines = self.lines.get(str(path.relative_to(TOP)), {})
+        numbers = lines if numbers is None else map(str, numbers)
+        return {self.contexts[i] for n in numbers for i in lines.get(n, ())}
+
+    def choose(self, contexts: set[str], whole_files: bool = False, kills: dict[str, int] | None = None) -> list[str]:
+        """The tests of these contexts, those that killed most of the module's mutants so far first, then the
+        fastest. A test that reaches a line may compute once (functools.cache) what its siblings then only read:
+        every parametrization of a test that reaches it; every test of a file whose import reaches it, or of
+        every file that reaches it with `whole_files` (code at import)."""
+        kills = kills or {}
+        whole = {c.split("::")[0] for c in contexts if whole_files or "::" not in c}
+        each = {c.split("[")[0] for c in contexts if "::" in c}
+        tests = {t for t in self.seconds if t.split("::")[0] in whole or t.split("[")[0] in each}
+        return sorted(tests, key=lambda t: (-kills.get(t, 0), self.seconds[t], t))
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -516,6 +543,8 @@ def main() -> int:
     ap.add_argument("--timeout-min", type=float, default=10.0)
     ap.add_argument("--check", type=Path, help="exit 1 when a module scores below its figure in this file")
     ap.add_argument("--record", type=Path, help="write the scores to this file")
+    ap.add_argument("--map", type=Path, help="keep the test map in this file, and take it from there while the "
+                    "package's and the tests' files are unchanged")
     ap.add_argument("--only", nargs="+", help="only the mutants whose 'file:line mutation' contains one of these")
     ap.add_argument("--child", nargs=2, metavar=("MODULE", "INDEX"), help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -544,15 +573,21 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     found = {name: mutants(name) for name in args.modules}
     paths = {name: p for name, (p, _) in found.items()}
 
-    mapped, log = tmp / "map.json", tmp / "child.log"
-    rc, took = run_child(lambda: test_map(paths, mapped), None, str(log))
-    if rc != 0:
-        print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
-        return 2
-    data = json.loads(mapped.read_text())
+    log = tmp / "child.log"
+    mapped, key = args.map or tmp / "map.json", map_key()
+    data = json.loads(mapped.read_text()) if args.map and args.map.exists() else {}
+    if data.get("key") == key:
+        print(f"test map: {len(data['seconds'])} unit tests, from {mapped}", flush=True)
+    else:
+        rc, took = run_child(lambda: test_map(mapped, key), None, str(log))
+        if rc != 0:
+            print(log.read_text()[-3000:], f"the unit tests could not run (exit {rc})", file=sys.stderr)
+            return 2
+        data = json.loads(mapped.read_text())
+        print(f"test map: {len(data['seconds'])} unit tests under coverage in {took:.0f} s", flush=True)
+    tests = TestMap(data)
     import_lines(paths, tmp / "import.json")
     at_import = {f: set(ls) for f, ls in json.loads((tmp / "import.json").read_text()).items()}
-    print(f"test map: {len(data['seconds'])} unit tests under coverage in {took:.0f} s", flush=True)
     for t in data["failed"]:
         print(f"  fails unmutated, left out: {t}", flush=True)
 
@@ -577,39 +612,43 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
-            m.tests = choose_tests(m, data["lines"][name], data["seconds"], kills=kills)
+            lines = range(m.lineno, m.end_lineno + 1)
+            m.tests = tests.choose(tests.reach(path, lines), kills=kills)
             # code at import, or a function only import calls: a fresh interpreter imports it mutated
-            fresh = m.function == AT_IMPORT or (not m.tests and bool(set(range(m.lineno, m.end_lineno + 1))
-                                                                     & at_import.get(str(path), set())))
+            fresh = m.function == AT_IMPORT or (not m.tests and bool(set(lines) & at_import.get(str(path), set())))
+            tries = [m.tests]
             if fresh:
-                m.tests = choose_tests(m, data["lines"][name], data["seconds"], fresh=True, kills=kills)
-            if not m.tests:
+                # first the tests that reach where its value is read, then every test that reaches the module
+                read = readers(MODULES[name], m.lineno) or {}
+                tries = [tests.choose(set().union(*(tests.reach(f, ns) for f, ns in read.items())), kills=kills),
+                         tests.choose(tests.reach(path), whole_files=True, kills=kills)]
+                tries = [t for i, t in enumerate(tries) if t and set(t) not in map(set, tries[i + 1:])]
+            if not any(tries):
                 m.outcome = "no test"
                 continue
-            limit = args.timeout_factor * sum(data["seconds"][t] for t in m.tests) + args.timeout_min
-            if fresh:
-                rc = run_fresh(name, m, limit + 30, str(log))  # 30 s: the interpreter's start and imports
-            else:
-                rc, _ = run_child(lambda: _run_mutant(path, m), limit, str(log))
-            # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
-            if rc in (98, 99):
-                print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
-                      file=sys.stderr)
-                return 2
+            for m.tests in tries:
+                rc = run_mutant(name, path, m, fresh, data["seconds"], args, str(log))
+                if rc in (98, 99):
+                    print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
+                          file=sys.stderr)
+                    return 2
+                if rc != 0:  # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
+                    break
             m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
             for killer in KILLER.findall(log.read_text(errors="replace")) if m.outcome == "killed" else []:
                 kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
+        if args.record and not args.only:  # module by module: a long run stopped early keeps what it scored
+            earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
+            files.write_atomic(args.record, render_scores({name: results[name]}, {name: score(results[name])},
+                                                          earlier))
     stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
     for e in stale if not args.only else []:
         print(f"stale entry in {EQUIVALENT.name} (no such mutant): {e['module']} {e['function']}: {e['mutation']} "
               f"in {e['line']!r}")
     print(f"wall time {time.perf_counter() - start:.0f} s")
     scores = {name: score(ms) for name, ms in results.items()}
-    if args.record:
-        earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
-        args.record.write_text(render_scores(results, scores, earlier))
     if args.check:
         recorded = yaml.safe_load(args.check.read_text())["score"]
         low = [f"{n} {scores[n]:.1%} < {recorded[n]:.1%}" for n in scores if n in recorded and scores[n] < recorded[n]]
@@ -632,6 +671,14 @@ def survivors(output: Path) -> set[tuple[str, str, str, str]]:
             module, mutation, function, source = m.groups()
             out.add((module, AT_IMPORT if function == "code at import" else function, source, mutation))
     return out
+
+
+def run_mutant(name: str, path: Path, m: Mutant, fresh: bool, seconds: dict[str, float], args, log: str) -> int | None:
+    """Mutant `m` against `m.tests`: their exit status, None past its time limit."""
+    limit = args.timeout_factor * sum(seconds[t] for t in m.tests) + args.timeout_min
+    if fresh:
+        return run_fresh(name, m, limit + 30, log)  # 30 s: the interpreter's start and imports
+    return run_child(lambda: _run_mutant(path, m), limit, log)[0]
 
 
 def _run_mutant(path: Path, m: Mutant) -> int:

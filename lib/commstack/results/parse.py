@@ -80,6 +80,8 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
                              last_lineno)
     if bench.tool.sizes_check:  # the tool's own sizes (fi_pingpong's lists, ucx_perftest's one size)
         return bench.tool.sizes_check(bench, sweep, args)
+    if not bench.sized:  # barrier, init, hello: one row, no sizes to check
+        return
     lo, hi = expected_sizes(bench, sweep, args, ranks)
     last = sweep.rows[-1]["size"]
     if sweep.meta.get("step_kind") == "bytes":  # nccl-tests -i: linear steps
@@ -88,16 +90,16 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
         following = last * sweep.meta.get("step", 2) if last else 1
     first = sweep.rows[0]["size"]
     want = bench.tool.first_size(bench, sweep, lo)
-    if bench.sized and first > want:
+    if first > want:
         raise TruncatedError(f"{bench.name}: the sweep starts at {first} B; {want} B comes first in the {lo}..{hi} B "
                              f"asked for: rows are missing", *sweep.row_lines[0][::-1])
-    if bench.sized and first < want:
+    if first < want:
         raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
                                  f"for: the output of other arguments", *sweep.row_lines[0][::-1])
-    if bench.sized and last > hi:
+    if last > hi:
         raise UnknownFormatError(f"{bench.name}: the sweep goes on to {last} B, past the {lo}..{hi} B its arguments "
                                  f"ask for: the output of other arguments", last_line, last_lineno)
-    if bench.sized and last < hi and following <= hi:
+    if last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
                              f"the {lo}..{hi} B asked for", last_line, last_lineno)
 

@@ -22,7 +22,7 @@ from commstack.spack import find_spack
 from commstack.spack.install import SpackInstallError, install, location
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
-                                        INIT_LINE, LAT_SIZES, NO_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
+                                        INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
                                         OSU_PRELUDE, OSU_TITLE, OSU_USAGE, OSU_VALIDATION, PT2PT_SIZES, REDUCE_SIZES,
                                         STARTUP_COLUMNS, XCCL_COLL_SIZES, XCCL_LAT_SIZES, XCCL_PT2PT_SIZES,
                                         XCCL_REDUCE_SIZES, XCCL_USING, family, header_columns, matched_meta,
@@ -362,7 +362,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in [
     _osu("osu_gatherv", "OSU MPI Gatherv Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_scatter", "OSU MPI Scatter Latency Test", "collective", mem_limit_per_rank=True),
     _osu("osu_scatterv", "OSU MPI Scatterv Latency Test", "collective", mem_limit_per_rank=True),
-    _osu("osu_barrier", "OSU MPI Barrier Latency Test", "collective", default_sizes=NO_SIZES, sized=False),
+    _osu("osu_barrier", "OSU MPI Barrier Latency Test", "collective", default_sizes=(), sized=False),
     # non-blocking collectives; 5.3's osu_ialltoallw is titled as osu_ialltoallv and reads as it
     _nbc("osu_iallgather", "blocking Allgather", mem_limit_per_rank=True),
     _nbc("osu_iallgatherv", "blocking Allgatherv", mem_limit_per_rank=True),
@@ -377,11 +377,11 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in [
     _nbc("osu_iallreduce", "blocking Allreduce", default_sizes=REDUCE_SIZES, elements_v5=4),
     _nbc("osu_ireduce", "blocking Reduce", default_sizes=REDUCE_SIZES, elements_v5=4),
     _nbc("osu_ireduce_scatter", "blocking Reduce_scatter", default_sizes=REDUCE_SIZES, elements_v5=4),
-    _nbc("osu_ibarrier", "blocking Barrier", default_sizes=NO_SIZES, sized=False),
+    _nbc("osu_ibarrier", "blocking Barrier", default_sizes=(), sized=False),
     # startup: one line, no table
-    _osu("osu_init", "OSU MPI Init Test", "startup", "init_avg_ms", default_sizes=NO_SIZES, sized=False,
+    _osu("osu_init", "OSU MPI Init Test", "startup", "init_avg_ms", default_sizes=(), sized=False,
          device_args=()),
-    _osu("osu_hello", "OSU MPI Hello World Test", "startup", "processes", default_sizes=NO_SIZES, sized=False,
+    _osu("osu_hello", "OSU MPI Hello World Test", "startup", "processes", default_sizes=(), sized=False,
          device_args=()),
     *(_xccl(f"osu_{api}_{name}", title, f"../{api}/{directory}", metric, default_sizes=sizes)
       for api in ("xccl", "nccl") for name, title, directory, metric, sizes in XCCL),

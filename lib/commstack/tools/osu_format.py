@@ -75,7 +75,6 @@ OSU_COLUMNS = {
     **{f"p{p} tail lat(us)": f"p{p}_tail_latency_us" for p in TAIL_PERCENTILES},
     **{f"p{p} tail bw(mb/s)": f"p{p}_tail_bandwidth_MBps" for p in TAIL_PERCENTILES},
 }
-HEADER_NAMES = sorted(OSU_COLUMNS, key=len, reverse=True)  # the longest first: `mb/s` is in `bandwidth (mb/s)`
 COUNTS = ("size", "iterations", "transmit_size")
 
 # 7.x one-sided atomics (acc, fop, cas) write passed/failed, the others Pass/Fail
@@ -117,10 +116,11 @@ OSU_USAGE = re.compile(r"^Usage: (?:\./)?osu_\w+ (?:\[options\]|-\w .*)$")
 
 def header_columns(line: str) -> list[str] | None:
     """The columns a header line names, each a known column name (`# Size  Latency (us)`; 5.x-6.x osu_ibarrier's
-    has no `#`; 7.4's tail columns may stand one space after the one before: `Bandwidth (MB/s) P50 Tail BW(MB/s)`)."""
+    has no `#`; 7.4's tail columns may stand one space after the one before: `Bandwidth (MB/s) P50 Tail BW(MB/s)`).
+    No column name and a space begin another (a test keeps it so): the first name that fits is the only one."""
     rest, cols = line.removeprefix("#").strip().lower(), []
     while rest:
-        name = next((n for n in HEADER_NAMES if rest.startswith(n) and rest[len(n):len(n) + 1] in ("", " ")), None)
+        name = next((n for n in OSU_COLUMNS if rest.startswith(n) and rest[len(n):len(n) + 1] in ("", " ")), None)
         if name is None:
             return None
         cols.append(OSU_COLUMNS[name])
@@ -176,15 +176,15 @@ ONE_SIDED_LAT_SIZES = (("5.3", (0, M4)), ("5.4", (1, M4)), ("7.1", (1, M4)), ("7
 COLL_SIZES = (("5.3", (1, M1)), ("5.4", (1, M1)), ("7.1", (1, M1)), ("7.5", (1, M1)))
 REDUCE_SIZES = (("5.3", (4, M1)), ("5.4", (4, M1)), ("7.1", (1, M1)), ("7.5", (1, M1)))
 ATOMIC_SIZES = (("5.3", (8, 8)), ("5.4", (8, 8)), ("7.1", (1, 1)), ("7.5", (1, 1)))
-NO_SIZES = (("5.3", (0, 0)), ("5.4", (0, 0)), ("7.1", (0, 0)), ("7.5", (0, 0)))
 # xccl (NCCL/RCCL) loops count bytes (latency from 0 B) and floats (reductions) in every release
 XCCL_LAT_SIZES = (*((g, (0, M4)) for g in GENERATIONS), ("", (0, M4)))
 XCCL_PT2PT_SIZES = tuple((g, (1, M4)) for g in GENERATIONS)
 XCCL_COLL_SIZES = tuple((g, (1, M1)) for g in GENERATIONS)
 XCCL_REDUCE_SIZES = tuple((g, (4, M1)) for g in GENERATIONS)
 
-#: bytes of the datatypes OSU 7.x names on its `# Datatype:` line (-T mpi_char, mpi_int, mpi_float)
-DATATYPE_BYTES = {"MPI_CHAR": 1, "MPI_SIGNED_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT": 4, "MPI_DOUBLE": 8}
+#: bytes of the datatypes OSU 7.x names on its `# Datatype:` line: -T takes mpi_char, mpi_int and mpi_float, and
+#: a reduction's mpi_char is MPI_SIGNED_CHAR (7.5.1's Open MPI outputs in the corpus)
+DATATYPE_BYTES = {"MPI_CHAR": 1, "MPI_SIGNED_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT": 4}
 #: osu_init's and osu_hello's one line, as columns
 STARTUP_COLUMNS = {"osu_init": ["processes", "init_min_ms", "init_max_ms", "init_avg_ms"],
                    "osu_hello": ["processes"]}
