@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from waits import wait_until
+from waits import queue_empties
 
 from commstack.errors import SlurmUnavailableError
 from commstack.slurm.cluster import LocalSlurm
@@ -35,8 +35,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture
 def own_slurm(pytestconfig, tmp_path_factory):
     """A local Slurm of this test alone (its own directory, and ports chosen free now: a second test run
-    beside this one gets others), beside any other cluster. Afterwards no job of it may be queued (a
-    cancelled job is COMPLETING for a while), and once stopped no process of it may be left."""
+    beside this one gets others), beside any other cluster. Afterwards no job of it may be queued but a
+    COMPLETING one (a cancelled job is, for a while), and once stopped no process of it may be left."""
     mode = pytestconfig.getoption("--slurm")
     if mode in ("off", "external"):
         pytest.skip(f"--slurm={mode}: this test starts a local Slurm of its own")
@@ -48,7 +48,7 @@ def own_slurm(pytestconfig, tmp_path_factory):
     yield cluster
     try:
         if cluster.pid("slurmctld"):
-            wait_until(lambda: not cluster.jobs(), "the queue empties", poll=0.5)
+            queue_empties(cluster)
     finally:
         cluster.stop(force=True)
     assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"

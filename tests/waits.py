@@ -37,6 +37,18 @@ def wait_until(condition: Callable[[], T], what: str, alive: Callable[[], object
     return value
 
 
+def queue_empties(cluster) -> None:
+    """Until the queue of a cluster that is up is empty. Only a COMPLETING job (cancelled or ended, its
+    processes still ending) is waited for; any other (PENDING, RUNNING) was left behind by the test: it fails
+    at once, its squeue line quoted, never waited out until it ends on its own."""
+    def empty() -> bool:
+        jobs = cluster.jobs()
+        left = ["|".join(job) for job in jobs if job[1] != "COMPLETING"]
+        assert not left, f"jobs left in the queue (squeue -o '%i|%T|%k'): {left}"
+        return not jobs
+    wait_until(empty, "the COMPLETING jobs end", poll=0.5)
+
+
 def free_port_pair() -> int:
     """A port nobody listens on whose next one is free too (COMMSTACK_SLURM_PORT's slurmctld, slurmd)."""
     while True:

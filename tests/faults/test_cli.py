@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from waits import HANG_S, free_port_pair, ranks_busy, wait_until
+from waits import HANG_S, free_port_pair, queue_empties, ranks_busy, wait_until
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
@@ -121,10 +121,11 @@ def wait_for_pingpong(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path)
 
 
 def no_job_left(cluster: LocalSlurm) -> None:
-    """The queue of a cluster still up is empty (a cancelled job is COMPLETING for a few seconds), and
-    only its daemons run: no slurmstepd, no task."""
-    wait_until(lambda: not cluster.jobs() and not [p for p in cluster.processes() if _program(p) not in DAEMONS],
-               "no job and no task of the cluster left", poll=0.5)
+    """The queue of a cluster still up is empty (only a COMPLETING job is waited for), and only its daemons
+    run: no slurmstepd, no task (those of a COMPLETING job end with it)."""
+    queue_empties(cluster)
+    wait_until(lambda: not [p for p in cluster.processes() if _program(p) not in DAEMONS],
+               "no task of the cluster left", poll=0.5)
 
 
 def _program(pid: int) -> str:
