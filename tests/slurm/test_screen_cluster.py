@@ -37,13 +37,13 @@ def _path() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(pytestconfig):
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
     if missing:
         pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
-    with namespace_cluster_alone():
+    with namespace_cluster_alone(pytestconfig):
         c = LocalSlurm.multinode(8, leaf_switches=2)
         try:
             c.start()
