@@ -45,6 +45,19 @@ def wait_until(condition: Callable[[], T], what: str, alive: Callable[[], object
     return value
 
 
+def printed_in_time(attempt: Callable[[int], bool], timeout_s: int) -> int:
+    """For a step that must run past its timeout after it printed: attempt(timeout_s) runs it once, asserts what
+    its timeout did, and says whether its output came before the timeout fired. On a loaded machine srun or
+    MPI_Init may take longer than that: then it runs again with twice the timeout, until HANG_S of tries
+    (output lost every time is a failure). Returns the timeout that served."""
+    spent = 0
+    while not attempt(timeout_s):
+        spent += timeout_s
+        assert spent < HANG_S, f"the step printed nothing before its timeout in {spent} s of tries (a hang)"
+        timeout_s *= 2
+    return timeout_s
+
+
 def queue_empties(cluster) -> None:
     """Until the queue of a cluster that is up is empty. Only a COMPLETING job (cancelled or ended, its
     processes still ending) is waited for; any other (PENDING, RUNNING) was left behind by the test: it fails
