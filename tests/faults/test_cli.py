@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkouts import without_osu
 from waits import HANG_S, free_port_pair, queue_empties, ranks_busy, wait_until
 
 from commstack.files import UnsafePathError
@@ -30,9 +31,10 @@ from commstack.slurm.procs import exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
-# an OSU install for the smoke suite's OSU steps; without one they are not-run (exit 3) and the rest runs
+# an OSU install for the smoke suite's OSU steps; without one the runs are on a checkout with no OSU in reach
+# (checkouts.without_osu): fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run (exit 3)
 OSU = os.environ.get("COMMSTACK_OSU_PREFIX") or None
-SMOKE_EXIT = 0 if OSU else 3  # without OSU fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run
+SMOKE_EXIT = 0 if OSU else 3
 
 LONG = """name: long
 description: a ping-pong that runs for minutes, then one that never starts
@@ -62,16 +64,24 @@ def fill(fs: Path) -> None:
 class Cli:
     """bin/commstack in an environment of its own: no site Slurm variables, and the local Slurm in
     `root` on ports chosen free now (COMMSTACK_SLURM_PORT); with OSU where COMMSTACK_OSU_PREFIX names one,
-    else without building it (--no-build)."""
+    else on a checkout beside `root` that has none (checkouts.without_osu), without building it (--no-build)."""
 
     def __init__(self, root: Path):
         port = free_port_pair()
         self.cluster = LocalSlurm(root, port, port + 1)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COMMSTACK_"))}
         self.env.update(COMMSTACK_SLURM_DIR=str(root), COMMSTACK_SLURM_PORT=str(port))
+        self.no_build: list[str] = []
         if OSU:
             self.env["COMMSTACK_OSU_PREFIX"] = OSU
-        self.no_build = [] if OSU else ["--no-build"]
+        else:
+            self.without_osu()
+
+    def without_osu(self) -> None:
+        """Its runs on a checkout that has no OSU in reach, beside the cluster's directory, building none."""
+        if "COMMSTACK_HOME" not in self.env:
+            self.env = without_osu(self.cluster.root.parent, self.env)
+        self.no_build = ["--no-build"]
 
     def start(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         return subprocess.Popen([str(TOP / "bin" / "commstack"), *args], env={**self.env, **(env or {})},
@@ -183,9 +193,9 @@ OSU_STEPS = ["osu_latency-N1-n2-host-native", "osu_bw-N1-n2-host-native", "osu_a
 def test_run_without_osu_shows_its_own_view_and_each_reason_once(cli, tmp_path):
     """`bin/commstack run` as on a fresh clone offline, its output a pipe: commstack's lines, not pytest's;
     the not-run reason once, with the four steps it covers; pytest's output in pytest.log."""
-    cli.env.pop("COMMSTACK_OSU_PREFIX", None)
+    cli.without_osu()
     results = tmp_path / "r"
-    proc = cli.run("run", "--no-build", "--results", str(results))
+    proc = cli.run("run", *cli.no_build, "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[:2] == ["commstack run: suite smoke on system local, 7 steps, srun --mpi=pmix", f"results: {results}"]

@@ -22,6 +22,7 @@ import pytest
 
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import NamespaceError
+from checkouts import without_osu
 from waits import namespace_cluster_alone
 import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
 
@@ -116,11 +117,12 @@ def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path
 
 
 def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
-    """screens/local.yaml with no OSU install: osu_bw is not-run on every pair, with the reason, and the screen
-    judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a suspect."""
+    """screens/local.yaml on a checkout with no OSU in reach: osu_bw is not-run on every pair, with the reason, and
+    the screen judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a
+    suspect."""
     tc_faults.degrade_node("node3", "rate", SLOW)
     tc_faults.degrade_link("node2", "node7", "rate", SLOW)
-    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "COMMSTACK_OSU_PREFIX")}
+    env = without_osu(tmp_path, {k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
     out = subprocess.run([BIN, "screen", "local", "--system", "local-multinode", "--nodes", "8", "--results",
                           str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
     print(out.stdout, out.stderr[-2000:])
