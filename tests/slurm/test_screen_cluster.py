@@ -146,12 +146,16 @@ def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
     assert {r["benchmark"] for r in pairs} == ({"fi_pingpong", "osu_bw"} if osu else
                                                {"fi_pingpong", "ucx_perftest-tag_bw"})
     assert len(pairs) == 2 * 2 * 4  # 2 rounds, 2 checks, 4 pairs
-    # a pair that failed once (Debian's Open MPI 4.1 has segfaulted in osu_bw over tcp while a second test run
-    # loaded this host) is a suspect, named with its failure, never passed over nor called bad
+    # one measurement of the 16 may have crashed (Debian's Open MPI 4.1 has segfaulted in osu_bw over tcp while a
+    # second test run loaded this host): its pair is a suspect, named with its failure, never passed over nor
+    # called bad. Any other failure, or a second one, is not a healthy allocation.
     suspects = {tuple(p["nodes"]): " ".join(p["why"]) for p in doc["suspect_pairs"]}
     failed = [r for r in pairs if r["verdict"] != "pass"]
+    assert len(failed) <= 1, [(r["nodelist"], r["benchmark"], r["verdict"], r["reason"]) for r in failed]
     assert sorted(tuple(r["nodelist"]) for r in failed) == sorted(suspects), out.stdout
-    assert all(r["verdict"] == "fail" and r["reason"] in suspects[tuple(r["nodelist"])] for r in failed)
+    for r in failed:
+        assert (r["verdict"], r["error_kind"]) == ("fail", "crashed"), r["reason"]
+        assert r["reason"] in suspects[tuple(r["nodelist"])], (r["reason"], suspects)
     if not osu:
         return  # screens/fabric.yaml has no group phase (osu_mbw_mr is OSU's)
     # the leaf switches of topology.conf: one group step each, on its own four nodes
