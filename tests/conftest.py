@@ -39,7 +39,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     root = config.stash.get(SESSION_SLURM, None)
     if root is None:
         return
-    del os.environ["COMMSTACK_SLURM_DIR"]
+    os.environ.pop("COMMSTACK_SLURM_DIR", None)
     try:
         if (root / "slurm").exists():
             LocalSlurm(root / "slurm").stop(force=True)
