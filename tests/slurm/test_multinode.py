@@ -220,4 +220,3 @@ def _cmdline(pid: int) -> str:
 
 def _path() -> str:
     return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-
