@@ -48,11 +48,12 @@ def wait_until(condition: Callable[[], T], what: str, alive: Callable[[], object
 def printed_in_time(attempt: Callable[[int], bool], timeout_s: int) -> int:
     """For a step that must run past its timeout after it printed: attempt(timeout_s) runs it once, asserts what
     its timeout did, and says whether its output came before the timeout fired. On a loaded machine srun or
-    MPI_Init may take longer than that: then it runs again with twice the timeout, while all tries fit in HANG_S
-    (output lost every time is a failure). Returns the timeout that served."""
+    MPI_Init may take longer than that: then it runs again with a longer timeout, while all tries fit in HANG_S
+    (output lost every time is a failure). Returns the timeout that served. Each is twice the last and 15 s:
+    never whole minutes, so that srun's own limit (-t, the timeout in minutes rounded up) never comes with it."""
     spent = 0
     while not attempt(timeout_s):
-        spent, timeout_s = spent + timeout_s, 2 * timeout_s
+        spent, timeout_s = spent + timeout_s, 2 * timeout_s + 15
         assert spent + timeout_s <= HANG_S, f"the step printed nothing before its timeout in {spent} s of tries"
     return timeout_s
 
