@@ -66,8 +66,8 @@ def _where(loc: tuple) -> str:
 def _problem(where: str, errs: list[dict]) -> str:
     err = errs[0]
     got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
-    what = "; or ".join(dict.fromkeys({"missing": "required key is missing",
-                                        "extra_forbidden": "unknown key"}.get(e["type"], e["msg"]) for e in errs))
+    said = {"missing": "required key is missing", "extra_forbidden": "unknown key"}
+    what = "; or ".join(dict.fromkeys(said.get(e["type"], e["msg"]) for e in errs))
     return f"  {where}: {what}{got}"
 
 
