@@ -9,7 +9,7 @@
 #           tree (.spack/develop.yaml, which the env includes), so no recipe checksum is touched.
 #           Without --sources, Spack fetches each archive and checks its sha256, as always.
 #     SPEC  install only these of the env's specs (and their dependencies); default: all of them
-# The CUDA and NCCL externals of x86-ompi come from ci/cuda-wheels.sh (run it first).
+# The CUDA and NCCL externals of x86-ompi come from ci/cuda-wheels.py (run it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env=x86-ompi sources="" jobs=2 prepare_only=0

@@ -3,7 +3,8 @@
 target (neoverse_v2 for the GH200 envs), or exit 2 with the env, its target and this host's. Plain
 Spack does not check: it installs the first packages and fails later, at a fetch or a compile.
 ci/site-install.sh calls it. Any python3 may start it: without commstack it runs itself again on the
-repository's venv (made or refreshed by `bin/commstack venv`)."""
+repository's venv (made or refreshed by `bin/commstack venv`), once: a venv that cannot import it either is an
+error."""
 
 from __future__ import annotations
 
@@ -12,14 +13,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+AGAIN = "COMMSTACK_CHECK_HOST_AGAIN"  # set when it runs itself again on the venv: it does so once
+
 try:
     from commstack.errors import CommstackError
     from commstack.spack import need_spack
-except ModuleNotFoundError:  # the shebang's python3: the venv's, as bin/commstack makes it
+except ModuleNotFoundError as e:  # the shebang's python3: the venv's, as bin/commstack makes it
     TOP = Path(__file__).resolve().parent.parent
-    subprocess.run([str(TOP / "bin" / "commstack"), "venv"], check=True)
     python = Path(os.environ.get("COMMSTACK_VENV") or TOP / ".venv") / "bin" / "python"
-    os.execv(python, [str(python), __file__, *sys.argv[1:]])
+    if os.environ.get(AGAIN):
+        print(f"ci/check-host.py: error: {python}, the venv's Python after `bin/commstack venv`, cannot import "
+              f"commstack ({e}): remove {python.parent.parent} and run `bin/commstack venv` again", file=sys.stderr)
+        sys.exit(2)
+    if subprocess.run([str(TOP / "bin" / "commstack"), "venv"]).returncode != 0:
+        print("ci/check-host.py: error: `bin/commstack venv` failed (above): no venv to run on", file=sys.stderr)
+        sys.exit(2)
+    os.execve(python, [str(python), __file__, *sys.argv[1:]], {**os.environ, AGAIN: "1"})
+os.environ.pop(AGAIN, None)  # not for what it runs: Spack
 
 
 def main() -> int:

@@ -66,8 +66,8 @@ def _where(loc: tuple) -> str:
 def _problem(where: str, errs: list[dict]) -> str:
     err = errs[0]
     got = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {err['input']!r:.60})"
-    what = "; or ".join(dict.fromkeys({"missing": "required key is missing",
-                                        "extra_forbidden": "unknown key"}.get(e["type"], e["msg"]) for e in errs))
+    said = {"missing": "required key is missing", "extra_forbidden": "unknown key"}
+    what = "; or ".join(dict.fromkeys(said.get(e["type"], e["msg"]) for e in errs))
     return f"  {where}: {what}{got}"
 
 
@@ -126,8 +126,9 @@ Line = Annotated[str, _line()]
 Text = Annotated[str, _line("\n\t")]
 VariableName = Annotated[str, AfterValidator(_shell_name)]
 MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
-#: a value of an #SBATCH line, and one option of a list of them (commstack.sbatch)
-SbatchValue, SbatchOption = (Annotated[str, _line(), AfterValidator(check)] for check in (sbatch.value, sbatch.option))
+#: a value of an #SBATCH line, one option of a list of them, and one of salloc's (commstack.sbatch)
+SbatchValue, SbatchOption, SallocOption = (Annotated[str, _line(), AfterValidator(check)]
+                                           for check in (sbatch.value, sbatch.option, sbatch.salloc_option))
 
 
 class Strict(BaseModel):
@@ -154,7 +155,7 @@ class LauncherConfig(Strict):
     mpi: Literal["pmix", "pmi2", "cray_shasta", "none"] = "pmix"
     gpu_binding: Literal["none", "localid", "gpus-per-task"] = "none"
     srun_flags: list[Line] = []
-    salloc_flags: list[SbatchOption] = []   # #SBATCH lines too, in a batch job
+    salloc_flags: list[SallocOption] = []   # #SBATCH lines too, in a batch job
     mpirun_flags: list[Line] = []
 
 
@@ -215,6 +216,15 @@ class System(Strict):
     @classmethod
     def _strings(cls, v: Any) -> Any:
         return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _batch_options_once(self) -> "System":
+        for flag in self.launcher.salloc_flags:   # a batch job's #SBATCH lines hold both
+            name = sbatch.resolve(flag, sbatch.SBATCH)[0].name
+            if name in sbatch.BATCH_OPTIONS and getattr(self.batch, name) is not None:
+                raise ValueError(f"launcher.salloc_flags {flag!r} and batch.{name} both give a batch job's "
+                                 f"--{name}: give it once (salloc_flags' is the batch job's too)")
+        return self
 
     @property
     def cores_per_node(self) -> int:

@@ -1,14 +1,78 @@
-"""What may stand on an #SBATCH line of a job script (commstack.run.batch), checked by the system schema
-(commstack.config). sbatch splits such a line into options at whitespace, after its own quoting: a value
-is one word that is not an option, and an entry of a flags list (salloc_flags, sbatch_flags) is one option,
-none that the script sets itself or that names a file the job writes."""
+"""What may stand on an #SBATCH line of a job script (commstack.run.batch) or on commstack's salloc, checked by
+the system schema (commstack.config). sbatch splits such a line into options at whitespace, after its own quoting:
+a value is one word that is not an option, and an entry of a flags list (salloc_flags, sbatch_flags) is one
+option, none that the run sets itself or that names a file the job uses. An option is read as getopt_long reads
+it: a long name may be any unambiguous abbreviation (`--outp` is `--output`), and short options may be bundled
+(`-vo/x` is `-v -o/x`), so an entry is resolved against the program's own option table before it is judged."""
 
 import re
+from typing import NamedTuple
 
-#: the options the job script sets (or that name a file or directory the job writes), as long and short names
-OWN_OPTIONS = {"job-name", "J", "nodes", "N", "ntasks", "n", "time", "t", "output", "o", "error", "e", "input", "i",
-               "chdir", "D", "partition", "p", "account", "A", "reservation", "qos", "q"}
-_OPTION = re.compile(r"--(?P<long>[A-Za-z][A-Za-z0-9-]*)(=(?P<value>.*))?|-(?P<short>[A-Za-z])(?P<attached>.*)")
+# sbatch's and salloc's getopt_long tables in Debian 12's slurm-wlm 22.05.8 (dumped from the binaries' call to
+# getopt_long; their --help lists all but a few): NAME= takes a value, NAME[=] may, X|NAME is -X too, A>NAME is NAME
+SBATCH_TABLE = """
+A|account= acctg-freq= a|array= batch= b|begin= bb= bbf= cluster-constraint= D|chdir= cluster= M|clusters=
+comment= container= context= contiguous C|constraint= S|core-spec= cores-per-socket= cpu-freq= cpus-per-gpu=
+c|cpus-per-task= deadline= delay-boot= d|dependency= m|distribution= e|error= x|exclude= exclusive[=] export=
+export-file= B|extra-node-info= get-user-env[=] gid= gpu-bind= gpu-freq= G|gpus= gpus-per-node= gpus-per-socket=
+gpus-per-task= gres= gres-flags= h|help hint= H|hold ignore-pbs i|input= J|job-name= kill-on-invalid-dep=
+L|licenses= mail-type= mail-user= mcs-label= mem= mem-bind= mem-per-cpu= mem-per-gpu= mincpus= network= nice[=]
+k|no-kill[=] no-requeue F|nodefile= w|nodelist= N|nodes= n|ntasks= ntasks-per-core= ntasks-per-gpu=
+ntasks-per-node= ntasks-per-socket= ntasks-per-tres= open-mode= o|output= O|overcommit s|oversubscribe parsable
+p|partition= power= prefer= priority= profile= propagate[=] q|qos= Q|quiet reboot requeue reservation= signal=
+sockets-per-node= spread-job switches= tasks-per-node>ntasks-per-node test-only thread-spec= threads-per-core=
+t|time= time-min= tmp= uid= use-min-nodes v|verbose V|version usage W|wait wait-all-nodes= wckey= wrap=
+"""
+SALLOC_TABLE = """
+A|account= acctg-freq= b|begin= bell bb= bbf= cluster-constraint= D|chdir= cluster= M|clusters= comment=
+container= context= contiguous C|constraint= S|core-spec= cores-per-socket= cpu-freq= cpus-per-gpu=
+c|cpus-per-task= deadline= delay-boot= d|dependency= m|distribution= x|exclude= exclusive[=] B|extra-node-info=
+get-user-env[=] gid= gpu-bind= gpu-freq= G|gpus= gpus-per-node= gpus-per-socket= gpus-per-task= gres=
+gres-flags= h|help hint= H|hold I|immediate[=] J|job-name= K|kill-command[=] L|licenses= mail-type= mail-user=
+mcs-label= mem= mem-bind= mem-per-cpu= mem-per-gpu= mincpus= network= nice[=] no-bell k|no-kill[=] no-shell
+F|nodefile= w|nodelist= N|nodes= n|ntasks= ntasks-per-core= ntasks-per-gpu= ntasks-per-node= ntasks-per-socket=
+ntasks-per-tres= O|overcommit s|oversubscribe p|partition= power= prefer= priority= profile= q|qos= Q|quiet
+reboot reservation= signal= sockets-per-node= spread-job switches= tasks-per-node>ntasks-per-node thread-spec=
+threads-per-core= t|time= time-min= tmp= uid= use-min-nodes v|verbose V|version usage wait-all-nodes= wckey=
+x11[=]
+"""
+
+#: what the run sets (the job's name, size and time; its partition, from the system's), or names a file or directory
+#: the job uses: no flags list may hold these
+RUN_OPTIONS = {"job-name", "nodes", "ntasks", "time", "partition", "output", "error", "input", "chdir"}
+#: what a job script sets from the system's batch section: not in sbatch_flags; salloc_flags may hold them (the
+#: interactive salloc takes them no other way) where the batch section does not set them too (config.System)
+BATCH_OPTIONS = {"account", "reservation", "qos"}
+
+
+class Option(NamedTuple):
+    name: str    # the long name; an alias's is the option's own
+    takes: str   # getopt_long's has_arg: "" no value, "=" a value, "[=]" an optional one
+
+
+class Table(NamedTuple):
+    program: str
+    long: dict[str, Option]    # every long name, aliases included
+    short: dict[str, Option]
+
+
+_ENTRY = re.compile(r"(?:(?P<short>[A-Za-z])\|)?(?P<name>[a-z0-9-]+)(?:>(?P<alias_of>[a-z0-9-]+)|(?P<takes>=|\[=\])?)")
+
+
+def _table(program: str, text: str) -> Table:
+    long, short = {}, {}
+    for entry in text.split():
+        m = _ENTRY.fullmatch(entry)
+        assert m, entry
+        o = long[m["alias_of"]] if m["alias_of"] else Option(m["name"], m["takes"] or "")
+        long[m["name"]] = o
+        if m["short"]:
+            short[m["short"]] = o
+    return Table(program, long, short)
+
+
+SBATCH, SALLOC = _table("sbatch", SBATCH_TABLE), _table("salloc", SALLOC_TABLE)
+_OPTION = re.compile(r"--(?P<long>[^=]+)(=(?P<value>.*))?|-(?P<short>[^-])(?P<attached>.*)", re.S)
 
 
 def value(v: str) -> str:
@@ -19,14 +83,64 @@ def value(v: str) -> str:
     return v
 
 
-def option(v: str) -> str:
-    """`v` when it is one option, `--name[=value]` or `-x[value]`, that a flags list may hold; ValueError."""
+def resolve(v: str, table: Table) -> tuple[Option, str | None]:
+    """The option `v` is to `table`'s program, and its value (None: none given), as getopt_long reads one word: a
+    long name exactly, else the one option it abbreviates; a short option alone, or with its value attached.
+    ValueError quoting `v` for anything else, or an option that wants a value without one (the next word would be
+    its value: whatever commstack puts there)."""
     m = _OPTION.fullmatch(v)
     if not m:
-        raise ValueError("an sbatch option is one word, --name[=value] or -x[value]")
-    name, given = (m["long"], m["value"]) if m["long"] else (m["short"], m["attached"])
-    if name in OWN_OPTIONS:
-        raise ValueError(f"option {name!r} is set by the job script or names a file it writes; not a flag")
+        raise ValueError(f"{v!r} is not one option: an entry is --name[=value] or -x[value]")
+    if m["long"] is not None:
+        name, given = m["long"], m["value"]
+        found = table.long.get(name)
+        if found is None:
+            matches = {o for n, o in table.long.items() if n.startswith(name)}
+            if len(matches) > 1:
+                raise ValueError(f"{v!r} is ambiguous to {table.program}: it abbreviates "
+                                 + ", ".join(sorted(f"--{o.name}" for o in matches)))
+            if not matches:
+                raise ValueError(f"{v!r} is not an option of {table.program} (Slurm 22.05)")
+            found = matches.pop()
+        if found.takes == "" and given is not None:
+            raise ValueError(f"{v!r}: {table.program}'s --{found.name} takes no value")
+        if found.takes == "=" and given is None:
+            raise ValueError(f"{v!r}: {table.program}'s --{found.name} takes a value: write --{found.name}=VALUE")
+        return found, given
+    letter, rest = m["short"], m["attached"]
+    found = table.short.get(letter)
+    if found is None:
+        raise ValueError(f"{v!r}: -{letter} is not an option of {table.program} (Slurm 22.05)")
+    if found.takes == "" and rest:
+        raise ValueError(f"{v!r}: -{letter} takes no value, and short options are not bundled here: one option "
+                         "an entry")
+    if found.takes == "=" and not rest:
+        raise ValueError(f"{v!r}: {table.program}'s -{letter} takes a value: write -{letter}VALUE")
+    return found, rest or None
+
+
+def _check(v: str, table: Table, refused: set[str]) -> str:
+    found, given = resolve(v, table)
+    if found.name in refused:
+        said = "" if v.lstrip("-").split("=")[0] == found.name else f" (to {table.program}, --{found.name})"
+        why = f"batch.{found.name} gives it" if found.name in BATCH_OPTIONS else \
+            "the run sets it or it names a file the job uses"
+        raise ValueError(f"option {v!r}{said} is not a flag: {why}")
     if given:
         value(given)
     return v
+
+
+def option(v: str) -> str:
+    """`v` when it is one option of sbatch that sbatch_flags may hold; ValueError."""
+    return _check(v, SBATCH, RUN_OPTIONS | BATCH_OPTIONS)
+
+
+def salloc_option(v: str) -> str:
+    """`v` when it is one option that salloc_flags may hold: one of salloc's, and of sbatch's (an #SBATCH line of a
+    batch job too), that neither reads as what the run sets; ValueError."""
+    _check(v, SALLOC, RUN_OPTIONS)
+    try:
+        return _check(v, SBATCH, RUN_OPTIONS)
+    except ValueError as e:
+        raise ValueError(f"{e} (a salloc flag is an #SBATCH line of a batch job too)") from None

@@ -1,13 +1,19 @@
 """What the env's view tells without Spack: the machine an ELF binary is for, and the record's words for
 where a binary came from (the env's own checks run through Spack in tests/spack/test_env_run.py)."""
 
+import os
 import platform
 import shutil
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from commstack.paths import TOP
 from commstack.results.report import binary_source
+from commstack.spack import NO_SPACK, find_spack
 from commstack.spack.view import ELF_MACHINES, elf_machine
 
 
@@ -62,3 +68,19 @@ def test_nodes_without_a_driver_get_the_envs_loadable_stubs_and_open_mpi_no_cuda
     (stubs / "libcuda.so.1").write_bytes(b"")
     assert Binaries(env=env).without_driver() == {"LD_LIBRARY_PATH": str(stubs), "OMPI_MCA_accelerator": "null"}
     assert Binaries().without_driver() == {}  # no env: Debian's binaries link no libcuda
+
+
+def test_an_env_with_no_spack_to_read_it_says_so_in_the_one_wording(tmp_path, monkeypatch):
+    """`commstack suite --env` where no Spack can be found: exit 2 before anything runs, the words of NO_SPACK."""
+    monkeypatch.delenv("SPACK_ROOT", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    if find_spack() is not None:
+        pytest.skip(f"this checkout finds a Spack without SPACK_ROOT ({find_spack()}): the error cannot be reached")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "spack.yaml").write_text("spack: {specs: []}\n")
+    (tmp_path / "env" / "spack.lock").write_text("{}\n")
+    proc = subprocess.run([str(TOP / "bin" / "commstack"), "suite", "smoke", "--system", "local", "--env",
+                           str(tmp_path / "env"), "--dry-run", "--slurm", "off"], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=300)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr == f"commstack suite: error: --env {tmp_path / 'env'}: {NO_SPACK}\n"

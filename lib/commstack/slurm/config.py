@@ -209,14 +209,16 @@ def _epilog(python: str) -> str:
 def epilog_runs(root: Path) -> bool:
     """Whether the TaskEpilog of the cluster in `root` still runs: this checkout's, or one whose Python still
     imports its commstack. A cluster outlives the checkout that started it; with that one deleted, every task
-    of it would end with "task-epilog failed" and leave its processes."""
+    of it would end with "task-epilog failed" and leave its processes. One that is not ours as _epilog writes it
+    (empty, not text, a quote left open) does not run: the caller starts the cluster afresh, writing it again."""
     try:
         text = (root / "etc" / "task-epilog").read_text()
-    except OSError:
+        if text == _epilog(sys.executable):
+            return True
+        words = shlex.split(text.splitlines()[-1]) if text.strip() else []
+    except (OSError, ValueError):  # ValueError: not UTF-8, or shlex's open quote
         return False
-    if text == _epilog(sys.executable):
-        return True
-    python = next((w for w, after in itertools.pairwise(shlex.split(text.splitlines()[-1])) if after == "-I"), None)
+    python = next((w for w, after in itertools.pairwise(words) if after == "-I"), None)
     try:
         return python is not None and subprocess.run([python, "-I", "-c", "import commstack.slurm.procs"], env={},
                                                      capture_output=True, timeout=60).returncode == 0

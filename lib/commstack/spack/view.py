@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import BinaryNotFoundError
-from commstack.spack import Spack, SpackError, find_spack, script
+from commstack.spack import NO_SPACK, Spack, SpackError, find_spack, script
 from commstack.spack.envs import WrongHostError
 
 
@@ -147,7 +147,7 @@ def _load(path: Path) -> EnvView:
                                      f"`spack -e {path} concretize` then `spack -e {path} install`")
     exe = find_spack()
     if exe is None:
-        raise SpackError(f"--env {path}: no Spack found to read it: set SPACK_ROOT or run bin/commstack setup")
+        raise SpackError(f"--env {path}: {NO_SPACK}")
     with tempfile.TemporaryDirectory(prefix="commstack-env-") as tmp:
         out = Path(tmp) / "env.json"
         Spack(exe, Path(tmp) / "logs")("python", str(script("env_view")), str(out), env_dir=path, timeout=600)
