@@ -6,6 +6,7 @@
 - the venv the tests run in was made by bin/commstack from dev.txt as it is now, and holds each pin;
 - spack.txt gives commstack's Spack commands every module they import (asked of the command line,
   in a new interpreter), and none of the harness's, the tests', the linters' or the docs' packages;
+  so do commstack --help, a mistyped command and a Spack command's mistyped option, named errors;
 - the generated Containerfiles install spack.txt alone.
 """
 
@@ -104,19 +105,31 @@ def needed(dists: set[str]) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("cmd", SPACK_COMMANDS)
-def test_spack_txt_gives_the_spack_commands_what_they_import(cmd):
-    """`commstack CMD --help` in a new interpreter: every module it loads from outside the standard
-    library comes with spack.txt; the harness's, tests' and docs' packages are not loaded."""
+#: command lines an image's venv must answer: each Spack command's --help, and the mistakes typed
+#: there (commstack's --help, a mistyped command, a Spack command's mistyped option): exit status, stderr
+LINES = [*[([cmd, "--help"], 0, "") for cmd in SPACK_COMMANDS],
+         (["--help"], 0, ""),
+         (["imagez"], 2, "commstack: error: argument cmd: invalid choice: 'imagez' (choose from 'run', 'test', "),
+         (["images", "--bogus"], 2, "usage: commstack images [-h]\n"
+                                    "commstack images: error: unrecognized arguments: --bogus\n"),
+         (["lock", "--chek"], 2, "commstack lock: error: unrecognized arguments: --chek\n")]
+
+
+@pytest.mark.parametrize(("argv", "status", "error"), LINES, ids=[" ".join(line[0]) for line in LINES])
+def test_spack_txt_gives_the_spack_commands_what_they_import(argv, status, error):
+    """`commstack ARGV` in a new interpreter: every module it loads from outside the standard library
+    comes with spack.txt; the harness's, tests' and docs' packages are not loaded."""
     probe = ("import sys\nfrom commstack.cli.main import main\n"
-             f"try:\n    main([{cmd!r}, '--help'])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    print(e.code)\n"
              "print(*sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
-    loaded = out.stdout.splitlines()[-1].split()
+    *_, code, last = out.stdout.splitlines()
+    assert (code, error in out.stderr) == (str(status), True), out.stderr
+    loaded = last.split()
     owners = metadata.packages_distributions()
     dists = {canonicalize_name(d) for m in loaded if m != "commstack" for d in owners.get(m, [])}
     image = needed(set(closure(SETS / "spack.txt")))
-    assert dists and dists <= image, f"`commstack {cmd}` loads {sorted(dists - image)}, not in spack.txt"
+    assert dists and dists <= image, f"`commstack {' '.join(argv)}` loads {sorted(dists - image)}, not in spack.txt"
     assert not image & NOT_IN_IMAGES
 
 
