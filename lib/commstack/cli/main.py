@@ -19,7 +19,7 @@ import sys
 from typing import NamedTuple
 
 import commstack
-from commstack.errors import CommstackError, printable
+from commstack.errors import CommstackError, MissingPackageError, printable
 from commstack.files import drop_stdout
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
@@ -61,7 +61,18 @@ COMMANDS = {
 
 def command(name: str, role: str):
     """add_NAME or cmd_NAME of the command's module."""
-    return getattr(importlib.import_module(f"commstack.cli.{COMMANDS[name].module}"), f"{role}_{name}")
+    try:
+        module = importlib.import_module(f"commstack.cli.{COMMANDS[name].module}")
+    except ModuleNotFoundError as e:
+        package = (e.name or "").split(".")[0]
+        if package in ("", "commstack"):
+            raise  # a module of our own missing: a broken checkout, shown as it is
+        raise MissingPackageError(
+            f"this venv ({sys.prefix}) has no {package}: it holds a smaller requirement set than {name} needs "
+            f"(COMMSTACK_REQUIREMENTS={os.environ.get('COMMSTACK_REQUIREMENTS', '')}; an image's is "
+            f"requirements/spack.txt, the Spack commands alone). `COMMSTACK_REQUIREMENTS=requirements/dev.txt "
+            f"bin/commstack {name}` installs every set (from PyPI, or PIP_INDEX_URL)") from e
+    return getattr(module, f"{role}_{name}")
 
 
 def install_deps() -> None:
@@ -85,13 +96,21 @@ def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.A
     return p, sub.choices.get(name)
 
 
+def failed(cmd: str, e: CommstackError) -> int:
+    print(f"commstack {cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
+    return getattr(e, "exit_status", EXIT_USAGE)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     ours = argv[:argv.index("--")] if "--" in argv else argv
     # the options of the command the line starts with; of no other (--help, a typo: their names)
-    p, cmd_parser = parser(ours[0] if ours else None)
+    try:
+        p, cmd_parser = parser(ours[0] if ours else None)
+    except MissingPackageError as e:
+        return failed(ours[0], e)
     args, unknown = p.parse_known_args(ours)
     # errors in the usage of the command, or (`--bogus run`) of commstack
     wrong = cmd_parser if cmd_parser is not None else p
@@ -104,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             install_deps()  # bin/commstack's first use: once the command line is known to be right
         return command(args.cmd, "cmd")(args, extra)
     except CommstackError as e:
-        print(f"commstack {args.cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
-        return getattr(e, "exit_status", EXIT_USAGE)
+        return failed(args.cmd, e)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
