@@ -23,7 +23,8 @@ def harness_copy(tmp: Path, tag: str | None = None) -> Path:
     return tmp
 
 
-def setup(copy: Path, *args: str, spack_root: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def setup(copy: Path, *args: str, spack_root: str | None = None,
+          env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**{k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}, **(env or {})}
     env["COMMSTACK_HOME"] = str(copy)
     if spack_root:
