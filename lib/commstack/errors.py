@@ -162,6 +162,11 @@ class SrunError(LaunchError):
     kind = "srun-refused"
 
 
+class MissingPackageError(CommstackError):
+    """A command's module imports a Python package its venv lacks: a smaller requirement set, such as
+    the images' requirements/spack.txt (the Spack commands alone)."""
+
+
 class InputFileError(CommstackError):
     """An input file (suite, system, references, record, plan, a benchmark output to parse) that is not a
     regular file or is over its size limit: refused before it is read."""

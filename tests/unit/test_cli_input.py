@@ -1,14 +1,20 @@
-"""The command line before anything runs: abbreviated flags are mistyped flags, a results directory is
+"""The command line before anything runs: abbreviated flags are mistyped flags, the commands' table is
+the commands the modules register, a results directory is
 never reused, run ids are finer than a second, and bin/commstack checks the arguments before it installs
 Debian packages."""
 
+import importlib
+import inspect
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from commstack import cli
+from commstack.cli.main import COMMANDS
 from commstack.paths import TOP
 from commstack.run.runner import new_run_dir
 
@@ -37,11 +43,29 @@ def test_a_results_directory_that_holds_files_is_refused(tmp_path):
 
 
 def test_an_abbreviated_flag_is_a_mistyped_flag():
-    for argv in (["run", "--sys", "x"], ["suite", "smoke", "--dry", "--system", "local"]):
+    for argv, unknown in ((["run", "--sys", "x"], "--sys x"),
+                          (["suite", "smoke", "--dry", "--system", "local"], "--dry")):
         proc = commstack(*argv)
         assert proc.returncode == 2, proc.stdout + proc.stderr
-        assert f"commstack: error: {argv[0]}: unrecognized arguments: {argv[1 if argv[0] == 'run' else 2]}" \
-            in proc.stderr
+        assert proc.stderr.endswith(f"\ncommstack {argv[0]}: error: unrecognized arguments: {unknown}\n")
+        assert proc.stderr.startswith(f"usage: commstack {argv[0]} [-h]")  # the command's usage, not commstack's
+
+
+def test_the_commands_table_is_what_the_modules_register():
+    """COMMANDS (name, module, help line) names exactly the commands whose options commstack.cli's
+    modules add, each with its add_ and cmd_ in its module; --help lists them with their lines."""
+    modules = [importlib.import_module(f"commstack.cli.{m.name}") for m in pkgutil.iter_modules(cli.__path__)]
+    added = {name.removeprefix("add_") for mod in modules for name, f in vars(mod).items()
+             if name.startswith("add_") and inspect.isfunction(f) and f.__module__ == mod.__name__}
+    assert added == set(COMMANDS)
+    for name, (module, _) in COMMANDS.items():
+        mod = importlib.import_module(f"commstack.cli.{module}")
+        assert callable(getattr(mod, f"add_{name}")) and callable(getattr(mod, f"cmd_{name}")), name
+    top = subprocess.run([sys.executable, "-m", "commstack", "--help"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "400"})  # one line per command
+    assert top.returncode == 0, top.stderr
+    listed = re.findall(r"^    (\w+) +(\S.*)$", top.stdout, re.M)
+    assert listed == [(name, c.help) for name, c in COMMANDS.items()]
 
 
 def test_bin_commstack_checks_the_arguments_before_it_installs_packages(tmp_path):

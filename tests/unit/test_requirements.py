@@ -6,7 +6,9 @@
 - the venv the tests run in was made by bin/commstack from dev.txt as it is now, and holds each pin;
 - spack.txt gives commstack's Spack commands every module they import (asked of the command line,
   in a new interpreter), and none of the harness's, the tests', the linters' or the docs' packages;
-- the generated Containerfiles install spack.txt alone.
+  so do commstack --help, a mistyped command and a Spack command's mistyped option, named errors;
+- the generated Containerfiles install spack.txt alone, and set it (ENV) before any bin/commstack runs;
+- a harness command in a venv of spack.txt is a named error that says how to install the rest.
 """
 
 from __future__ import annotations
@@ -104,20 +106,48 @@ def needed(dists: set[str]) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("cmd", SPACK_COMMANDS)
-def test_spack_txt_gives_the_spack_commands_what_they_import(cmd):
-    """`commstack CMD --help` in a new interpreter: every module it loads from outside the standard
-    library comes with spack.txt; the harness's, tests' and docs' packages are not loaded."""
+#: command lines an image's venv must answer: each Spack command's --help, and the mistakes typed
+#: there (commstack's --help, a mistyped command, a Spack command's mistyped option): exit status, stderr
+LINES = [*[([cmd, "--help"], 0, "") for cmd in SPACK_COMMANDS],
+         (["--help"], 0, ""),
+         (["imagez"], 2, "commstack: error: argument cmd: invalid choice: 'imagez' (choose from 'run', 'test', "),
+         (["images", "--bogus"], 2, "usage: commstack images [-h]\n"
+                                    "commstack images: error: unrecognized arguments: --bogus\n"),
+         (["lock", "--chek"], 2, "commstack lock: error: unrecognized arguments: --chek\n")]
+
+
+@pytest.mark.parametrize(("argv", "status", "error"), LINES, ids=[" ".join(line[0]) for line in LINES])
+def test_spack_txt_gives_the_spack_commands_what_they_import(argv, status, error):
+    """`commstack ARGV` in a new interpreter: every module it loads from outside the standard library
+    comes with spack.txt; the harness's, tests' and docs' packages are not loaded."""
     probe = ("import sys\nfrom commstack.cli.main import main\n"
-             f"try:\n    main([{cmd!r}, '--help'])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+             f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    print(e.code)\n"
              "print(*sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
-    loaded = out.stdout.splitlines()[-1].split()
+    *_, code, last = out.stdout.splitlines()
+    assert (code, error in out.stderr) == (str(status), True), out.stderr
+    loaded = last.split()
     owners = metadata.packages_distributions()
     dists = {canonicalize_name(d) for m in loaded if m != "commstack" for d in owners.get(m, [])}
     image = needed(set(closure(SETS / "spack.txt")))
-    assert dists and dists <= image, f"`commstack {cmd}` loads {sorted(dists - image)}, not in spack.txt"
+    assert dists and dists <= image, f"`commstack {' '.join(argv)}` loads {sorted(dists - image)}, not in spack.txt"
     assert not image & NOT_IN_IMAGES
+
+
+def test_a_harness_command_in_a_venv_of_spack_txt_names_what_it_lacks():
+    """`commstack report` where the harness's packages are not (an image's venv, as the images set
+    COMMSTACK_REQUIREMENTS): a named error, not a traceback, and the command line that installs them."""
+    probe = ("import sys\n"
+             "sys.modules.update(dict.fromkeys(('pytest', '_pytest', 'rich', 'matplotlib')))  # none importable\n"
+             "from commstack.cli.main import main\nsys.exit(main(['report', 'results/x']))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COMMSTACK_REQUIREMENTS": "requirements/spack.txt"})
+    assert (out.returncode, out.stdout) == (2, ""), out.stderr
+    assert out.stderr == (
+        f"commstack report: error: this venv ({sys.prefix}) has no pytest: it holds a smaller requirement set than "
+        "report needs (COMMSTACK_REQUIREMENTS=requirements/spack.txt; an image's is requirements/spack.txt, the "
+        "Spack commands alone). `COMMSTACK_REQUIREMENTS=requirements/dev.txt bin/commstack report` installs every "
+        "set (from PyPI, or PIP_INDEX_URL)\n")
 
 
 @pytest.mark.parametrize("name", containers.images())
@@ -126,15 +156,18 @@ def test_the_images_install_spack_txt_alone(name):
     steps = DockerfileParser(fileobj=io.BytesIO(img.containerfile.read_bytes())).structure
     runs = [s["value"] for s in steps if s["instruction"] == "RUN"]
     assert not any(re.search(r"\bpip\b|requirements", r) and "requirements/spack.txt" not in r for r in runs)
-    launched = [r for r in runs if LAUNCH.search(r)]
-    if name == "comm-fwk":  # the chain's root sets Spack up, the images above inherit its venv
-        assert launched == [r for r in runs if r.startswith(
-            "COMMSTACK_REQUIREMENTS=requirements/spack.txt /opt/commstack/bin/commstack setup")]
-        assert len(launched) == 1
+    launched = [i for i, s in enumerate(steps) if s["instruction"] == "RUN" and LAUNCH.search(s["value"])]
+    # the set, for the image and those above: no RUN line, nor a later bin/commstack, asks for another
+    env = [i for i, s in enumerate(steps) if s["instruction"] == "ENV" and "COMMSTACK_REQUIREMENTS" in s["value"]]
+    assert not any("COMMSTACK_REQUIREMENTS" in r for r in runs)
+    if name == "comm-fwk":  # the chain's root sets Spack up, the images above inherit its venv and ENV
+        assert [steps[i]["value"] for i in env] == ["COMMSTACK_REQUIREMENTS=requirements/spack.txt"]
+        assert [steps[i]["value"].split("&&")[0].strip() for i in launched] == ["/opt/commstack/bin/commstack setup"]
+        assert env[0] < launched[0]
         copies = [s["value"] for s in steps if s["instruction"] == "COPY"]
         assert "requirements /opt/commstack/requirements" in copies
     else:
-        assert launched == []
+        assert launched == env == []
 
 
 def test_a_missing_requirement_set_is_named_before_any_venv_is_made(tmp_path):

@@ -23,7 +23,8 @@ def harness_copy(tmp: Path, tag: str | None = None) -> Path:
     return tmp
 
 
-def setup(copy: Path, *args: str, spack_root: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def setup(copy: Path, *args: str, spack_root: str | None = None,
+          env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**{k: v for k, v in os.environ.items() if k != "SPACK_ROOT"}, **(env or {})}
     env["COMMSTACK_HOME"] = str(copy)
     if spack_root:
@@ -124,7 +125,7 @@ def test_a_directory_that_is_not_a_mirror_is_refused_first(tmp_path):
 
 def test_a_mistyped_option_is_an_error(tmp_path):
     proc = setup(harness_copy(tmp_path), "--detetc")
-    assert proc.returncode == 2 and "setup: unrecognized arguments: --detetc" in proc.stderr
+    assert proc.returncode == 2 and "commstack setup: error: unrecognized arguments: --detetc" in proc.stderr
 
 
 @pytest.mark.spack
@@ -152,5 +153,5 @@ def test_spack_commands_refuse_unknown_options(argv):
     locks = {p: p.read_bytes() for p in (TOP / "envs").glob("*/spack.lock")}
     proc = subprocess.run([sys.executable, "-m", "commstack", *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"commstack: error: {argv[0]}: unrecognized arguments: {argv[-1]}" in proc.stderr
+    assert f"commstack {argv[0]}: error: unrecognized arguments: {argv[-1]}\n" in proc.stderr
     assert {p: p.read_bytes() for p in locks} == locks

@@ -17,8 +17,7 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
     return spack_setup.setup(args.spack_source, args.packages, args.force, args.detect, args.mirror)
 
 
-def add_setup(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("setup", help="pinned Spack and package repositories")
+def add_setup(s: argparse.ArgumentParser) -> None:
     s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
     s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
     s.add_argument("--force", action="store_true",
@@ -32,8 +31,7 @@ def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:
     return envs.lock(need_spack(), args.envs, args.check)
 
 
-def add_lock(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("lock", help="re-concretize envs and write their spack.lock")
+def add_lock(s: argparse.ArgumentParser) -> None:
     s.add_argument("envs", nargs="*", help=f"default: {' '.join(LOCKED)}")
     s.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 naming each env, node and field where the committed lock differs")
@@ -43,8 +41,7 @@ def cmd_preflight(args: argparse.Namespace, extra: list[str]) -> int:
     return spack_preflight.run(need_spack(), args.env)
 
 
-def add_preflight(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("preflight", help="check that an env's externals exist on this machine")
+def add_preflight(s: argparse.ArgumentParser) -> None:
     s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
 
 
@@ -52,8 +49,7 @@ def cmd_containerize(args: argparse.Namespace, extra: list[str]) -> int:
     return containers.containerize(need_spack(), args.images, args.check)
 
 
-def add_containerize(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("containerize", help="render containers/<image>/ from envs/images and images.yaml")
+def add_containerize(s: argparse.ArgumentParser) -> None:
     s.add_argument("images", nargs="*", help="default: all")
     s.add_argument("--check", action="store_true", help="regenerate and diff; write nothing")
 
@@ -62,8 +58,8 @@ def cmd_images(args: argparse.Namespace, extra: list[str]) -> int:
     return containers.show_images()
 
 
-def add_images(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("images", help="image references and their build/push commands")
+def add_images(s: argparse.ArgumentParser) -> None:
+    """No options: it prints every image."""
 
 
 def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
@@ -71,8 +67,7 @@ def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def add_mirror(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("mirror", help="a mirror of an env's sources (and signed binaries) for offline sites")
+def add_mirror(s: argparse.ArgumentParser) -> None:
     s.add_argument("action", choices=("create",))
     s.add_argument("env", help=f"one of: {', '.join(ENVS)}")
     s.add_argument("dir", nargs="?", help="default: results/mirror-<env>")

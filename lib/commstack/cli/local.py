@@ -42,9 +42,7 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     return subprocess.call(argv, cwd=TOP, env=env)
 
 
-def add_test(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("test", help="run the tests (unit, hostile, slurm, faults; --all: spack and multinode too); "
-                                    "other pytest options after --")
+def add_test(s: argparse.ArgumentParser) -> None:
     s.add_argument("paths", nargs="*", help="test files or directories (default: tests/)")
     s.add_argument("-m", dest="markers", help='tiers by marker, e.g. -m slurm, -m "not spack"')
     s.add_argument("--all", action="store_true", help="every tier: spack (where Spack is found) and multinode too, "
@@ -87,8 +85,7 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def add_slurm(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("slurm", help="local embedded Slurm")
+def add_slurm(s: argparse.ArgumentParser) -> None:
     s.add_argument("action", choices=("start", "stop", "status"))
     s.add_argument("--nodes", type=int, default=None,
                    help="1 (start's default): single node; N>1: N network-namespace nodes (root); "

@@ -1,17 +1,5 @@
-"""commstack: the commands a site engineer and CI use.
-
-  run          the main job on this machine: the smoke suite on the local Slurm, judged, reported
-  test         the tests (paths, or pytest options after --), JUnit XML under results/
-  setup        the pinned Spack (toolchain.yaml) and this repo's package repository
-  lock [ENV]   re-concretize the GH200 envs and write their spack.lock; --check compares, writes nothing
-  preflight E  before `spack install`: every external of env E exists here (prefix/module, version)
-  containerize render containers/<image>/ (Containerfile, EDFs); --check diffs instead
-  images       image references and the podman commands that build and push them
-  mirror create ENV [DIR]  sources (and, with --key, a signed build cache) for an offline site
-  suite NAME   run a suite (suites/NAME.yaml) on --system, or print its srun lines with --dry-run
-  screen [S]   every node and link of an allocation in one pass (screens/S.yaml); bad nodes and pairs named
-  report DIR   (re)write the report of a results directory; compare A B: B against baseline A
-  slurm        start | stop | status of the local embedded Slurm
+"""commstack: the commands a site engineer and CI use (each in one line below; `commstack CMD --help`: its
+options).
 
 Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
 3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
@@ -28,9 +16,10 @@ import importlib
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import commstack
-from commstack.errors import CommstackError, printable
+from commstack.errors import CommstackError, MissingPackageError, printable
 from commstack.files import drop_stdout
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
@@ -38,33 +27,52 @@ from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
 #: as a shell reports a program SIGPIPE ended (128 + 13)
 EXIT_BROKEN_PIPE = 141
 
-#: every command, in the order --help lists them, and its module (commstack.cli.MODULE), which has
-#: add_COMMAND (its parser) and cmd_COMMAND (what runs it). A command imports its module alone, so
-#: `setup` in an image runs on requirements/spack.txt (no pytest, rich or matplotlib there).
+
+class Command(NamedTuple):
+    module: str  # commstack.cli.MODULE: add_NAME (its options) and cmd_NAME (what runs it)
+    help: str  # its line in `commstack --help`
+
+
+#: every command, in the order --help lists them. A command imports its module alone, and --help, a
+#: mistyped command or option, none: `setup` in an image runs on requirements/spack.txt (no pytest,
+#: rich or matplotlib there).
 COMMANDS = {
-    "run": "run",
-    "test": "local",
-    "slurm": "local",
-    "setup": "envs",
-    "lock": "envs",
-    "preflight": "envs",
-    "containerize": "envs",
-    "images": "envs",
-    "mirror": "envs",
-    "suite": "run",
-    "screen": "screen",
-    "report": "results",
-    "status": "run",
-    "compare": "results",
-    "history": "results",
-    "export": "results",
-    "parse": "results",
+    "run": Command("run", "the main job on this machine: the smoke suite"),
+    "test": Command("local", "run the tests (unit, hostile, slurm, faults; --all: spack and multinode too); "
+                             "other pytest options after --"),
+    "slurm": Command("local", "local embedded Slurm"),
+    "setup": Command("envs", "pinned Spack and package repositories"),
+    "lock": Command("envs", "re-concretize envs and write their spack.lock"),
+    "preflight": Command("envs", "check that an env's externals exist on this machine"),
+    "containerize": Command("envs", "render containers/<image>/ from envs/images and images.yaml"),
+    "images": Command("envs", "image references and their build/push commands"),
+    "mirror": Command("envs", "a mirror of an env's sources (and signed binaries) for offline sites"),
+    "suite": Command("run", "run a benchmark suite, or print its srun lines (--dry-run)"),
+    "screen": Command("screen", "screen every node and link of an allocation in one pass"),
+    "report": Command("results", "write results/<run>/report/ (HTML, Markdown, CSV, plots) again"),
+    "status": Command("run", "a batch run: its job's state; once it ended, its results judged"),
+    "compare": Command("results", "a run against a baseline run (or the history); exit 1 on any difference, "
+                                  "3 when a step ran on neither side"),
+    "history": Command("results", "the trend of each step's figure over runs; `history import DIR` fills it"),
+    "export": Command("results", "a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic"),
+    "parse": Command("results", "parse and check a benchmark output (exit 0: complete and valid)"),
 }
 
 
 def command(name: str, role: str):
     """add_NAME or cmd_NAME of the command's module."""
-    return getattr(importlib.import_module(f"commstack.cli.{COMMANDS[name]}"), f"{role}_{name}")
+    try:
+        module = importlib.import_module(f"commstack.cli.{COMMANDS[name].module}")
+    except ModuleNotFoundError as e:
+        package = (e.name or "").split(".")[0]
+        if package in ("", "commstack"):
+            raise  # a module of our own missing: a broken checkout, shown as it is
+        raise MissingPackageError(
+            f"this venv ({sys.prefix}) has no {package}: it holds a smaller requirement set than {name} needs "
+            f"(COMMSTACK_REQUIREMENTS={os.environ.get('COMMSTACK_REQUIREMENTS', '')}; an image's is "
+            f"requirements/spack.txt, the Spack commands alone). `COMMSTACK_REQUIREMENTS=requirements/dev.txt "
+            f"bin/commstack {name}` installs every set (from PyPI, or PIP_INDEX_URL)") from e
+    return getattr(module, f"{role}_{name}")
 
 
 def install_deps() -> None:
@@ -74,16 +82,23 @@ def install_deps() -> None:
         raise CommstackError("the Debian packages commstack needs could not be installed (ci/install-deps.sh)")
 
 
-def parser(names=COMMANDS) -> argparse.ArgumentParser:
+def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """commstack's parser and, where `name` is a command, that command's: the others are their
+    names and help alone, so that neither --help nor an unknown command imports their modules."""
     p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in names:
-        command(name, "add")(sub)
-    for s in sub.choices.values():
-        s.allow_abbrev = False  # `run --sys x` is a mistyped flag, not --system
-    return p
+    for cmd, (_, help_line) in COMMANDS.items():
+        s = sub.add_parser(cmd, help=help_line, allow_abbrev=False)  # `run --sys x` is a mistyped flag
+        if cmd == name:
+            command(cmd, "add")(s)
+    return p, sub.choices.get(name)
+
+
+def failed(cmd: str, e: CommstackError) -> int:
+    print(f"commstack {cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
+    return getattr(e, "exit_status", EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,20 +106,24 @@ def main(argv: list[str] | None = None) -> int:
     # Only what follows `--` passes through (to pytest); everything before it is ours, strictly.
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     ours = argv[:argv.index("--")] if "--" in argv else argv
-    # the command's parser alone when the line starts with one; else (--help, a typo) all of them
-    p = parser([ours[0]] if ours and ours[0] in COMMANDS else COMMANDS)
+    # the options of the command the line starts with; of no other (--help, a typo: their names)
+    try:
+        p, cmd_parser = parser(ours[0] if ours else None)
+    except MissingPackageError as e:
+        return failed(ours[0], e)
     args, unknown = p.parse_known_args(ours)
+    # errors in the usage of the command, or (`--bogus run`) of commstack
+    wrong = cmd_parser if cmd_parser is not None else p
     if unknown:  # a mistyped option is an error, never passed on
-        parser().error(f"{args.cmd}: unrecognized arguments: {' '.join(unknown)}")
+        wrong.error(f"unrecognized arguments: {' '.join(unknown)}")
     if extra and args.cmd not in ("test", "run", "suite"):
-        parser().error(f"{args.cmd} takes no arguments after --")
+        wrong.error("takes no arguments after --")
     try:
         if args.cmd in ("run", "test") and os.environ.get("COMMSTACK_INSTALL_DEPS") == "1":
             install_deps()  # bin/commstack's first use: once the command line is known to be right
         return command(args.cmd, "cmd")(args, extra)
     except CommstackError as e:
-        print(f"commstack {args.cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
-        return getattr(e, "exit_status", EXIT_USAGE)
+        return failed(args.cmd, e)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -34,8 +34,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     return summary(results, args.allow_not_run)
 
 
-def add_report(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("report", help="write results/<run>/report/ (HTML, Markdown, CSV, plots) again")
+def add_report(s: argparse.ArgumentParser) -> None:
     s.add_argument("results", help="a results directory")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
 
@@ -68,9 +67,7 @@ def cmd_compare_history(args: argparse.Namespace) -> int:
     return 1 if any(c.change in ("regression", "invalid") for c in changes) else 0
 
 
-def add_compare(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("compare", help="a run against a baseline run (or the history); exit 1 on any difference, "
-                                       "3 when a step ran on neither side")
+def add_compare(s: argparse.ArgumentParser) -> None:
     s.add_argument("baseline", nargs="?", help="the baseline run (none with --baseline history)")
     s.add_argument("results")
     s.add_argument("--baseline", dest="baseline_from", choices=("history",),
@@ -113,8 +110,7 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def add_history(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("history", help="the trend of each step's figure over runs; `history import DIR` fills it")
+def add_history(s: argparse.ArgumentParser) -> None:
     s.add_argument("action", nargs="?", help="import: add results directories (runs, or directories of runs)")
     s.add_argument("dirs", nargs="*")
     s.add_argument("--history", default=os.environ.get("COMMSTACK_HISTORY"),
@@ -140,8 +136,7 @@ def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def add_export(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("export", help="a run's figures as a file: perflog, jsonl, bmf (bencher.dev), elastic")
+def add_export(s: argparse.ArgumentParser) -> None:
     s.add_argument("results", help="a results directory")
     s.add_argument("--format", required=True, choices=("perflog", "jsonl", "bmf", "elastic"))
     s.add_argument("--output", help="the file (default: <run>/export/<run>.<suffix>; - for stdout); an existing "
@@ -195,9 +190,8 @@ def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int 
     return worst
 
 
-def add_parse(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("parse", help="parse and check a benchmark output (exit 0: complete and valid)",
-                       epilog=parse.PARSE_HELP)
+def add_parse(s: argparse.ArgumentParser) -> None:
+    s.epilog = parse.PARSE_HELP
     s.add_argument("file", help="the output (stdout, or a Slurm job log) of an OSU 5.x-7.5, nccl-tests, rccl-tests, "
                                 "mpi-pingpong, fi_pingpong or ucx_perftest run; or a directory of them (one line "
                                 "per file; exit status the highest)")

@@ -40,8 +40,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     return cmd_suite(args, extra)
 
 
-def add_run(sub: argparse._SubParsersAction) -> None:
-    _run_options(sub.add_parser("run", help="the main job on this machine: the smoke suite"))
+def add_run(s: argparse.ArgumentParser) -> None:
+    _run_options(s)
 
 
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
@@ -113,8 +113,7 @@ def env_of(args: argparse.Namespace, system) -> EnvView | None:
     return load_env(Path(path)) if path else None
 
 
-def add_suite(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("suite", help="run a benchmark suite, or print its srun lines (--dry-run)")
+def add_suite(s: argparse.ArgumentParser) -> None:
     s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
     _run_options(s)
 
@@ -214,8 +213,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     return summary(results, args.allow_not_run)
 
 
-def add_status(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("status", help="a batch run: its job's state; once it ended, its results judged")
+def add_status(s: argparse.ArgumentParser) -> None:
     s.add_argument("results", help="the run's results directory (printed by --submit)")
     s.add_argument("--wait", action="store_true", help="block until the job ends")
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")

@@ -80,8 +80,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
 HEAD = ["phase", "rounds", "srun steps", "at once", "expected s", "bound by"]
 
 
-def add_screen(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("screen", help="screen every node and link of an allocation in one pass")
+def add_screen(s: argparse.ArgumentParser) -> None:
     s.add_argument("screen", nargs="?", help="screens/NAME.yaml or a path (default: local on the local systems, "
                                              "else maintenance)")
     s.add_argument("--system", default="local-multinode", help="the system (default: local-multinode)")
