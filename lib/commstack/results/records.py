@@ -65,7 +65,7 @@ class Record(BaseModel):
     binary: dict[str, str] = {}
     started: float | None = None
     elapsed_s: float = 0.0
-    machine: dict[str, Any] = {}           # this host's load over the step: load1, cpus, steal (run.load)
+    machine: dict[str, Any] = {}           # this host's load over the step but its own ranks' (run.doubts)
     warnings: list[str] = []               # doubts about its figures: a busy machine, far off its own history
 
     @model_validator(mode="after")
