@@ -7,7 +7,7 @@ import struct
 import sys
 from pathlib import Path
 
-from commstack.results.report import binary_source
+from commstack.results.records import binary_source
 from commstack.spack.view import ELF_MACHINES, elf_machine
 
 

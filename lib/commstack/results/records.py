@@ -156,6 +156,15 @@ class Plan(BaseModel):
         write_atomic(run_dir / PLAN, self.model_dump_json(indent=2) + "\n")
 
 
+def binary_source(binary: dict[str, str]) -> str:
+    """Where a step's binary came from, in words: the env's spec, its lock and MPI, or what named it (an option,
+    COMMSTACK_OSU_PREFIX)."""
+    if "spec" in binary:
+        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
+        return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
+    return binary.get("from", "")
+
+
 def read_plan(run_dir: Path) -> Plan | None:
     """The run's plan; None for a run that wrote none."""
     path = run_dir / PLAN
