@@ -336,3 +336,28 @@ def test_rounding_repeats_size_0_of_a_doubling_sweep_and_no_other():
     assert s.sizes == [0, 0, 0, 8, 16]
     assert refused(run(None, marker=True, params=params, rows=rows[:3] + [row(8), row(8)], footer=FOOTER + END))[:2] \
         == ("unknown-format", "message sizes do not increase")
+
+
+@pytest.mark.parametrize("name", ["alltoall_perf", "sendrecv_perf", "alltoallv_perf_mpi", None])
+def test_a_benchmark_that_checks_only_out_of_place_prints_na_in_place_with_validation_1(name):
+    """alltoall, alltoallv and sendrecv: `reportErrors = in_place ? 0 : 1` (2.17.1 on an H200:
+    tests/data/corpus/nccl-tests/alltoall_perf-2.17.1-h200-c1.out); a run without markers names no binary."""
+    ip_na = [r[:-6] + "   N/A" for r in ROWS]
+    if name:
+        text = run(None, marker=True, rows=ip_na, footer=FOOTER + END).replace("all_reduce_perf", name)
+    else:
+        text = run(None, marker=False, rows=ip_na, footer=FOOTER)
+    [s] = parse_outputs(text, ARGS)
+    assert (s.benchmark, validated(s), s.column("oop_wrong"), s.column("ip_wrong")) == (name, "yes", [0, 0],
+                                                                                        [None, None])
+
+
+@pytest.mark.parametrize("name, rows, line", [
+    ("all_reduce_perf", [r[:-6] + "   N/A" for r in ROWS], 0),  # all_reduce checks in place too
+    ("alltoall_perf", [ROWS[0], ROWS[1][:-6] + "   N/A"], 1),  # N/A in one in-place row only
+    ("alltoall_perf", [r.replace("      0    ", "    N/A    ") for r in ROWS], 0),  # out of place unchecked
+])
+def test_na_in_place_with_validation_1_only_where_the_benchmark_checks_no_in_place_result(name, rows, line):
+    text = run(None, marker=True, rows=rows, footer=FOOTER + END).replace("all_reduce_perf", name)
+    assert refused(text) == ("unknown-format", "N/A for a wrong count in a run that checks its data (validation: 1)",
+                             rows[line])

@@ -138,10 +138,11 @@ def test_ucx_perftest_refuses(tmp_path, capsys, case):
 
 def test_ucx_perftest_interval_with_no_iteration_has_no_average(tmp_path, capsys):
     """A loaded machine's Final row right after the last progress row: its report interval ran no iteration,
-    and UCX prints the interval's average latency as inf (0/0). The run is whole; its overall figures stand."""
+    and UCX prints the interval's average latency as inf (0/0) and its bandwidth and message rate as 0: none
+    of the three is a figure. The run is whole; its overall figures stand."""
     [row] = parse(tmp_path, capsys, ucx(LOADED))["rows"]
-    assert (row["latency_avg_us"], row["latency_us"], row["latency_pct_us"], row["message_rate"]) == \
-        (None, 4001.959, 4013.479, 250)
+    assert (row["latency_avg_us"], row["bandwidth_avg_MiBps"], row["message_rate_avg"]) == (None, None, None)
+    assert (row["latency_us"], row["latency_pct_us"], row["message_rate"]) == (4001.959, 4013.479, 250)
 
 
 def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):

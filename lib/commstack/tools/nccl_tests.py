@@ -20,7 +20,8 @@ ROCm/rocm-systems projects/rccl-tests 2026):
 
 Before 2.16.7 (rccl-tests before 2025) the output names no binary: its sweeps have no benchmark and the
 step's is taken (results.parse). The footer (`# Out of bounds values`, `# Avg bus bandwidth`) ends a run
-without markers. `-c 0` prints `validation: 0` and N/A for each wrong count: complete, not validated. A
+without markers. `-c 0` prints `validation: 0` and N/A for each wrong count: complete, not validated;
+alltoall, alltoallv and sendrecv check no in-place result and print N/A there with -c 1 too. A
 non-zero wrong count, or `Out of bounds values : N FAILED`, is a failed data check wherever it stands.
 `-d all`, `-o all` and `-r -1` repeat the size sweep per (type, op, root) under one header: a table each.
 Printed sizes are rounded down to whole elements per rank, so with many ranks the first rows may print 0.

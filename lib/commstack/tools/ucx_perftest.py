@@ -79,7 +79,7 @@ ROW_START = re.compile(r"^(?:Final:|\[thread |\s*\d)")
 FLOAT = re.compile(r"\d+(?:\.\d+)?")
 #: the last report interval's averages (print_progress' moment_average): an interval with no iteration in it,
 #: as the Final row right after the last progress row on a loaded machine, divides by zero (printf: inf, nan);
-#: such an average is no figure (None)
+#: such an average is no figure (None), and neither are its bandwidth and message rate, which print 0
 INTERVAL = {PRINTED.index(c) for c in ("latency_avg_us", "bandwidth_avg_MiBps", "message_rate_avg")}
 NOT_FINITE = re.compile(r"-?(?:inf|nan)")
 UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL|WARN|DIAG) +(?P<msg>.*)$")
@@ -227,7 +227,10 @@ def _values(t: Any, text: str, line: str, lineno: int) -> list[float | None]:
     for i, f in enumerate(fields):
         if not (FLOAT.fullmatch(f) or i in INTERVAL and NOT_FINITE.fullmatch(f)):
             raise BadNumberError(f"not a number: {f!r}", line, lineno)
-    return [None if NOT_FINITE.fullmatch(f) else float(f) for f in fields]
+    values = [None if NOT_FINITE.fullmatch(f) else float(f) for f in fields]
+    if any(values[i] is None for i in INTERVAL):  # no iteration in the interval: its 0 B/s and 0 msg/s are none
+        values = [None if i in INTERVAL else v for i, v in enumerate(values)]
+    return values
 
 
 def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]:
