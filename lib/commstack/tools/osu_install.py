@@ -38,7 +38,7 @@ def native(binaries: Any) -> str:
         raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {binaries.missing.get(NAME, OSU_HINT)}")
     mpi = Path(prefix) / MPI_DIR
     if not (mpi / "pt2pt" / "osu_latency").is_file():
-        raise BinaryNotFoundError(f"{prefix} ({whence}) is not an OSU install (no {mpi}/pt2pt/osu_latency): "
+        raise BinaryNotFoundError(f"{prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
                                   f"{OSU_HINT}")
     binaries.sources.setdefault(NAME, {"from": whence})
     return str(mpi)
