@@ -42,7 +42,8 @@ def local_env_with_pingpong(spack) -> Path:
 
 @pytest.mark.slurm
 def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingpong, slurm_variables, tmp_path):
-    """Every binary from the env: no COMMSTACK_OSU_PREFIX (an explicit prefix wins over the env: the next test)."""
+    """Every binary from the env (COMMSTACK_OSU_PREFIX would not change that, the file's last test; a typed
+    --osu-prefix would: the next test)."""
     proc = commstack("run", "--env", str(local_env_with_pingpong), "--results", str(tmp_path / "r"),
                      env={**slurm_variables, "COMMSTACK_OSU_PREFIX": None})
     records = {r.benchmark: r for r in read_run(tmp_path / "r")}
