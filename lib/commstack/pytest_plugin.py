@@ -14,7 +14,6 @@ tiers under tests/, from the same Run.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import statistics
 import threading
@@ -61,9 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--memory", choices=("host", "device"), default=None,
                 help="run only the suite steps in this memory (a scaled-down suite on a system without GPUs)")
     g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
-    g.addoption("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
-                help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi); default $COMMSTACK_OSU_PREFIX, "
-                     "else the local Spack env's osu-micro-benchmarks when installed")
+    g.addoption("--osu-prefix", default=None, type=absolute,
+                help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi), over --env's; default --env's, else "
+                     "$COMMSTACK_OSU_PREFIX, else the local Spack env's osu-micro-benchmarks when installed")
     g.addoption("--pingpong", default=None, type=absolute,
                 help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
     g.addoption("--env", default=None,

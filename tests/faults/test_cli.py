@@ -25,7 +25,7 @@ from waits import HANG_S, free_port_pair, queue_empties, ranks_busy, wait_until
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
 from commstack.run import pair
-from commstack.tools.osu import OSU_HINT
+from commstack.tools.osu_install import OSU_HINT
 from commstack.slurm.cluster import DAEMONS, LocalSlurm
 from commstack.slurm.procs import exe
 

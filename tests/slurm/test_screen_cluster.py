@@ -68,8 +68,8 @@ def fabric(cluster):
 
 @pytest.fixture(scope="module")
 def osu(pytestconfig):
-    """The OSU install the screen runs (pytest's --osu-prefix, which defaults to COMMSTACK_OSU_PREFIX), or None."""
-    return pytestconfig.getoption("--osu-prefix")
+    """The OSU install the screen runs (pytest's --osu-prefix, else COMMSTACK_OSU_PREFIX), or None."""
+    return pytestconfig.getoption("--osu-prefix") or os.environ.get("COMMSTACK_OSU_PREFIX")
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,8 @@ def local_env_with_pingpong(spack) -> Path:
 
 @pytest.mark.slurm
 def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingpong, slurm_variables, tmp_path):
-    """Every binary from the env: no COMMSTACK_OSU_PREFIX (an explicit prefix wins over the env: the next test)."""
+    """Every binary from the env (COMMSTACK_OSU_PREFIX would not change that, the file's last test; a typed
+    --osu-prefix would: the next test)."""
     proc = commstack("run", "--env", str(local_env_with_pingpong), "--results", str(tmp_path / "r"),
                      env={**slurm_variables, "COMMSTACK_OSU_PREFIX": None})
     records = {r.benchmark: r for r in read_run(tmp_path / "r")}
@@ -142,3 +143,13 @@ def test_an_env_not_installed_is_refused_with_the_command(spack, tmp_path):
     proc = commstack("run", "--env", str(env), "--results", str(tmp_path / "r"))
     assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
     assert f"env {env} is not installed (none of its 1 roots): `spack -e {env} install`" in proc.stderr
+
+
+def test_commstack_osu_prefix_does_not_win_over_the_env(local_env_with_pingpong):
+    """COMMSTACK_OSU_PREFIX used to fill --osu-prefix's default: with it set, --env never gave OSU. Now only a typed
+    --osu-prefix wins over the env: the dry run's OSU is the env's (or the env's reason it has none)."""
+    proc = commstack("run", "--env", str(local_env_with_pingpong), "--dry-run",
+                     env={"COMMSTACK_OSU_PREFIX": "/nonexistent-osu"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (osu,) = [line for line in proc.stdout.splitlines() if line.startswith("# osu: ")]
+    assert f"env {TOP}" in osu and "/nonexistent-osu" not in proc.stdout, proc.stdout

@@ -2,6 +2,8 @@
 100 times off the step's own history without any reference. Real runs of seed 002's all_reduce_perf tables
 (test_history.py), the report through `commstack report`."""
 
+import os
+import socket
 import subprocess
 import sys
 
@@ -9,7 +11,7 @@ from test_history import STEP, run
 
 from commstack.results.history import FAR_OFF, add_run, default_path
 from commstack.results.records import read_run
-from commstack.run.doubts import busy, checked
+from commstack.run.doubts import busy, checked, others_load, ranks_here
 
 
 def test_a_busy_machine_is_named_by_its_load_or_its_steal():
@@ -44,3 +46,22 @@ def test_a_figure_far_off_its_history_is_a_warning_without_references(tmp_path, 
     page = (tmp_path / "low" / "report" / "index.html").read_text()
     assert "<h2>Warnings about the figures</h2>" in page
     assert f"<li><code>{STEP}</code>: 64 B: 5e-05 GB/s is 0.005 times its history" in page
+
+
+def test_a_steps_own_ranks_on_this_machine_do_not_make_it_busy(tmp_path):
+    """issue: a long step with as many ranks as CPUs raised the load average at its end to the CPU count by itself.
+    Its ranks on this host are taken off the end's load; the start's, before it launched, is taken as it is."""
+    (record,) = read_run(run(tmp_path, "own", "cscs-nccl-01.txt", 1000.0))
+    cpus = os.cpu_count()
+    record.tags, record.nodelist = {**record.tags, "ntasks": 2 * cpus}, [socket.gethostname().split(".")[0], "far"]
+    assert ranks_here(record) == cpus  # half its nodes are this host: half its ranks
+    record.nodelist = ["compute-1", "compute-2"]
+    assert ranks_here(record) == 0  # a cluster's nodes: the login host's load is not theirs
+    assert others_load(0.3, cpus + 0.4, cpus) == 0.4  # the end's load was the step's ranks and 0.4 more
+    assert others_load(0.3, 1.0, cpus) == 0.3  # a short step: the end's load had not reached its ranks yet
+    assert others_load(None, 3.0, 1) == 2.0 and others_load(None, None, 1) is None
+    assert busy({"load1": others_load(0.2, cpus + 0.5, cpus), "cpus": cpus}) is None
+    record.nodelist = [socket.gethostname().split(".")[0]]
+    with checked(record, tmp_path / "own"):
+        pass
+    assert record.machine["ranks_here"] == 2 * cpus and record.machine["load1"] >= 0  # what was taken off is kept

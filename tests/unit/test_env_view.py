@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from commstack.paths import TOP
-from commstack.results.report import binary_source
+from commstack.results.records import binary_source
 from commstack.spack import NO_SPACK, find_spack
 from commstack.spack.view import ELF_MACHINES, elf_machine
 

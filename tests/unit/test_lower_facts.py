@@ -88,3 +88,26 @@ def test_a_missing_tool_binary_says_how_to_get_it(monkeypatch):
                                                   r"ucx-utils`"):
         ucx_perftest.TOOL.native(None)
     assert fi_pingpong.TOOL.planned(None) == "$FI_PINGPONG"
+
+
+@pytest.mark.skipif(not shutil.which("fi_info"), reason="no fi_info (Debian: apt-get install libfabric-bin)")
+def test_the_probe_records_the_provider_fi_info_picks_with_the_steps_fi_variables():
+    """The probe as a step's placement launches it (launch.Launcher.program: what follows srun's `--`), its
+    variables as arguments: fi_info runs with the FI_* ones, so the provider recorded is the benchmark's; the
+    others (PATH here) still reach no program of the probe."""
+    from commstack.config import load_system
+    from commstack.run.launch import Launcher, Step
+    from commstack.run.runner import probe_step
+    launcher = Launcher(load_system("local"), slurm_variables={})
+    picked = {}
+    for provider in ("tcp", "sockets"):
+        step = Step(name="osu_latency", argv=["/bin/sh"], variables={"FI_PROVIDER": provider, "PATH": "/nowhere"})
+        argv = launcher.program(probe_step(step))
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=300,
+                             env={"PATH": "/usr/bin:/bin", "SLURM_PROCID": "0"}).stdout
+        facts = parse_probe(out)
+        ((node, ), (rank, )) = facts["nodes"].values(), facts["ranks"]
+        assert rank["nic_selection"]["FI_PROVIDER"] == provider
+        assert {"tcp", "sockets"} <= set(node["libfabric_providers"])  # -l lists them all, whatever FI_PROVIDER
+        picked[provider] = node["libfabric_provider"]
+    assert picked == {"tcp": "tcp;ofi_rxm", "sockets": "sockets"}

@@ -21,7 +21,7 @@ from commstack.files import FileWriteError, own_dir, results_dir
 from commstack.paths import TOP, absolute
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
-from commstack.results.records import RecordError, read_run
+from commstack.results.records import RecordError, binary_source, read_run
 from commstack.run.launch import Launcher
 from commstack.run.binaries import Binaries
 from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, check_results_dir,
@@ -134,6 +134,8 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
         try:
             if (found := binaries.planned(tool)) is not None:
                 given[tool.name] = found
+                if source := binary_source(binaries.sources.get(tool.name, {})):
+                    print(printable(f"# {tool.name}: {found}, from {source}"))
         except CommstackError as e:
             print(f"# {tool.name}: {e}")
     steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
@@ -222,8 +224,9 @@ def add_status(s: argparse.ArgumentParser) -> None:
 def _run_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
     s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
-    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"), type=absolute,
-                   help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX, else the local env's)")
+    s.add_argument("--osu-prefix", type=absolute,
+                   help="an OSU micro-benchmarks install, over --env's (default: --env's, else $COMMSTACK_OSU_PREFIX, "
+                        "else the local env's)")
     s.add_argument("--pingpong", type=absolute, help="an mpi-pingpong binary (default: built with the system MPI)")
     s.add_argument("--env", help="an installed Spack env (its directory): every benchmark from its view, the MPI "
                                  "steps with its MPI (default: the system's install: {env: ...}, else none)")

@@ -88,8 +88,7 @@ def add_screen(s: argparse.ArgumentParser) -> None:
                                              "to plan for")
     s.add_argument("--max-steps", type=int, help="srun steps at once at most (default: the screen file's)")
     s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto")
-    s.add_argument("--osu-prefix", default=os.environ.get("COMMSTACK_OSU_PREFIX"),
-                   help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX)")
+    s.add_argument("--osu-prefix", help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX)")
     s.add_argument("--results", help="a new or empty directory for the screen (default: results/<run-id>)")
     s.add_argument("--history", help="the SQLite history (default: results/history.sqlite)")
     s.add_argument("--drain", action="store_true", help="print the scontrol lines that drain the bad nodes")

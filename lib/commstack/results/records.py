@@ -65,7 +65,7 @@ class Record(BaseModel):
     binary: dict[str, str] = {}
     started: float | None = None
     elapsed_s: float = 0.0
-    machine: dict[str, Any] = {}           # this host's load over the step: load1, cpus, steal (run.doubts)
+    machine: dict[str, Any] = {}           # this host's load over the step, less its own ranks': load1, cpus, steal, ranks_here (run.doubts)
     warnings: list[str] = []               # doubts about its figures: a busy machine, far off its own history
 
     @model_validator(mode="after")
@@ -154,6 +154,15 @@ class Plan(BaseModel):
 
     def write(self, run_dir: Path) -> None:
         write_atomic(run_dir / PLAN, self.model_dump_json(indent=2) + "\n")
+
+
+def binary_source(binary: dict[str, str]) -> str:
+    """Where a step's binary came from, in words: the env's spec, its lock and MPI, or what named it (an option,
+    COMMSTACK_OSU_PREFIX)."""
+    if "spec" in binary:
+        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
+        return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
+    return binary.get("from", "")
 
 
 def read_plan(run_dir: Path) -> Plan | None:

@@ -33,7 +33,7 @@ from commstack.results.markup import file_name, html_spans, html_text, md_code, 
 from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
-from commstack.results.records import Record, read_run
+from commstack.results.records import Record, binary_source, read_run
 
 
 class ReportError(CommstackError):
@@ -186,14 +186,6 @@ def write_report(run_dir: Path, refs: References | None = None, line_rate_MBps: 
     finally:
         os.close(run_fd)
     return run_dir / "report" / "index.html"
-
-
-def binary_source(binary: dict[str, str]) -> str:
-    """Where a step's binary came from, in words: the env's spec, its lock and MPI, or the option given."""
-    if "spec" in binary:
-        mpi = "".join(f", {what} {binary[key]}" for key, what in (("mpi", "MPI"), ("pmix", "PMIx")) if key in binary)
-        return f"{binary['spec']} of env {binary['env']} (lock sha256 {binary['lock_sha256'][:12]}{mpi})"
-    return binary.get("from", "")
 
 
 NO_PLOT = "No plot: no step has a finite figure above zero (a log scale)."

@@ -21,7 +21,8 @@ class Binaries:
     """Where the native binaries a run needs are, and what it may do to get them (each tool's `native`
     looks them up, when a step needs one)."""
 
-    osu_prefix: str | None = None  # --osu-prefix; "" once looked up and not found
+    osu_prefix: str | None = None  # --osu-prefix as typed: wins over the env (COMMSTACK_OSU_PREFIX does not)
+    osu_found: tuple[str, str] | None = None  # OSU's own way, once looked up: its prefix ("": none) and what named it
     pingpong: str | None = None    # --pingpong
     build_dir: Path | None = None
     build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
@@ -39,11 +40,18 @@ class Binaries:
         return {tool.placeholder: self.native(tool)}
 
     def native(self, tool: Tool) -> str:
-        """A tool's native binary or prefix: an option that names it explicitly wins; else the env's view,
-        where there is an env (a tool whose binary it lacks is not-run, mpi-pingpong is built as without
-        one); else the tool's own way (commstack.tools)."""
+        """A tool's native binary or prefix: an option typed that names it wins; else the env's view, where there
+        is an env (a tool whose binary it lacks is not-run, mpi-pingpong is built as without one); else the tool's
+        own way (commstack.tools; for OSU, COMMSTACK_OSU_PREFIX comes in there, below the env)."""
+        return self._from_env(tool) or tool.native(self)
+
+    def _from_env(self, tool: Tool) -> str | None:
+        """The tool's binary from the env's view; None where there is no env, an option names the binary, or
+        (env_optional) the view lacks it: then the tool's own way. Where it came from goes to self.sources."""
         option = tool.given(self)
-        if self.env and tool.in_env and not option:
+        if self.env and option:
+            self.sources[tool.name] = {"env": str(self.env.path), "from": f"{option}, which wins over the env"}
+        elif self.env and tool.in_env:
             try:
                 path, self.sources[tool.name] = self.env.program(tool.in_env.spec, tool.in_env.path, tool.name)
                 return path
@@ -51,9 +59,7 @@ class Binaries:
                 if not tool.env_optional:
                     raise
                 self.sources[tool.name] = {"env": str(self.env.path), "from": f"the tool's own way: {e}"}
-        elif self.env and option:
-            self.sources[tool.name] = {"env": str(self.env.path), "from": f"{option}, which wins over the env"}
-        return tool.native(self)
+        return None
 
     def without_driver(self) -> dict[str, str]:
         """What the env's CUDA-aware binaries need on nodes with no GPU and so no driver: they link libcuda.so.1
@@ -71,10 +77,7 @@ class Binaries:
 
     def planned(self, tool: Tool) -> str | None:
         """Where a dry run shows the tool's binary: as native() finds it, building nothing; None: nowhere."""
-        if self.env and tool.in_env and not tool.given(self):
-            with contextlib.suppress(BinaryNotFoundError) if tool.env_optional else contextlib.nullcontext():
-                return self.env.program(tool.in_env.spec, tool.in_env.path, tool.name)[0]
-        return tool.planned(self) if tool.planned else None
+        return self._from_env(tool) or (tool.planned(self) if tool.planned else None)
 
     def record(self, tool: Tool, home: str, argv: list[str]) -> dict:
         """Where a step's binary came from: its path, and with an env its spec and the env's MPI; a binary of

@@ -4,17 +4,21 @@ this machine's load while it ran (the load average, and the CPU time the hypervi
 
 Busy: more runnable tasks than CPUs (the benchmark's ranks wait for a CPU), or more than BUSY_STEAL of the
 CPU time stolen. Measured on the host that runs commstack, which is the node for the local systems; on a
-cluster it tells only about the login or batch host."""
+cluster it tells only about the login or batch host. The load at the step's end counts its own ranks where they
+ran on this machine (each busy on a CPU): those are taken off, so that a long step with as many ranks as CPUs
+is not called busy by its own load."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from pathlib import Path
 from typing import Iterator
 
 from commstack.results import history
 from commstack.results.records import Record
+from commstack.slurm import namespaces
 
 BUSY_LOAD = 1.0    # runnable tasks per CPU, 1-minute load average
 BUSY_STEAL = 0.10  # share of all CPU time
@@ -39,8 +43,9 @@ def cpu_times() -> tuple[int, int] | None:
 
 @contextlib.contextmanager
 def checked(record: Record, run_dir: Path) -> Iterator[None]:
-    """record.machine: the load average (the higher of the step's start and end) and the steal share over
-    the step; a busy machine, and each size far off the step's history, add a warning to the record."""
+    """record.machine: the load average of others than the step (the higher of the step's start, before it
+    launched anything, and its end less its ranks on this machine: others_load) and the steal share over the
+    step; a busy machine, and each size far off the step's history, add a warning to the record."""
     before, load_before = cpu_times(), load1()
     try:
         yield
@@ -48,14 +53,35 @@ def checked(record: Record, run_dir: Path) -> Iterator[None]:
         after, load_after = cpu_times(), load1()
         cpus = os.cpu_count() or 1
         machine: dict = {"cpus": cpus}
-        loads = [x for x in (load_before, load_after) if x is not None]
-        if loads:
-            machine["load1"] = max(loads)
+        own = ranks_here(record)
+        load = others_load(load_before, load_after, own)
+        if load is not None:
+            machine["load1"] = load
+        if own:
+            machine["ranks_here"] = own
         if before and after and after[1] > before[1]:
             machine["steal"] = round((after[0] - before[0]) / (after[1] - before[1]), 4)
         record.machine = machine
         note = busy(machine) if record.repeats else None  # a step that took no figure has none to doubt
         record.warnings += ([note] if note else []) + history.far_off(record, run_dir)
+
+
+def ranks_here(record: Record) -> int:
+    """How many of the step's ranks ran on this machine's CPUs: their share on those of its nodes that are this
+    host (local) or a network namespace on it (local-multinode); none on a cluster's compute nodes."""
+    ntasks, nodes = record.tags.get("ntasks"), record.nodelist
+    if type(ntasks) is not int or not nodes:
+        return 0
+    host = socket.gethostname().split(".")[0]
+    here = sum(n == host or Path("/run/netns", namespaces.netns(n)).exists() for n in nodes)
+    return -(-ntasks * here // len(nodes))
+
+
+def others_load(before: float | None, after: float | None, own: int) -> float | None:
+    """The 1-minute load average of what is not the step: the higher of its start's and its end's less its `own`
+    ranks on this machine (at most as many as the end's load: a short step has not raised it that much)."""
+    loads = [x for x in (before, None if after is None else max(0.0, after - own)) if x is not None]
+    return round(max(loads), 2) if loads else None
 
 
 def busy(machine: dict) -> str | None:

@@ -2,7 +2,8 @@
 before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
 run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
 MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
-provider fi_info picks (with --env, the env's fi_info and ucx_info, given as the probe's arguments).
+provider fi_info picks with the step's FI_* variables (with --env, the env's fi_info and ucx_info, given as the
+probe's arguments).
 NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
 
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
@@ -18,9 +19,12 @@ from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 #: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
 #: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3`
 #: the fi_info and ucx_info to run (empty: the ones on PATH); the benchmark's variables follow as NAME=VALUE
-#: arguments, never in the probe's own environment (launch.program), so none of them picks our programs.
+#: arguments, never in the probe's own environment (launch.program), so none of them picks our programs; fi_info alone
+#: runs with their FI_* ones (FI_PROVIDER ...), so that the provider it picks is the benchmark's.
 PROBE = r"""
 B=$1; FI=${2:-$(command -v fi_info)}; UI=${3:-$(command -v ucx_info)}; shift 3
+FE=(); for v in "$@"; do [[ $v == FI_*=* ]] && FE+=("$v"); done
+fiinfo() { env "${FE[@]}" "$FI" "$@"; }
 R=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}; H=$(hostname)
 p() { while IFS= read -r l; do printf '@@ %s %s %s %s\n' "$R" "$H" "$1" "$l"; done; }
 { env; printf '%s\n' "$@"; } | grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|SLURM_LOCALID|'\
@@ -34,9 +38,9 @@ oi=""; [ -n "$lib" ] && oi=$(dirname "$(dirname "$(readlink -f "$lib")")")/bin/o
 [ -n "$lib" ] && [ -n "$oi" ] && "$oi" --parsable --all 2>/dev/null \
   | grep -E '^ompi:version:full:|_built_with_cuda_support:value:|^mca:(btl|mtl|pml|osc):[a-z0-9_]+:version:"component' \
   | p ompi_info
-[ -n "$FI" ] && { "$FI" 2>/dev/null | grep -m1 '^provider:' | p fi_selected
-  "$FI" -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
-[ -n "$FI" ] && "$FI" -l 2>/dev/null | grep -qx 'cxi:' && "$FI" -v -p cxi 2>/dev/null \
+[ -n "$FI" ] && { fiinfo 2>/dev/null | grep -m1 '^provider:' | p fi_selected
+  fiinfo -l 2>/dev/null | grep -E '^[a-z0-9_;+:]+:$' | p fi_providers; }
+[ -n "$FI" ] && fiinfo -l 2>/dev/null | grep -qx 'cxi:' && fiinfo -v -p cxi 2>/dev/null \
   | grep -E '^(fi_info:|    fi_domain_attr:|        name: .*|    fi_fabric_attr:|        prov_name: .*|    nic:.*'\
 '|        fi_link_attr:|            (state|speed): .*)$' | p fi_cxi
 [ -n "$UI" ] && "$UI" -d 2>/dev/null | grep -E '^# *(Memory domain|Transport|Device): ' \
@@ -92,7 +96,8 @@ def parse_probe(text: str) -> dict:
         gpus = nodes[r["host"]]["gpus"]
         cvd = r["variables"].get("CUDA_VISIBLE_DEVICES", "")
         r["gpu"] = gpus[int(cvd)] if cvd.isdigit() and int(cvd) < len(gpus) else None
-        r["nic_selection"] = {k: v for k, v in r["variables"].items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_LOCALID")}
+        r["nic_selection"] = {k: v for k, v in r["variables"].items()
+                              if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_LOCALID")}
     return {"nodes": nodes, "ranks": [ranks[k] for k in sorted(ranks)]}
 
 

@@ -15,6 +15,7 @@ The launcher sweeps a step's processes the same way, by the token in their envir
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -173,45 +174,123 @@ def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
 PR_SET_CHILD_SUBREAPER = 36
 #: how a benchmark runs under reap() (Launcher.command): this Python, isolated from the benchmark's variables
 REAPER = [sys.executable, "-I", "-m", "commstack.slurm", "reap", "--"]
+#: the signals reap() passes on to its program
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+#: how long what a program left has to end after SIGTERM before SIGKILL
+GRACE_S = 2.0
+#: how long a process may take to end after SIGKILL before it counts as unkillable (uninterruptible sleep)
+STUCK_S = 30.0
 
 
 def reap(argv: list[str]) -> int:
     """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left:
     a daemon that called setsid and emptied its environment (`env -i`) still has this process as its parent, the
-    one mark a benchmark cannot drop. Signals are passed on to it; its exit status (or signal) is ours."""
+    one mark a benchmark cannot drop. Signals are passed on to it; its exit status (or signal) is ours. The handlers
+    are in place before the program starts: a signal before it started means it never starts, and one while it is
+    starting reaches it as soon as it has started."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"commstack reap: prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    child: subprocess.Popen | None = None
+    early: list[int] = []  # signals that came before `child` was set
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is None:
+            early.append(signum)
+        elif child.returncode is None:  # not reaped: the pid is still the child's
+            child.send_signal(signum)
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # blocked by whoever started us: they come now
+    if early:
+        return _die(early[0])
     try:
         child = subprocess.Popen(argv)
     except OSError as e:
         sys.exit(f"commstack reap: {argv[0]}: {e.strerror}")
-
-    def forward(signum: int, _frame: object) -> None:
-        if child.returncode is None:  # not reaped: the pid is still the child's
-            child.send_signal(signum)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, forward)
+    for signum in early:  # came while it was starting
+        child.send_signal(signum)
     status = child.wait()
-    for _ in range(100):  # what it left, adopted here; they may fork while they end
-        left = {pid: start_time(pid) for pid in descendants([os.getpid()])}
-        if not left:
-            break
-        for pid, start in left.items():
-            end(pid, start, signal.SIGKILL, 0)
-        time.sleep(0.01)  # SIGKILL takes a moment
-        while _reaped():
-            pass
-    if status < 0:  # killed by a signal: so are we, for srun and mpirun to tell
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-    return status
+    stuck = end_left()
+    if stuck:
+        print(f"commstack reap: {len(stuck)} process(es) {argv[0]} left did not end {STUCK_S:.0f} s after SIGKILL"
+              f" and are left running: {', '.join(f'{pid} ({_comm(pid)})' for pid in stuck)}", file=sys.stderr)
+    return _die(-status) if status < 0 else status
 
 
-def _reaped() -> bool:
+def _die(signum: int) -> int:
+    """The program was killed by `signum`, or we were before it started: so are we, for srun and mpirun to tell."""
+    with contextlib.suppress(OSError):  # SIGKILL's action cannot be set, nor need be
+        signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return 128 + signum  # the shell's way, should the signal be blocked
+
+
+def end_left() -> list[int]:
+    """End and reap every descendant of this process (a child subreaper: what its program left is adopted here),
+    each checked as the process found (pid and start time, through a pidfd): SIGTERM, then SIGKILL if it runs
+    GRACE_S later; processes forked meanwhile go the same way, until none is left. The one way it stops with
+    descendants left: every one of them was sent SIGKILL and has not ended in STUCK_S; those are returned."""
+    termed: set[tuple[int, str]] = set()
+    killed: set[tuple[int, str]] = set()
+    while True:
+        _reap_ended()
+        left = {(pid, start) for pid in descendants([os.getpid()]) if (start := start_time(pid)) is not None}
+        if left <= killed:
+            return sorted(pid for pid, _ in left)
+        fds, wait = [], STUCK_S
+        for pid, start in left - killed:
+            sig = signal.SIGKILL if (pid, start) in termed else signal.SIGTERM
+            (killed if sig == signal.SIGKILL else termed).add((pid, start))
+            wait = min(wait, GRACE_S if sig == signal.SIGTERM else STUCK_S)
+            if (fd := _signalled(pid, start, sig)) is not None:
+                fds.append(fd)
+        try:
+            _wait_ended(fds, wait)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def _signalled(pid: int, start: str, sig: int) -> int | None:
+    """A pidfd of the process `pid` started at `start`, sent `sig`; None if it has ended (or the pid is another's)."""
     try:
-        return os.waitpid(-1, os.WNOHANG)[0] > 0
-    except ChildProcessError:
-        return False
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        if start_time(pid) == start:
+            signal.pidfd_send_signal(fd, sig)
+            return fd
+    except ProcessLookupError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _wait_ended(fds: list[int], timeout_s: float) -> None:
+    """Until every pidfd in `fds` is readable (its process ended) or timeout_s passed."""
+    deadline = time.monotonic() + timeout_s
+    todo = list(fds)
+    while todo and (remaining := deadline - time.monotonic()) > 0:
+        ready = select.select(todo, [], [], remaining)[0]
+        todo = [fd for fd in todo if fd not in ready]
+
+
+def _reap_ended() -> None:
+    """Reap every child of ours that has ended (zombies: the program's leftovers adopted here)."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] <= 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
 
 
 def task_epilog() -> None:

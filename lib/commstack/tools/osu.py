@@ -5,21 +5,19 @@ for the xccl benchmarks) names the benchmark and its version, whose generation (
 sizes; those come from each release's own source (its options' defaults and size loops, read for 5.3 to 7.5:
 docs/osu-versions.md) and are checked against real runs (tests/data/osu, tests/data/corpus/osu*, the seeds).
 The header names the columns. The binaries live under
-libexec/osu-micro-benchmarks/mpi of an install prefix (--osu-prefix, COMMSTACK_OSU_PREFIX, the local
-Spack env's, or installed there by the pinned Spack); in the osu-mb image under its WORKDIR.
+libexec/osu-micro-benchmarks/mpi of an install prefix: --osu-prefix as typed, else an env's view (--env,
+commstack.run.binaries), else COMMSTACK_OSU_PREFIX, else the local Spack env's (installed there by the pinned
+Spack); in the osu-mb image under its WORKDIR.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
 from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
                                      cut_number, cut_row, number, own_lines)
-from commstack.spack import find_spack
-from commstack.spack.install import SpackInstallError, install, location
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
@@ -27,13 +25,7 @@ from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNT
                                         STARTUP_COLUMNS, XCCL_COLL_SIZES, XCCL_LAT_SIZES, XCCL_PT2PT_SIZES,
                                         XCCL_REDUCE_SIZES, XCCL_USING, family, header_columns, matched_meta,
                                         release_numbers)
-
-OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` "
-            "build it with the pinned Spack (without --no-build)")
-#: what fixes a failed build here: most often no network for the sources
-OSU_FIX = ("to fix it offline: on a connected machine `bin/commstack mirror create local DIR`, bring DIR here and "
-           "`bin/commstack setup --mirror DIR`, then run again; or give an install: --osu-prefix PREFIX "
-           "(or COMMSTACK_OSU_PREFIX=PREFIX)")
+from commstack.tools.osu_install import MPI_DIR, NAME, native
 
 
 def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
@@ -254,38 +246,7 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return [exe, *p.args, *p.size_args]
 
 
-#: the MPI benchmarks' directory in an install prefix
-MPI_DIR = "libexec/osu-micro-benchmarks/mpi"
-
-
-def native(binaries: Any) -> str:
-    """libexec/osu-micro-benchmarks/mpi of the given install, else of the local env's (installed there by
-    the pinned Spack where `binaries.build` allows)."""
-    if binaries.osu_prefix is None:  # looked up, and built if need be, once per run ("": there is none)
-        binaries.osu_prefix = _from_spack(binaries)
-    if not binaries.osu_prefix:
-        raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {binaries.missing.get(TOOL.name, OSU_HINT)}")
-    mpi = Path(binaries.osu_prefix) / MPI_DIR
-    if not (mpi / "pt2pt" / "osu_latency").is_file():
-        raise BinaryNotFoundError(f"{binaries.osu_prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
-                                  f"{OSU_HINT}")
-    return str(mpi)
-
-
-def _from_spack(binaries: Any) -> str:
-    """The local env's OSU: installed already, else installed now by the pinned Spack."""
-    exe = find_spack()
-    found = location(exe, "osu-micro-benchmarks") if exe else None
-    if found or not binaries.build:
-        return found or ""
-    try:
-        return str(install("osu-micro-benchmarks", binaries.build_dir / "spack-install.log", binaries.say))
-    except SpackInstallError as e:
-        binaries.missing[TOOL.name] = f"{str(e).rstrip('.')}; {OSU_FIX}"
-        return ""
-
-
-TOOL = Tool("osu", "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, native=native,
+TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, native=native,
             planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
             last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
