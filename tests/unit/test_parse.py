@@ -920,8 +920,7 @@ def test_what_a_cut_last_line_changes_and_what_it_does_not():
     assert expect_kind(osu_text("5.7/osu_bw.stdout"), ["-m", "0:4194304"]) == "ok"
 
 
-def test_prrte_s_nul_after_the_last_row_leaves_it_whole_and_a_help_line_s_failed_is_no_failed_check(capsys,
-                                                                                                   tmp_path):
+def test_prrte_s_nul_after_the_last_row_leaves_it_whole_and_a_failed_help_line_is_no_check(capsys, tmp_path):
     """prterun ends this real output with the NUL byte of its last help message, no newline after it: the last
     row had its newline, so it is whole. `2 more processes have sent help message ... failed` is Open MPI's
     line, not a failed data check, also when the output is cut inside a row."""

@@ -109,6 +109,7 @@ def validation_failed(line: str) -> bool:
     ends in `failed` (Open MPI's `2 more processes have sent help message ... failed`) says nothing of it."""
     return bool(VALIDATION_FAILED.search(line)) and noise.classify(line) is None
 
+
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
 SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
