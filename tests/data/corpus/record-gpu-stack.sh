@@ -127,7 +127,7 @@ record() {
   for mode in cpu staged cuda-aware; do
     run 40 "mpi-pingpong-$gpu-ompi5-$mode" "$pingpong" -m "$mode" -e 4M -n 20
   done
-  # two ranks on one GPU took 160 us a round trip on the H200 (2026-11-27): osu_latency's 10000 iterations a size
+  # two ranks on one GPU: 160 us a message (OSU's latency) on the H200 (2026-11-27): 10000 iterations a size
   # need about a minute, and with -c (a device kernel and a check around each) 100 iterations a size
   say "OSU 7.5.1, device buffers"
   run 100 "osu_latency-7.5.1-$gpu-cuda-dd" "$osu/pt2pt/osu_latency" -d cuda D D
