@@ -371,14 +371,14 @@ class _Mutated(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def child(name: str, index: int, args: list[str]) -> int:
     """`--child NAME INDEX -- PYTEST-ARGS`: the tests in this fresh interpreter, module NAME imported with mutant
-    INDEX (its code at import runs mutated); exit 3 where the mutated module cannot be imported."""
+    INDEX (its code at import runs mutated); exit NO_IMPORT where the mutated module cannot be imported."""
     hypothesis.configuration.set_hypothesis_home_dir(os.environ["MUTATION_HYPOTHESIS"])
     sys.meta_path.insert(0, _Mutated(name, index))
     try:
         importlib.import_module(MODULES[name])
         importlib.import_module("commstack.cli.main")
     except Exception:  # noqa: BLE001 - a mutant that breaks the import is killed by it
-        return 3
+        return NO_IMPORT
     return int(pytest.main(args))
 
 
@@ -628,14 +628,17 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                 continue
             for m.tests in tries:
                 rc = run_mutant(name, path, m, fresh, data["seconds"], args, str(log))
-                if rc in (98, 99):
-                    print(log.read_text()[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
-                          file=sys.stderr)
+                text = log.read_text(errors="replace")
+                # a kill is a test that failed (pytest 1), a test file that could not be collected (2, 4: it names
+                # it) or a mutated import that failed; anything else (pytest's internal error 3, a signal from
+                # outside, this script's 98/99) is the tool failing, and no score is made of it
+                if rc is not None and not (rc in (0, NO_IMPORT) or rc in (1, 2, 4) and KILLER.search(text)):
+                    print(text[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})", file=sys.stderr)
                     return 2
-                if rc != 0:  # pytest's 2 and 4 are errors collecting (a test file's import failed): a kill too
+                if rc != 0:
                     break
             m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
-            for killer in KILLER.findall(log.read_text(errors="replace")) if m.outcome == "killed" else []:
+            for killer in KILLER.findall(text) if m.outcome == "killed" else []:
                 kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
@@ -659,6 +662,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
 
 
 KILLER = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # pytest's short summary of the test that failed
+NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imported
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 

@@ -4,39 +4,54 @@ by skipping."""
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-from waits import wait_until
+from waits import queue_empties
 
 from commstack.errors import SlurmUnavailableError
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.config import free_ports
 
 SESSION_SLURM = pytest.StashKey[Path]()
+#: the tiers whose tests run steps on the session's local Slurm (faults tests are marked slurm too)
+SLURM_MARKERS = ("slurm", "multinode")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def session_slurm(request, tmp_path_factory) -> None:
     """The local Slurm this session's steps share (slurm_variables, bin/commstack run in tests): in a directory
-    of this session, unless COMMSTACK_SLURM_DIR names one. A second test run beside this one has its own, and
-    neither waits for an allocation behind the other's jobs (`salloc ... got no allocation within 120 s`)."""
-    if "COMMSTACK_SLURM_DIR" not in os.environ and not hasattr(config, "workerinput"):
-        config.stash[SESSION_SLURM] = Path(tempfile.mkdtemp(prefix="commstack-tests-"))  # 0700, unpredictable
-        os.environ["COMMSTACK_SLURM_DIR"] = str(config.stash[SESSION_SLURM] / "slurm")
+    of this session under pytest's basetemp (0700, pruned by pytest like any), unless COMMSTACK_SLURM_DIR names
+    one. A second test run beside this one has its own, and neither waits for an allocation behind the other's
+    jobs (`salloc ... got no allocation within 120 s`). Made when a session that runs a Slurm test starts its
+    first test (before the session's fixtures that start Slurm): a unit run or --collect-only makes none."""
+    if "COMMSTACK_SLURM_DIR" in os.environ:
+        return
+    if not any(item.get_closest_marker(m) for item in request.session.items for m in SLURM_MARKERS):
+        return
+    root = request.config.stash[SESSION_SLURM] = tmp_path_factory.mktemp("session-slurm")
+    os.environ["COMMSTACK_SLURM_DIR"] = str(root / "slurm")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's local Slurm stopped, whoever still holds a lease on it (a test that failed before
+    giving its own back), and its directory removed."""
     root = config.stash.get(SESSION_SLURM, None)
-    if root and not LocalSlurm(root / "slurm").processes():  # the session's run stopped it as its last user
+    if root is None:
+        return
+    os.environ.pop("COMMSTACK_SLURM_DIR", None)
+    try:
+        if (root / "slurm").exists():
+            LocalSlurm(root / "slurm").stop(force=True)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
 def own_slurm(pytestconfig, tmp_path_factory):
     """A local Slurm of this test alone (its own directory, and ports chosen free now: a second test run
-    beside this one gets others), beside any other cluster. Afterwards no job of it may be queued (a
-    cancelled job is COMPLETING for a while), and once stopped no process of it may be left."""
+    beside this one gets others), beside any other cluster. Afterwards no job of it may be queued but a
+    COMPLETING one (a cancelled job is, for a while), and once stopped no process of it may be left."""
     mode = pytestconfig.getoption("--slurm")
     if mode in ("off", "external"):
         pytest.skip(f"--slurm={mode}: this test starts a local Slurm of its own")
@@ -48,7 +63,7 @@ def own_slurm(pytestconfig, tmp_path_factory):
     yield cluster
     try:
         if cluster.pid("slurmctld"):
-            wait_until(lambda: not cluster.jobs(), "the queue empties", poll=0.5)
+            queue_empties(cluster)
     finally:
         cluster.stop(force=True)
     assert not cluster.processes(), f"processes of the cluster left: {cluster.processes()}"

@@ -19,19 +19,22 @@ import time
 from pathlib import Path
 
 import pytest
-from waits import HANG_S, free_port_pair, ranks_busy, wait_until
+from checkouts import without_osu
+from waits import HANG_S, free_port_pair, queue_empties, ranks_busy, wait_until
 
 from commstack.files import UnsafePathError
 from commstack.results.records import read_run
+from commstack.run import pair
 from commstack.tools.osu import OSU_HINT
 from commstack.slurm.cluster import DAEMONS, LocalSlurm
 from commstack.slurm.procs import exe
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 TOP = Path(__file__).resolve().parents[2]
-# an OSU install for the smoke suite's OSU steps; without one they are not-run (exit 3) and the rest runs
+# an OSU install for the smoke suite's OSU steps; without one the runs are on a checkout with no OSU in reach
+# (checkouts.without_osu): fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run (exit 3)
 OSU = os.environ.get("COMMSTACK_OSU_PREFIX") or None
-SMOKE_EXIT = 0 if OSU else 3  # without OSU fi_pingpong, ucx_perftest and mpi-pingpong run, the OSU steps are not-run
+SMOKE_EXIT = 0 if OSU else 3
 
 LONG = """name: long
 description: a ping-pong that runs for minutes, then one that never starts
@@ -61,16 +64,24 @@ def fill(fs: Path) -> None:
 class Cli:
     """bin/commstack in an environment of its own: no site Slurm variables, and the local Slurm in
     `root` on ports chosen free now (COMMSTACK_SLURM_PORT); with OSU where COMMSTACK_OSU_PREFIX names one,
-    else without building it (--no-build)."""
+    else on a checkout beside `root` that has none (checkouts.without_osu), without building it (--no-build)."""
 
     def __init__(self, root: Path):
         port = free_port_pair()
         self.cluster = LocalSlurm(root, port, port + 1)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COMMSTACK_"))}
         self.env.update(COMMSTACK_SLURM_DIR=str(root), COMMSTACK_SLURM_PORT=str(port))
+        self.no_build: list[str] = []
         if OSU:
             self.env["COMMSTACK_OSU_PREFIX"] = OSU
-        self.no_build = [] if OSU else ["--no-build"]
+        else:
+            self.without_osu()
+
+    def without_osu(self) -> None:
+        """Its runs on a checkout that has no OSU in reach, beside the cluster's directory, building none."""
+        if "COMMSTACK_HOME" not in self.env:
+            self.env = without_osu(self.cluster.root.parent, self.env)
+        self.no_build = ["--no-build"]
 
     def start(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         return subprocess.Popen([str(TOP / "bin" / "commstack"), *args], env={**self.env, **(env or {})},
@@ -120,10 +131,11 @@ def wait_for_pingpong(proc: subprocess.Popen, cluster: LocalSlurm, outdir: Path)
 
 
 def no_job_left(cluster: LocalSlurm) -> None:
-    """The queue of a cluster still up is empty (a cancelled job is COMPLETING for a few seconds), and
-    only its daemons run: no slurmstepd, no task."""
-    wait_until(lambda: not cluster.jobs() and not [p for p in cluster.processes() if _program(p) not in DAEMONS],
-               "no job and no task of the cluster left", poll=0.5)
+    """The queue of a cluster still up is empty (only a COMPLETING job is waited for), and only its daemons
+    run: no slurmstepd, no task (those of a COMPLETING job end with it)."""
+    queue_empties(cluster)
+    wait_until(lambda: not [p for p in cluster.processes() if _program(p) not in DAEMONS],
+               "no task of the cluster left", poll=0.5)
 
 
 def _program(pid: int) -> str:
@@ -181,9 +193,9 @@ OSU_STEPS = ["osu_latency-N1-n2-host-native", "osu_bw-N1-n2-host-native", "osu_a
 def test_run_without_osu_shows_its_own_view_and_each_reason_once(cli, tmp_path):
     """`bin/commstack run` as on a fresh clone offline, its output a pipe: commstack's lines, not pytest's;
     the not-run reason once, with the four steps it covers; pytest's output in pytest.log."""
-    cli.env.pop("COMMSTACK_OSU_PREFIX", None)
+    cli.without_osu()
     results = tmp_path / "r"
-    proc = cli.run("run", "--no-build", "--results", str(results))
+    proc = cli.run("run", *cli.no_build, "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[:2] == ["commstack run: suite smoke on system local, 7 steps, srun --mpi=pmix", f"results: {results}"]
@@ -424,10 +436,14 @@ def test_a_system_that_names_the_site_runs_on_the_site(cli, site, tmp_path):
     assert not cli.cluster.root.exists()  # the embedded cluster was never started
 
 
-SERVERLESS = """name: serverless
+# the step's timeout: the pair's own deadline is short of it by 10 s (pair.placed), time for srun to start both
+# tasks' Python and to end the step on a loaded machine (30 s left only 5 s, and the step's timeout came first);
+# srun's own limit, whole minutes (-t2), comes 20 s after it
+SERVERLESS_TIMEOUT_S = 100
+SERVERLESS = f"""name: serverless
 description: fi_pingpong whose server never starts listening
 steps:
-- {benchmark: fi_pingpong, nodes: 1, ranks_per_node: 2, args: [-e, rdm, -I, 5], timeout_s: 30}
+- {{benchmark: fi_pingpong, nodes: 1, ranks_per_node: 2, args: [-e, rdm, -I, 5], timeout_s: {SERVERLESS_TIMEOUT_S}}}
 """
 
 
@@ -440,8 +456,8 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
     fake = tmp_path / "bin" / "fi_pingpong"
     fake.parent.mkdir()
     # the server's command line has -B PORT, the client's -P PORT HOST; `mark` is our sleeper's alone (a second
-    # test run beside this one has its own)
-    mark = f"4242.{secrets.randbelow(10**6)}"
+    # test run beside this one has its own): always 6 digits, matched as a whole argument
+    mark = f"4242.{secrets.randbelow(10**6):06d}"
     fake.write_text(f"#!/bin/sh\ncase \" $* \" in *\" -B \"*) exec sleep {mark};; esac\n"
                     f"exec {shutil.which('fi_pingpong')} \"$@\"\n")
     fake.chmod(0o755)
@@ -457,8 +473,10 @@ def test_a_client_whose_server_never_starts_ends_in_time_with_a_named_error(cli,
                     r"step's timeout|(client: the server did not start: |server: )the server \(fi_pingpong\) did not "
                     r"listen on port \d+ before the step's timeout)", record.reason), record.reason
     step = json.loads((results / record.outputs[0] / "step.json").read_text())
-    assert 25 <= step["elapsed_s"] < 30  # the pair's 25 s, within the step's 30
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and mark.encode() in _cmdline(p)]
+    # the pair waited out its own deadline; the error it named (not timed-out) says it came before the step's
+    own = int(pair.placed([pair.TIMEOUT], Path(), SERVERLESS_TIMEOUT_S)[0])
+    assert step["elapsed_s"] >= own and step["error"] == "pair-failed", step
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and mark.encode() in _cmdline(p).split(b"\0")]
     no_job_left(cli.cluster)
     assert cli.cluster.stop() is True
     stopped(cli.cluster)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import markdown
 import pytest
+from checkouts import UNSET, without_osu
 
 from commstack.files import UnsafePathError, own_dir
 from commstack.paths import TOP
@@ -265,9 +266,10 @@ def test_results_directories_are_not_world_readable(tmp_path):
     """issue 22 items 3 and 12: results/ was world-readable, with variables.json, record.json and the
     history in it. A new --results is made 0750 (less what the umask takes), results/ of the checkout loses
     what others could do, and a run's files stay inside."""
+    no_osu = {**without_osu(tmp_path, dict(os.environ)), **dict.fromkeys(UNSET)}
     proc = commstack("suite", "smoke", "--launcher", "mpirun", "--no-build", "--results", str(tmp_path / "r"),
-                     env={"COMMSTACK_OSU_PREFIX": None})
-    assert proc.returncode == 3, proc.stdout + proc.stderr  # no OSU given: the OSU steps are not-run
+                     env=no_osu)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # a checkout with no OSU: the OSU steps are not-run
     umask = os.umask(0o022)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "r").stat().st_mode) == 0o750 & ~umask

@@ -26,7 +26,7 @@ steps:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(pytestconfig):
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     if not os.environ.get("COMMSTACK_OSU_PREFIX"):
@@ -34,7 +34,7 @@ def cluster():
                     "--osu-prefix PREFIX)")
     if not (OSU / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt" / "osu_bw").is_file():
         pytest.skip(f"COMMSTACK_OSU_PREFIX={OSU} is not an OSU install (no libexec/.../pt2pt/osu_bw)")
-    with namespace_cluster_alone():
+    with namespace_cluster_alone(pytestconfig):
         c = LocalSlurm.multinode(3)
         c.start()
         yield c

@@ -43,7 +43,7 @@ def cluster(pytestconfig, results_dir):
     probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"multinode: `ip netns list` fails: {probe.stderr.strip()}")
-    with namespace_cluster_alone():
+    with namespace_cluster_alone(pytestconfig):
         c = LocalSlurm.multinode(2)
         try:
             c.start()  # a lease: a cluster someone else also uses is not stopped under them
@@ -220,4 +220,3 @@ def _cmdline(pid: int) -> str:
 
 def _path() -> str:
     return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-

@@ -19,8 +19,8 @@ TOP = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def alone():
-    with namespace_cluster_alone():
+def alone(pytestconfig):
+    with namespace_cluster_alone(pytestconfig):
         yield
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import NamespaceError
+from checkouts import without_osu
 from waits import namespace_cluster_alone
 import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
 
@@ -37,13 +38,13 @@ def _path() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(pytestconfig):
     if os.geteuid() != 0:
         pytest.skip("multinode: network namespaces need root")
     missing = [p for p in ("ip", "tc", "slurmctld", "slurmd", "munged", "srun") if not shutil.which(p, path=_path())]
     if missing:
         pytest.skip(f"multinode: {', '.join(missing)} not found (ci/install-deps.sh)")
-    with namespace_cluster_alone():
+    with namespace_cluster_alone(pytestconfig):
         c = LocalSlurm.multinode(8, leaf_switches=2)
         try:
             c.start()
@@ -116,11 +117,12 @@ def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path
 
 
 def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
-    """screens/local.yaml with no OSU install: osu_bw is not-run on every pair, with the reason, and the screen
-    judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a suspect."""
+    """screens/local.yaml on a checkout with no OSU in reach: osu_bw is not-run on every pair, with the reason, and
+    the screen judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a
+    suspect."""
     tc_faults.degrade_node("node3", "rate", SLOW)
     tc_faults.degrade_link("node2", "node7", "rate", SLOW)
-    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "COMMSTACK_OSU_PREFIX")}
+    env = without_osu(tmp_path, {k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
     out = subprocess.run([BIN, "screen", "local", "--system", "local-multinode", "--nodes", "8", "--results",
                           str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
     print(out.stdout, out.stderr[-2000:])
@@ -144,12 +146,16 @@ def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
     assert {r["benchmark"] for r in pairs} == ({"fi_pingpong", "osu_bw"} if osu else
                                                {"fi_pingpong", "ucx_perftest-tag_bw"})
     assert len(pairs) == 2 * 2 * 4  # 2 rounds, 2 checks, 4 pairs
-    # a pair that failed once (Debian's Open MPI 4.1 has segfaulted in osu_bw over tcp while a second test run
-    # loaded this host) is a suspect, named with its failure, never passed over nor called bad
+    # one measurement of the 16 may have crashed (Debian's Open MPI 4.1 has segfaulted in osu_bw over tcp while a
+    # second test run loaded this host): its pair is a suspect, named with its failure, never passed over nor
+    # called bad. Any other failure, or a second one, is not a healthy allocation.
     suspects = {tuple(p["nodes"]): " ".join(p["why"]) for p in doc["suspect_pairs"]}
     failed = [r for r in pairs if r["verdict"] != "pass"]
+    assert len(failed) <= 1, [(r["nodelist"], r["benchmark"], r["verdict"], r["reason"]) for r in failed]
     assert sorted(tuple(r["nodelist"]) for r in failed) == sorted(suspects), out.stdout
-    assert all(r["verdict"] == "fail" and r["reason"] in suspects[tuple(r["nodelist"])] for r in failed)
+    for r in failed:
+        assert (r["verdict"], r["error_kind"]) == ("fail", "crashed"), r["reason"]
+        assert r["reason"] in suspects[tuple(r["nodelist"])], (r["reason"], suspects)
     if not osu:
         return  # screens/fabric.yaml has no group phase (osu_mbw_mr is OSU's)
     # the leaf switches of topology.conf: one group step each, on its own four nodes

@@ -12,12 +12,11 @@ from commstack.paths import TOP
 from commstack.run.launch import Launcher
 from commstack.config import known_suites, load_suite, load_system
 from commstack.errors import ConfigError
+from commstack.run.batch import benchmark_argv
 from commstack.run.steps import expand
-from commstack.slurm.procs import REAPER
 
 DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
-GPU_WRAPPER = ["bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu"]
 
 
 def lines(suite: str, system=ALPS) -> list[list[str]]:
@@ -26,21 +25,19 @@ def lines(suite: str, system=ALPS) -> list[list[str]]:
 
 
 def normal(argv: list[str], hooks: dict | None = None) -> tuple:
-    """What a srun line asks for: nodes, total ranks, MPI plugin, EDF, program and its arguments."""
-    argv = list(argv)
-    for wrapper in (GPU_WRAPPER, REAPER):  # ours, around the benchmark
-        for i in range(len(argv)):
-            if argv[i:i + len(wrapper)] == wrapper:
-                del argv[i:i + len(wrapper)]
-                break
+    """What a srun line asks for: nodes, total ranks, MPI plugin, EDF, program and its arguments. Ours end
+    srun's options with `--` (the benchmark's argv after it: run.batch.benchmark_argv); a seed's program follows
+    its options."""
     opts, prog = {}, []
     it = iter(argv[1:])
     for a in it:
-        if a == "--" and not prog:  # srun's options end
-            prog.append(next(it))
-        elif prog or not a.startswith("-"):
-            prog.append(a)
-        elif a.startswith("--"):
+        if a == "--":
+            prog = benchmark_argv(argv)
+            break
+        if not a.startswith("-"):
+            prog = [a, *it]
+            break
+        if a.startswith("--"):
             k, _, v = a[2:].partition("=")
             opts[k] = v
         else:
@@ -52,8 +49,6 @@ def normal(argv: list[str], hooks: dict | None = None) -> tuple:
         env = ("nccl-tests" if env.startswith("nccl") else "osu-mb") + \
               ("-no-cxi" if hooks.get("cxi_hook") is False else "") + \
               ("-no-awsofinccl" if hooks.get("aws_ofi_nccl_hook") is False else "")
-    if prog[0] == "env":  # the system's and the step's variables, for the benchmark alone
-        prog = prog[1 + next(i for i, a in enumerate(prog[1:]) if "=" not in a):]
     return nodes, ntasks, opts.get("mpi"), env, Path(prog[0]).name, tuple(prog[1:])
 
 
