@@ -920,6 +920,21 @@ def test_what_a_cut_last_line_changes_and_what_it_does_not():
     assert expect_kind(osu_text("5.7/osu_bw.stdout"), ["-m", "0:4194304"]) == "ok"
 
 
+def test_prrte_s_nul_after_the_last_row_leaves_it_whole_and_a_failed_help_line_is_no_check(capsys, tmp_path):
+    """prterun ends this real output with the NUL byte of its last help message, no newline after it: the last
+    row had its newline, so it is whole. `2 more processes have sent help message ... failed` is Open MPI's
+    line, not a failed data check, also when the output is cut inside a row."""
+    real = TOP / "tests" / "data" / "corpus" / "osu7" / "osu_latency-7.5.1-h200-cuda-dd-cut.out"
+    data = real.read_bytes()
+    assert data.endswith(b"157.14\n\x00") and b"\n2 more processes have sent help message" in data
+    rc, out, _ = commstack_parse(capsys, real, "-d cuda D D -m 1:1024", "--strict")
+    assert rc == 0 and "11 rows, 1..1024 B, complete, validated: no; 11 note(s)" in out
+    cut = tmp_path / "cut.out"
+    cut.write_bytes(data[:-len(b"7.14\n\x00")])
+    rc, out, err = commstack_parse(capsys, cut, "-d cuda D D -m 1:1024", "--strict")
+    assert rc == 7 and "truncated, validated: no" in out and "the output ends inside its last row" in err
+
+
 def test_another_benchmarks_cut_output_is_unknown_format_for_a_step():
     """The step path: a step of osu_bw given osu_latency's output cut mid-sweep is the wrong output (its title
     says so), not a truncated osu_bw."""

@@ -102,6 +102,14 @@ VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|fail
                                r"|^\s*\d+\s+\d+\s+\w+\s+(?:\w+\s+)?-?\d+(?:\s+\S+){3}\s+(?:"
                                + NCCL_WRONG + r"(?:\s+\S+){4}|(?:\S+\s+){4}" + NCCL_WRONG + "|" + NCCL_WRONG + ")$"
                                r"|^# Out of bounds values : \d+ FAILED$")
+
+
+def validation_failed(line: str) -> bool:
+    """Whether a line (its launcher prefix stripped) says a data check failed: a known launcher line that
+    ends in `failed` (Open MPI's `2 more processes have sent help message ... failed`) says nothing of it."""
+    return bool(VALIDATION_FAILED.search(line)) and noise.classify(line) is None
+
+
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
 SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
@@ -124,7 +132,7 @@ class Text:
 
     lines: list[tuple[int, str]]
     notes: list[Note]
-    cut: bool  # the output does not end with a newline: its last line may be cut short
+    cut: bool  # the last of `lines` ends the output without a newline: it may be cut short
     mem_limit: int | None = None  # OSU's "Limiting max message size to: N"
 
 
@@ -133,10 +141,13 @@ def own_lines(text: str) -> Text:
     not the benchmark's a note (noise.PATTERNS, FRAMES, GLUED); crash and Slurm lines raised."""
     if not text.strip():
         raise EmptyOutputError("the output is empty")
-    out = Text([], [], not text.endswith("\n"))
+    out = Text([], [], False)
     lines, glued = [], []
     for lineno, line in enumerate(text.splitlines(), 1):
-        line = noise.strip_prefix(line.rstrip())[0]
+        rest, prefix = noise.strip_prefix(line.rstrip())
+        if prefix is noise.PRRTE_NUL:
+            glued.append(Note(lineno, line[:len(line) - len(rest)], prefix.source, prefix.what))
+        line = rest
         for g in noise.GLUED:
             for m in list(g.regex.finditer(line)):
                 glued.append(Note(lineno, cut(m.group(0)), g.source, g.what))
@@ -147,7 +158,7 @@ def own_lines(text: str) -> Text:
     framed = noise.framed(lines)
     exited: tuple[int, str] | None = None
     # the benchmark's failed data check comes first: the crash lines after it are its consequence
-    failed = next(((n, line) for n, line in enumerate(lines, 1) if VALIDATION_FAILED.search(line)), None)
+    failed = next(((n, line) for n, line in enumerate(lines, 1) if validation_failed(line)), None)
 
     def ended(error: type[ParseError], message: str, line: str, lineno: int) -> ParseError:
         if failed:
@@ -182,6 +193,8 @@ def own_lines(text: str) -> Text:
     if not out.lines:
         raise EmptyOutputError(f"no benchmark output, only {len(out.notes)} warning line(s)",
                                out.notes[0].line, out.notes[0].lineno)
+    # a launcher's line after it (PRRTE's NUL byte alone) leaves the benchmark's last line whole
+    out.cut = not text.endswith("\n") and out.lines[-1][0] == len(lines)
     return out
 
 

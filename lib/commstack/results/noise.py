@@ -52,6 +52,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("open-mpi", "aggregated help messages",
        _HOST + r" \d+ more process(?:es)? ha(?:s|ve) sent help message \S+ / .+",
        "[lxbk1039:106838] 11 more processes have sent help message help-mpi-btl-openib.txt / ib port not selected"),
+    _p("open-mpi", "aggregated help messages (PRRTE)",
+       r"\d+ more process(?:es)? ha(?:s|ve) sent help message \S+ / .+",
+       "2 more processes have sent help message help-accelerator-cuda.txt / cuMemHostRegister failed"),
     _p("open-mpi", "how to see every help message",
        _HOST + r' Set MCA parameter "\w+" to 0 to see all help / error messages',
        '[lxbk1039:106838] Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages'),
@@ -170,7 +173,12 @@ def crash(line: str) -> Pattern | None:
 
 
 #: per-line prefixes that launchers add: the rest of the line is the program's own
+# prterun (PRRTE 3) writes a NUL byte after each help message it forwards: it begins the next line.
+# Stripped like a prefix, and a note of its line (commstack.results.lines.own_lines)
+PRRTE_NUL = _p("open-mpi", "NUL byte after a help message (PRRTE)", r"\x00+",
+               "\x001 more process has sent help message help-accelerator-cuda.txt / cuMemHostRegister failed")
 PREFIXES: tuple[Pattern, ...] = (
+    PRRTE_NUL,
     _p("open-mpi", "--tag-output / --output tag prefix", r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?",
        "[1,0]<stdout>:# OSU MPI Latency Test v7.1"),
     _p("slurm", "srun --label prefix", r"\d+: ", "0: # OSU MPI Latency Test v5.3"),

@@ -21,7 +21,7 @@ from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import noise, settle
-from commstack.results.lines import VALIDATION_FAILED, Sweep, own_lines
+from commstack.results.lines import Sweep, own_lines, validation_failed
 from commstack.results.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
@@ -234,7 +234,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
                 bench.name if bench.name in benchmarks.BENCHMARKS else None
             # its rows were read up to the error's line: a failed check after it (nccl-tests' out-of-bounds
             # footer) still makes it `validated: failed`, never `yes`
-            failed = any(VALIDATION_FAILED.search(noise.strip_prefix(line.rstrip())[0])
+            failed = any(validation_failed(noise.strip_prefix(line.rstrip())[0])
                          for line in table.text.splitlines())
             results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes, failed))
             continue
