@@ -65,7 +65,7 @@ class Record(BaseModel):
     binary: dict[str, str] = {}
     started: float | None = None
     elapsed_s: float = 0.0
-    machine: dict[str, Any] = {}           # this host's load over the step, less its own ranks': load1, cpus, steal, ranks_here (run.doubts)
+    machine: dict[str, Any] = {}           # this host's load less the step's own ranks (run.doubts)
     warnings: list[str] = []               # doubts about its figures: a busy machine, far off its own history
 
     @model_validator(mode="after")
