@@ -111,6 +111,8 @@ class Mutant:
     index: int            # its place in the walk (make_tree rebuilds it from that)
     tests: list[str] = field(default_factory=list)
     outcome: str = ""     # killed | timeout | survived | equivalent | no test
+    fresh: bool = False   # run in a fresh interpreter (code at import)
+    killer: str = ""      # the test that failed first ("" for a mutated import that failed, or a timeout)
 
 
 # ------------------------------------------------------------------------------------ the mutants
@@ -595,9 +597,49 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     earlier = survivors(args.recheck) if args.recheck else None
     used = set()
     results: dict[str, list[Mutant]] = {}
+    kills: dict[str, int] = {}
+
+    def judge(m: Mutant, broken: set[str]) -> int | None:
+        """Runs mutant `m` of module `name` (file `path`) against the tests that reach it, less `broken`; sets its
+        outcome and killer. TOOL_FAILED where the tool failed."""
+        lines = range(m.lineno, m.end_lineno + 1)
+        m.tests = [t for t in tests.choose(tests.reach(path, lines), kills=kills) if t not in broken]
+        # code at import, or a function only import calls: a fresh interpreter imports it mutated
+        m.fresh = m.function == AT_IMPORT or (not m.tests and bool(set(lines) & at_import.get(str(path), set())))
+        tries = [m.tests]
+        if m.fresh:
+            # first the tests that reach where its value is read, then every test that reaches the module
+            read = readers(MODULES[name], m.lineno) or {}
+            tries = [tests.choose(set().union(*(tests.reach(f, ns) for f, ns in read.items())), kills=kills),
+                     tests.choose(tests.reach(path), whole_files=True, kills=kills)]
+            tries = [[t for t in ts if t not in broken] for ts in tries]
+            tries = [t for i, t in enumerate(tries) if t and set(t) not in map(set, tries[i + 1:])]
+        m.killer = ""
+        if not any(tries):
+            m.outcome = "no test"
+            return None
+        for m.tests in tries:
+            rc = run_mutant(name, path, m, m.fresh, data["seconds"], args, str(log))
+            text = log.read_text(errors="replace")
+            # a kill is a test that failed (pytest 1), a test file that could not be collected (2, 4: it names
+            # it) or a mutated import that failed; anything else (pytest's internal error 3, a signal from
+            # outside, this script's 98/99) is the tool failing, and no score is made of it
+            if rc is not None and not (rc in (0, NO_IMPORT) or rc in (1, 2, 4) and KILLER.search(text)):
+                print(text[-3000:], f"{path.relative_to(TOP)}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
+                      file=sys.stderr)
+                return TOOL_FAILED
+            if rc != 0:
+                break
+        m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
+        if m.outcome == "killed" and rc != NO_IMPORT:
+            m.killer = KILLER.search(text).group(1)
+            kills[m.killer] = kills.get(m.killer, 0) + 1
+        return None
+
     for name, (path, ms) in found.items():
         rel = path.relative_to(TOP)
-        kills: dict[str, int] = {}  # test -> the module's mutants it killed: those tests run first
+        kills.clear()  # test -> the module's mutants it killed: those tests run first
+        broken: set[str] = set()  # tests that fail unmutated
         for n, m in enumerate(ms, 1):
             if n % 100 == 0:
                 print(f"  {name}: {n} of {len(ms)} mutants, {time.perf_counter() - start:.0f} s", flush=True)
@@ -612,34 +654,25 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
-            lines = range(m.lineno, m.end_lineno + 1)
-            m.tests = tests.choose(tests.reach(path, lines), kills=kills)
-            # code at import, or a function only import calls: a fresh interpreter imports it mutated
-            fresh = m.function == AT_IMPORT or (not m.tests and bool(set(lines) & at_import.get(str(path), set())))
-            tries = [m.tests]
-            if fresh:
-                # first the tests that reach where its value is read, then every test that reaches the module
-                read = readers(MODULES[name], m.lineno) or {}
-                tries = [tests.choose(set().union(*(tests.reach(f, ns) for f, ns in read.items())), kills=kills),
-                         tests.choose(tests.reach(path), whole_files=True, kills=kills)]
-                tries = [t for i, t in enumerate(tries) if t and set(t) not in map(set, tries[i + 1:])]
-            if not any(tries):
-                m.outcome = "no test"
-                continue
-            for m.tests in tries:
-                rc = run_mutant(name, path, m, fresh, data["seconds"], args, str(log))
-                text = log.read_text(errors="replace")
-                # a kill is a test that failed (pytest 1), a test file that could not be collected (2, 4: it names
-                # it) or a mutated import that failed; anything else (pytest's internal error 3, a signal from
-                # outside, this script's 98/99) is the tool failing, and no score is made of it
-                if rc is not None and not (rc in (0, NO_IMPORT) or rc in (1, 2, 4) and KILLER.search(text)):
-                    print(text[-3000:], f"{rel}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})", file=sys.stderr)
+            if judge(m, set()) == TOOL_FAILED:
+                return 2
+        # a test that fails whatever the code (the machine changed under the run: a port, a load, a file) kills
+        # every mutant it is tried on, first once it killed one: each killer passes unmutated, or its kills are
+        # judged again without it
+        checked: set[tuple[str, bool]] = set()
+        while True:
+            for killer, fresh in sorted({(m.killer, m.fresh) for m in ms if m.killer} - checked):
+                checked.add((killer, fresh))
+                if unmutated(name, path, killer, fresh, str(log)) != 0:
+                    broken.add(killer)
+            redo = [m for m in ms if m.killer in broken]
+            if not redo:
+                break
+            print(f"  {name}: {', '.join(sorted(broken))} fails unmutated: {len(redo)} kills judged again without it",
+                  flush=True)
+            for m in redo:
+                if judge(m, broken) == TOOL_FAILED:
                     return 2
-                if rc != 0:
-                    break
-            m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
-            for killer in KILLER.findall(text) if m.outcome == "killed" else []:
-                kills[killer] = kills.get(killer, 0) + 1
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
         if args.record and not args.only:  # module by module: a long run stopped early keeps what it scored
@@ -662,6 +695,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
 
 
 KILLER = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # pytest's short summary of the test that failed
+TOOL_FAILED = 2
+HANG_S = 600  # an unmutated test that runs this long hangs
 NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imported
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
@@ -683,6 +718,13 @@ def run_mutant(name: str, path: Path, m: Mutant, fresh: bool, seconds: dict[str,
     if fresh:
         return run_fresh(name, m, limit + 30, log)  # 30 s: the interpreter's start and imports
     return run_child(lambda: _run_mutant(path, m), limit, log)[0]
+
+
+def unmutated(name: str, path: Path, test: str, fresh: bool, log: str) -> int | None:
+    """`test` on the unmutated code, as a mutant of module `name` ran it (fresh or forked): its exit status."""
+    if fresh:
+        return run_fresh(name, Mutant(name, "", 0, 0, "", "unmutated", -1, [test]), HANG_S, log)
+    return run_child(lambda: int(pytest.main([test, *PYTEST])), HANG_S, log)[0]
 
 
 def _run_mutant(path: Path, m: Mutant) -> int:
