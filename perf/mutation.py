@@ -660,12 +660,14 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
         # every mutant it is tried on, first once it killed one: each killer passes unmutated, or its kills are
         # judged again without it
         checked: set[tuple[str, bool]] = set()
+        redone: set[tuple[int, str]] = set()  # a mutant judged again without a killer is not judged so again
         while True:
             for killer, fresh in sorted({(m.killer, m.fresh) for m in ms if m.killer} - checked):
                 checked.add((killer, fresh))
                 if unmutated(name, path, killer, fresh, str(log)) != 0:
                     broken.add(killer)
-            redo = [m for m in ms if m.killer in broken]
+            redo = [m for m in ms if m.killer in broken and (m.index, m.killer) not in redone]
+            redone.update((m.index, m.killer) for m in redo)
             if not redo:
                 break
             print(f"  {name}: {', '.join(sorted(broken))} fails unmutated: {len(redo)} kills judged again without it",
@@ -694,7 +696,9 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     return 0
 
 
-KILLER = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # pytest's short summary of the test that failed
+#: pytest's short summary of the test that failed: its node id (a parametrization's may hold spaces), then " - "
+#: and the message where there is one
+KILLER = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 TOOL_FAILED = 2
 HANG_S = 600  # an unmutated test that runs this long hangs
 NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imported
