@@ -624,15 +624,17 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             # a kill is a test that failed (pytest 1), a test file that could not be collected (2, 4: it names
             # it) or a mutated import that failed; anything else (pytest's internal error 3, a signal from
             # outside, this script's 98/99) is the tool failing, and no score is made of it
-            if rc is not None and not (rc in (0, NO_IMPORT) or rc in (1, 2, 4) and KILLER.search(text)):
+            # a test id that pytest no longer finds (4, "not found"): the mutant changed what a parametrization collects
+            if rc is not None and not (rc in (0, NO_IMPORT) or rc in (1, 2, 4) and KILLER.search(text)
+                                       or rc == 4 and NOT_FOUND in text):
                 print(text[-3000:], f"{path.relative_to(TOP)}:{m.lineno}: {m.mutation}: the tool failed (exit {rc})",
                       file=sys.stderr)
                 return TOOL_FAILED
             if rc != 0:
                 break
         m.outcome = "timeout" if rc is None else "survived" if rc == 0 else "killed"
-        if m.outcome == "killed" and rc != NO_IMPORT:
-            m.killer = KILLER.search(text).group(1)
+        if m.outcome == "killed" and (found := KILLER.search(text)):
+            m.killer = found.group(1)
             kills[m.killer] = kills.get(m.killer, 0) + 1
         return None
 
@@ -702,6 +704,7 @@ KILLER = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 TOOL_FAILED = 2
 HANG_S = 600  # an unmutated test that runs this long hangs
 NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imported
+NOT_FOUND = "\nERROR: not found: "  # pytest's usage error for a test id it does not collect
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 
