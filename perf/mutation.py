@@ -82,9 +82,11 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
            "records": "commstack.results.records", "report": "commstack.results.report",
            "markup": "commstack.results.markup",
            "export": "commstack.results.export", "history": "commstack.results.history"}
-#: a tool module's launch code (argv, native binary, its build; the facts of its output): not verdict code,
-#: and run by the slurm tier's subprocesses, which coverage does not see; its parser and checks are mutated
-LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "on_path"}
+#: a tool module's launch code (argv, native binary, its build, where an env or a typed option gives it; the
+#: facts of its output): not verdict code, and run by the slurm tier's and `run --dry-run`'s subprocesses,
+#: which coverage does not see; its parser and checks are mutated
+LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "on_path", "in_env", "given",
+               "env_optional"}
 #: module-level names that are no verdict code: what `import *` exports, a tool's install hint
 NOT_DATA = {"__all__", "HOW", "PLACEHOLDER"}
 #: the function name of a mutant of code that runs at import (module-level and class-level values)
