@@ -100,7 +100,7 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     assert "setup: using Spack 1.1.0" in proc.stdout
     assert f"; . {find_spack().parents[1]}/share/spack/setup-env.sh\n" in proc.stdout  # how to use it by hand
     for what, tree in (("--packages", checkout), ("SPACK_ROOT", find_spack().parents[1])):
-        if not (tree / ".git").exists():  # /opt/spack-packages, /opt/spack: git archives
+        if not (tree / ".git").exists():  # an archive of a tag, not a clone: setup says it cannot verify the pin
             assert f"setup: {what} {tree}: unverified: not a git checkout (pinned: v" in proc.stdout
     repos = yaml.safe_load((copy / ".spack" / "repos.yaml").read_text())["repos"]
     assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
