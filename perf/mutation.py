@@ -621,7 +621,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             m.outcome = "no test"
             return None
         for m.tests in tries:
-            rc = run_mutant(name, path, m, m.fresh, data["seconds"], args, str(log))
+            rc = run_mutant(path, m, data["seconds"], args, str(log))
             text = log.read_text(errors="replace")
             # a kill is a test that failed (pytest 1), a test file that could not be collected (2, 4: it names
             # it) or a mutated import that failed; anything else (pytest's internal error 3, a signal from
@@ -721,11 +721,12 @@ def survivors(output: Path) -> set[tuple[str, str, str, str]]:
     return out
 
 
-def run_mutant(name: str, path: Path, m: Mutant, fresh: bool, seconds: dict[str, float], args, log: str) -> int | None:
-    """Mutant `m` against `m.tests`: their exit status, None past its time limit."""
+def run_mutant(path: Path, m: Mutant, seconds: dict[str, float], args, log: str) -> int | None:
+    """Mutant `m` against `m.tests` (in a fresh interpreter where `m.fresh`): their exit status, None past its
+    time limit."""
     limit = args.timeout_factor * sum(seconds[t] for t in m.tests) + args.timeout_min
-    if fresh:
-        return run_fresh(name, m, limit + 30, log)  # 30 s: the interpreter's start and imports
+    if m.fresh:
+        return run_fresh(m.module, m, limit + 30, log)  # 30 s: the interpreter's start and imports
     return run_child(lambda: _run_mutant(path, m), limit, log)[0]
 
 
