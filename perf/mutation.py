@@ -312,11 +312,16 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
     walk = _Walk()
     walk.visit(ast.parse(source))
     out = []
+    named = [(f, n.lineno, m) for f, n, m in walk.points]
     for i, (function, node, mutation) in enumerate(walk.points):
         if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
             continue
-        if function == "<import>":  # a line of data holds many alike values: the column tells them apart
+        # a line of data holds many alike values, and a line of code may hold two alike changes (two `1`s): the
+        # column tells them apart, so that the equivalent list can name one
+        if function == "<import>":
             function, mutation = AT_IMPORT, f"{mutation} at column {node.col_offset + 1}"
+        elif named.count(named[i]) > 1:
+            mutation = f"{mutation} at column {node.col_offset + 1}"
         out.append(Mutant(name, function, node.lineno, node.end_lineno or node.lineno, lines[node.lineno - 1].strip(),
                           mutation, i))
     return path, out
@@ -549,6 +554,9 @@ def main() -> int:
     ap.add_argument("--record", type=Path, help="write the scores to this file")
     ap.add_argument("--map", type=Path, help="keep the test map in this file, and take it from there while the "
                     "package's and the tests' files are unchanged")
+    ap.add_argument("--each", action="store_true",
+                    help="a line per mutant: its outcome, its time and the test that killed it (a run whose kills "
+                         "take no time has a test failing whatever the code)")
     ap.add_argument("--only", nargs="+", help="only the mutants whose 'file:line mutation' contains one of these")
     ap.add_argument("--child", nargs=2, metavar=("MODULE", "INDEX"), help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -658,8 +666,12 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
             if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
+            took = time.perf_counter()
             if judge(m, set()) == TOOL_FAILED:
                 return 2
+            if args.each:
+                print(f"  {m.outcome:8} {time.perf_counter() - took:5.1f} s  {rel}:{m.lineno}: {m.mutation}"
+                      + (f"  by {m.killer}" if m.killer else ""), flush=True)
         # a test that fails whatever the code (the machine changed under the run: a port, a load, a file) kills
         # every mutant it is tried on, first once it killed one: each killer passes unmutated, or its kills are
         # judged again without it
