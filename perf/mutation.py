@@ -604,7 +604,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
         print(f"  fails unmutated, left out: {t}", flush=True)
 
     equivalent = load_equivalent()
-    earlier = survivors(args.recheck) if args.recheck else None
+    rechecked = survivors(args.recheck) if args.recheck else None
     used = set()
     results: dict[str, list[Mutant]] = {}
     kills: dict[str, int] = {}
@@ -663,7 +663,7 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                 used.add(hit)
                 m.outcome = "equivalent"
                 continue
-            if earlier is not None and (m.module, m.function, m.line, m.mutation) not in earlier:
+            if rechecked is not None and (m.module, m.function, m.line, m.mutation) not in rechecked:
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
             took = time.perf_counter()
@@ -694,9 +694,9 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
         results[name] = [m for m in ms if m.outcome]
         report(name, rel, results[name])
         if args.record and not args.only:  # module by module: a long run stopped early keeps what it scored
-            earlier = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
+            recorded = yaml.safe_load(args.record.read_text()) if args.record.exists() else None
             files.write_atomic(args.record, render_scores({name: results[name]}, {name: score(results[name])},
-                                                          earlier))
+                                                          recorded))
     stale = [e for i, e in enumerate(equivalent) if i not in used and e["module"] in args.modules]
     for e in stale if not args.only else []:
         print(f"stale entry in {EQUIVALENT.name} (no such mutant): {e['module']} {e['function']}: {e['mutation']} "
