@@ -178,7 +178,8 @@ def own_reasons(stderr: str, files: list[Path]) -> list[str]:
         return [m for v in node for m in messages(v)] if isinstance(node, list) else []
     ours = {m for f in files if f.is_file() for m in messages(yaml.safe_load(f.read_text()))}
     reasons = [" ".join(r.split()) for r in re.findall(r"^ +\d+\. (.*)$", stderr, re.M)]
-    return list(dict.fromkeys(r for r in reasons if any(r.startswith(m) for m in ours)))
+    # the message alone: Spack appends its own advice to the last reason (`concretizer:unify`, which is not ours)
+    return list(dict.fromkeys(m for r in reasons for m in sorted(ours) if r.startswith(m)))
 
 
 # ---- locks -------------------------------------------------------------------------------------
