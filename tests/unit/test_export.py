@@ -9,9 +9,9 @@ import pytest
 
 from commstack.cli.main import main
 from commstack.paths import TOP
-from commstack.results.export import ExportError, export
+from commstack.results.export import ExportError, export, render
 from commstack.tools.osu import parse_osu
-from commstack.results.records import Record
+from commstack.results.records import Record, read_run
 
 SEEDS = TOP / "systems" / "references" / "seeds"
 STEP = "osu_bw-inter-N2-n2-host-osu-mb"
@@ -77,9 +77,38 @@ def test_elastic_bulk_pairs_an_action_with_each_document(run):
 def test_unknown_format_and_empty_runs_are_named_errors(run, tmp_path):
     with pytest.raises(ExportError, match="unknown export format 'csv'"):
         export(run, "csv")
+    with pytest.raises(ExportError, match="unknown export format 'csv'"):
+        render(read_run(run), "csv")
     empty = tmp_path / "empty"
     Record(run_id="empty", index=0, suite="s", system="local", step="x", benchmark="osu_bw", tool="osu", tags={},
            metric="bandwidth_MBps", unit="MB/s", verdict="not-run").write(empty)
     with pytest.raises(ExportError, match="no figures"):
         export(empty, "jsonl")
+    with pytest.raises(ExportError, match="unknown export format 'csv'"):  # the format first, before the run
+        export(empty, "csv")
     assert main(["export", str(empty), "--format", "bmf"]) == 2
+
+
+def test_a_repeat_without_a_finite_figure_is_left_out_of_its_size(tmp_path):
+    """A repeat whose row has no figure (null) or a non-finite one: that size's value, bounds and count are of
+    the other repeats, and every file stays strict JSON (no NaN)."""
+    rows = [[{"size": 1, "bandwidth_MBps": 1.0}, {"size": 2, "bandwidth_MBps": 2.0}],
+            [{"size": 1, "bandwidth_MBps": None}, {"size": 2, "bandwidth_MBps": 3.0}],
+            [{"size": 1, "bandwidth_MBps": 3.0}, {"size": 2, "bandwidth_MBps": float("nan")}]]
+    d = tmp_path / "20251122-101010-abcdef"
+    Record(run_id=d.name, index=0, suite="s", system="local", step="osu_bw", benchmark="osu_bw", tool="osu",
+           tags={}, metric="bandwidth_MBps", unit="MB/s", verdict="pass", repeats=rows, started=1.0).write(d)
+    out = tmp_path / "figures.jsonl"
+    assert main(["export", str(d), "--format", "jsonl", "--output", str(out)]) == 0
+    docs = [json.loads(line, parse_constant=pytest.fail) for line in out.read_text().splitlines()]
+    assert [(x["size"], x["value"], x["lower"], x["upper"], x["repeats"]) for x in docs] == \
+        [(1, 2.0, 1.0, 3.0, 2), (2, 2.5, 2.0, 3.0, 2)]
+
+
+def test_every_format_writes_its_keys_sorted_so_that_two_exports_diff_line_by_line(run):
+    for line in export(run, "jsonl").read_text().splitlines():
+        assert line == json.dumps(json.loads(line), sort_keys=True)
+    text = export(run, "bmf").read_text()
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+    docs = export(run, "elastic").read_text().splitlines()[1::2]
+    assert docs and all(doc == json.dumps(json.loads(doc), sort_keys=True) for doc in docs)

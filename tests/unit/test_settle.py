@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from commstack.errors import BadNumberError, InputFileError, NoTitleError, ParseError, TruncatedError
-from commstack.results.settle import FIRST_LINES, MARGIN, TITLE_WITHIN, read_results
+from commstack.results.settle import read_results
+
+# settle's figures, written out: a test that read them from the module would move with a wrong one
+FIRST_LINES, MARGIN, TITLE_WITHIN = 2048, 256, 100_000
 
 
 def parse(text: str) -> list:
