@@ -18,6 +18,17 @@ def test_every_pattern_knows_its_example_and_no_earlier_pattern_takes_it(pattern
     assert noise.classify(pattern.example) is pattern
 
 
+@pytest.mark.parametrize("frame", noise.FRAMES, ids=lambda p: f"{p.source}:{p.what}")
+def test_every_frame_rule_is_its_whole_example(frame):
+    assert frame.regex.fullmatch(frame.example)
+
+
+@pytest.mark.parametrize("prefix", noise.PREFIXES, ids=lambda p: f"{p.source}:{p.what}")
+def test_every_launcher_prefix_is_taken_from_its_example(prefix):
+    rest, found = noise.strip_prefix(prefix.example)
+    assert found is prefix and rest and prefix.example.endswith(rest) and rest[0] not in " \x00"
+
+
 # (corpus file, line number, source, what) of real launcher and runtime lines
 KNOWN = [
     ("osu5/osu_allreduce-5.6.3-ompi4-openib-help-boxes.out", 27, "open-mpi", "aggregated help messages"),
