@@ -19,8 +19,10 @@ def test_every_pattern_knows_its_example_and_no_earlier_pattern_takes_it(pattern
 
 
 @pytest.mark.parametrize("frame", noise.FRAMES, ids=lambda p: f"{p.source}:{p.what}")
-def test_every_frame_rule_is_its_whole_example(frame):
+def test_every_frame_rule_is_its_whole_example_and_a_line_of_the_corpus(frame):
     assert frame.regex.fullmatch(frame.example)
+    assert any(frame.example in f.read_bytes().decode(errors="replace").splitlines()
+               for f in CORPUS.rglob("*") if f.is_file())
 
 
 @pytest.mark.parametrize("prefix", noise.PREFIXES, ids=lambda p: f"{p.source}:{p.what}")
