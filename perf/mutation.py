@@ -30,7 +30,7 @@ The score is killed / (mutants - equivalent) per module.
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu osu_format nccl_tests ... diagnosis]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
       [--map FILE (the test map, kept and reused while lib/ and tests/ are unchanged)]
-      [--recheck OUTPUT-OF-AN-EARLIER-RUN]
+      [--recheck OUTPUT-OF-AN-EARLIER-RUN] [--each (a line per mutant: outcome, seconds, the test that killed it)]
 
 Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
 module's score is below its recorded figure; --record writes the figures, module by module. One process, one mutant
