@@ -69,7 +69,8 @@ from mutation_readers import readers
 TOP = Path(__file__).resolve().parents[1]
 LIB = TOP / "lib" / "commstack"
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
-#: (history on demand); a module's key is its file's name
+#: (history on demand); a module's key is its file's name. Not here: tools/osu_install.py (where OSU's
+#: binaries come from: launch code, as LAUNCH_CODE below) and results/__init__.py (empty)
 MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "commstack.tools.osu",
            "osu_format": "commstack.tools.osu_format", "nccl_tests": "commstack.tools.nccl_tests",
            "nccl_tables": "commstack.tools.nccl_tables", "mpi_pingpong": "commstack.tools.mpi_pingpong",
