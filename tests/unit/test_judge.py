@@ -335,6 +335,18 @@ def test_the_reason_is_the_worst_points_and_the_first_failure():
                                          "stopped early)")
 
 
+@pytest.mark.parametrize("line, verdict", [("", "unstable"), ("unstable_spread: 0.2\n", "no-reference")])
+def test_a_references_file_without_its_own_spread_takes_ten_percent(tmp_path, line, verdict):
+    """Three repeats of 4 MiB spreading 15 % (as above), judged against a references file that holds no point
+    of theirs: the file's unstable_spread, 10 % where it names none."""
+    path = tmp_path / "refs.yaml"
+    path.write_text(f"system: x\n{line}references:\n- {{id: lat, benchmark: osu_latency, metric: latency_us, "
+                    "tags: {}, points: {8: 1.0}}\n")
+    runs = [osu("cscs-osu-01.txt") for _ in range(3)]
+    runs[0].rows[-1]["bandwidth_MBps"] = 23982.18 * 0.85
+    assert judge(runs, INTER, load_references(path), "bandwidth_MBps").verdict == verdict
+
+
 def test_spread_at_the_limit_and_of_zero_medians():
     runs = [osu("cscs-osu-01.txt") for _ in range(3)]
     for r, value in zip(runs, (100.0, 100.0, 90.0)):

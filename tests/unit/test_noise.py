@@ -119,6 +119,12 @@ def test_a_rule_line_with_no_closing_one_or_around_rows_is_no_frame():
     assert sorted(noise.framed(banner)) == [0, 1, 2]
 
 
+def test_a_box_after_a_line_of_the_jobs_own_is_found_wherever_it_starts():
+    rule = "-" * 74
+    assert sorted(noise.framed(["job started", rule, "inside the box", rule, "after"])) == [1, 2, 3]
+    assert sorted(noise.framed(["job", "started", rule, "inside the box", rule])) == [2, 3, 4]
+
+
 def test_notes_keep_line_numbers_and_the_tag_output_lines_become_the_programs():
     lines = (CORPUS / "osu7/osu_latency-7.4-tag-output-stderr-line.out").read_text().splitlines()
     own, notes = noise.notes(lines)

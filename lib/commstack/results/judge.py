@@ -22,7 +22,7 @@ from commstack.errors import CommstackError
 from commstack import benchmarks
 from commstack.benchmarks import COLUMNS, METRICS
 from commstack.results.lines import Sweep
-from commstack.results.references import References
+from commstack.results.references import UNSTABLE_SPREAD, References
 
 #: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
 #: plugin: 0.00 GB/s up to 1 KiB); above it, it is no measurement
@@ -132,7 +132,7 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
                 p.status = "unstable"
                 p.reason = f"{med:g} {ref.unit} is better than reference {p.reference:g} by {change:+.1%}: " \
                            f"check the run (cached buffers, wrong placement)"
-        if p.status == "pass" and len(values) >= 3 and spread > (refs.unstable_spread if refs else 0.10):
+        if p.status == "pass" and len(values) >= 3 and spread > (refs.unstable_spread if refs else UNSTABLE_SPREAD):
             p.status = "unstable"
             p.reason = f"repeats spread {spread:.1%} around median {med:g}"
         if refs:

@@ -7,7 +7,7 @@ holds a sweep to them. The schema is here too, on config's types.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +22,11 @@ from commstack.results.parse import parse_tables
 
 
 # ------------------------------------------------------------------------------------------ schema
+
+#: repeats spreading more than this around their median are "unstable": a references file's default, and the
+#: judge's where a system has no references
+UNSTABLE_SPREAD = 0.10
+
 
 class Tolerance(Strict):
     lower: float = -0.10    # allowed relative change on the bad side
@@ -65,7 +70,7 @@ class DiagnosisSpec(Strict):
 class ReferencesFile(Strict):
     system: SafeName
     tolerance: Tolerance = Tolerance()
-    unstable_spread: Annotated[float, Field(gt=0)] = 0.10
+    unstable_spread: Annotated[float, Field(gt=0)] = UNSTABLE_SPREAD
     references: list[ReferenceSpec]
     diagnoses: list[DiagnosisSpec] = []
 
@@ -103,7 +108,7 @@ class Diagnosis:
     expected_bad: float
     within: float
     message: str
-    tags: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, Any]
 
     def applies(self, benchmark: str, tags: dict[str, Any], size: int, value: float) -> bool:
         return (benchmark == self.benchmark and size == self.size
@@ -116,7 +121,7 @@ class References:
     system: str
     refs: list[Reference]
     diagnoses: list[Diagnosis]
-    unstable_spread: float = 0.10
+    unstable_spread: float = UNSTABLE_SPREAD
 
     def find(self, benchmark: str, tags: dict[str, Any]) -> Reference | None:
         hits = [r for r in self.refs if r.matches(benchmark, tags)]
