@@ -3,13 +3,14 @@ export` of a run directory as a user reads one, and the statistics of its repeat
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from commstack.cli.main import main
 from commstack.files import FileWriteError
-from commstack.results.records import Record
+from commstack.results.records import Plan, Record, RecordError, read_plan, read_run
 
 RUN = "20251122-101010-abcdef"
 
@@ -93,3 +94,42 @@ def test_the_statistics_of_one_two_and_a_lost_repeat():
     lost = record(repeats=[[{"size": 1, "bandwidth_MBps": 1.0}], [{"size": 1, "bandwidth_MBps": None}]])
     (median, stdev, count), = lost.medians().values()
     assert math.isnan(stdev) and count == 2
+
+
+def test_a_records_first_problem_is_the_one_named(tmp_path, capsys):
+    rc, err = exported(tmp_path, capsys, {**good(), "index": "first", "suite": "../second"})
+    assert rc == 2 and "(Input should be a valid integer, unable to parse string as an integer at index)" in err, err
+
+
+def test_a_record_json_that_is_a_symlink_is_refused(tmp_path):
+    path = record().write(tmp_path / RUN)
+    elsewhere = tmp_path / "elsewhere.json"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    with pytest.raises(RecordError, match=r"record\.json: is a symlink"):
+        read_run(tmp_path / RUN)
+
+
+def test_a_missing_run_directory_is_a_named_error_and_reading_one_leaves_no_file_open(tmp_path):
+    record().write(tmp_path / RUN)
+    with pytest.raises(RecordError, match=rf"^{tmp_path}/missing: no such results directory$"):
+        read_run(tmp_path / "missing")
+    fds = set(os.listdir("/proc/self/fd"))
+    assert [r.step for r in read_run(tmp_path / RUN)] == ["osu_bw"]
+    assert set(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_plan_is_written_indented_by_two_and_read_back_with_its_defaults(tmp_path):
+    (tmp_path / RUN).mkdir()
+    Plan(system="local", steps=[record(verdict="not-run")]).write(tmp_path / RUN)
+    lines = (tmp_path / RUN / "plan.json").read_text().splitlines()
+    assert lines[1] == '  "system": "local",'
+    plan = read_plan(tmp_path / RUN)
+    assert plan.native_only is False and plan.job_id is None and [s.verdict for s in plan.steps] == ["not-run"]
+
+
+def test_a_plan_with_a_key_it_does_not_know_is_refused(tmp_path):
+    (tmp_path / RUN).mkdir()
+    (tmp_path / RUN / "plan.json").write_text(json.dumps({"system": "local", "colour": "red"}))
+    with pytest.raises(RecordError, match=r"plan\.json: not a commstack plan \(Extra inputs are not permitted at colour\)"):
+        read_plan(tmp_path / RUN)
