@@ -541,6 +541,11 @@ def test_registry_size_arguments_round_trip():
         benchmarks.get("osu_bw").sizes.requested(["-m", "1M"])
 
 
+def test_a_size_argument_that_is_no_byte_count_is_refused_by_parse(capsys):
+    rc, out, err = commstack_parse(capsys, SEEDS / "cscs-nccl-01.txt", "-b 8x -e 128M -f 2")
+    assert rc == 2 and out == "" and "size '8x' is not a byte count (suffix K, M or G)" in err, err
+
+
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():
     suites = [yaml.safe_load(p.read_text()) for p in (TOP / "suites").glob("*.yaml")]
     assert {s["benchmark"] for suite in suites for s in suite["steps"]} <= set(benchmarks.BENCHMARKS)
