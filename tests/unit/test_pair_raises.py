@@ -152,3 +152,13 @@ def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):
         t = parse(tmp_path, capsys, ucx().replace("-t tag_bw -s 1048576", args))
         assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
             ("complete", "ucx_perftest-tag_bw", [size]), args
+
+
+def test_fi_pingpong_rows_take_the_sizes_asked_for_in_bytes(tmp_path, capsys):
+    """fi_pingpong prints `1k` for 1024 (and for 1025): each row's size is the one asked for, the default sweep's
+    without -S; a verbs datagram endpoint (largest message 1024 B) ends it at 1k, complete."""
+    table = parse(tmp_path, capsys, fi())
+    assert [r["size"] for r in table["rows"]] == [64, 256, 1024, 4096, 65536, 1048576]
+    table = parse(tmp_path, capsys, "".join(fi().splitlines(keepends=True)[:4]), "-p verbs -e dgram")
+    assert [r["size"] for r in table["rows"]] == [64, 256, 1024] and table["verdict"] == "complete"
+    assert table["meta"]["max_size"] == "the datagram endpoint's largest message"

@@ -544,6 +544,8 @@ def test_registry_size_arguments_round_trip():
 def test_a_size_argument_that_is_no_byte_count_is_refused_by_parse(capsys):
     rc, out, err = commstack_parse(capsys, SEEDS / "cscs-nccl-01.txt", "-b 8x -e 128M -f 2")
     assert rc == 2 and out == "" and "size '8x' is not a byte count (suffix K, M or G)" in err, err
+    rc, out, err = commstack_parse(capsys, SEEDS / "cscs-osu-01.txt", "-m 1:2:3")  # getopt's one value, split once
+    assert rc == 2 and out == "" and "-m 1:2:3: '2:3' is not a size in bytes" in err, err
 
 
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():
