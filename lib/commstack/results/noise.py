@@ -147,6 +147,10 @@ GLUED: tuple[Pattern, ...] = (
     _p("osu", "memory limit warning", r"Warning! Limiting max message size(?: to: ?(?P<limit>\d+))?\.? ?"
        r"Increase -M, --mem-limit for higher message sizes\.",
        "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for higher message sizes."),
+    # OSU 5.x-7.4's -M below 1 MiB (set_max_memlimit): each rank prints it to stderr without a newline
+    _p("osu", "memory limit raised to 1 MiB", r"(?:Requested memory limit too low, using \[\d+\] instead\.)+",
+       "Requested memory limit too low, using [1048576] instead.Requested memory limit too low, using [1048576] "
+       "instead."),
     # rccl-tests on MI300 print it without a newline, glued to the version line
     _p("rccl", "FP8 types message", r"On gfx\w+ architecture, using FNUZ FP8 types",
        "On gfx942 architecture, using FNUZ FP8 types"),

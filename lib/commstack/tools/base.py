@@ -162,10 +162,11 @@ class Benchmark:
     elements_v5: int = 1
 
     def mem_limit(self, args: list[str]) -> int:
-        """OSU's -M: the bytes a collective may allocate, 512 MiB unless given."""
+        """OSU's -M: the bytes a collective may allocate, 512 MiB unless given, and never below 1 MiB (OSU's
+        set_max_memlimit raises a lower one to MAX_MEM_LOWER_LIMIT, saying so on stderr)."""
         limit = 512 << 20
         for flag, value in options(args, ("-M", "--mem-limit")):
-            limit = plain_bytes(flag, value, value)
+            limit = max(plain_bytes(flag, value, value), 1 << 20)
         return limit
 
     def defaults(self, version: str | None) -> tuple[int, int] | None:
