@@ -162,3 +162,17 @@ def test_fi_pingpong_rows_take_the_sizes_asked_for_in_bytes(tmp_path, capsys):
     table = parse(tmp_path, capsys, "".join(fi().splitlines(keepends=True)[:4]), "-p verbs -e dgram")
     assert [r["size"] for r in table["rows"]] == [64, 256, 1024] and table["verdict"] == "complete"
     assert table["meta"]["max_size"] == "the datagram endpoint's largest message"
+
+
+@pytest.mark.parametrize("provider, last", [("verbs", "256"), ("verbs", "512"), ("verbs", "1k"), ("verbs", "2k"),
+                                            ("verbs", "4k"), ("udp", "1k")])
+def test_a_datagram_sweep_of_all_sizes_ends_at_the_providers_largest_message(tmp_path, capsys, provider, last):
+    """`-S all` over a datagram endpoint stops at the endpoint's largest message: verbs' is the port's MTU (256
+    to 4096 B), udp's 1472 B. fi_pingpong's real -S all output, cut after that size's row, is complete; cut one
+    size later, it is truncated."""
+    lines = fi("tcp-rdm-all.client.stdout").splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if line.split()[0] == last) + 1
+    table = parse(tmp_path, capsys, "".join(lines[:end]), f"-p {provider} -e dgram -S all -I 20")
+    assert table["verdict"] == "complete" and table["meta"]["max_size"] == "the datagram endpoint's largest message"
+    table = parse(tmp_path, capsys, "".join(lines[:end + 1]), f"-p {provider} -e dgram -S all -I 20")
+    assert table["verdict"] == "truncated" and table["error"]["line"] == lines[end].rstrip("\n")
