@@ -551,6 +551,14 @@ def test_a_size_argument_that_is_no_byte_count_is_refused_by_parse(capsys):
     assert rc == 2 and out == "" and "-m 1:2:3: '2:3' is not a size in bytes" in err, err
 
 
+def test_size_flags_read_as_getopt_reads_them(capsys):
+    """`-m1:1024` is -m with its value attached; a `-m` last, with no value, leaves the default sizes."""
+    rc, out, err = commstack_parse(capsys, SEEDS / "cscs-osu-01.txt", "-m1:1024")
+    assert rc == 5 and "past the 1..1024 B its arguments ask for" in err, err
+    rc, out, err = commstack_parse(capsys, SEEDS / "cscs-osu-01.txt", "-i 10 -m")
+    assert rc == 0 and ", complete, " in out, out + err
+
+
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():
     suites = [yaml.safe_load(p.read_text()) for p in (TOP / "suites").glob("*.yaml")]
     assert {s["benchmark"] for suite in suites for s in suite["steps"]} <= set(benchmarks.BENCHMARKS)

@@ -103,6 +103,13 @@ def test_smoke_fits_local_and_nersc10_is_kept_with_reasons():
     assert nersc[10].not_run == "1 rank on 1 node: osu_allreduce needs at least 2"
 
 
+def test_a_step_asks_for_gpus_for_device_memory_or_a_tool_that_needs_them():
+    """seed 000/002's suite on Alps: OSU in host memory needs no GPU, in device memory one; nccl-tests always."""
+    gpus = {s.step.name: s.step.gpus for s in expand(load_suite("cscs-images"), ALPS)}
+    assert gpus["osu_bw-inter-N2-n2-host-native"] is False and gpus["osu_bw-inter-N2-n2-device-native"] is True
+    assert gpus["all_reduce_perf-N2-n8-host-native"] is True
+
+
 def test_device_memory_needs_gpus(tmp_path):
     path = tmp_path / "cpu.yaml"
     path.write_text("name: cpu\nnodes: 4\nnode: {cores: 8, gpus: 0, nics: 1}\nlauncher: {mpi: pmix}\n")
