@@ -102,6 +102,11 @@ def test_fi_pingpong_size_strings_are_util_pingpongs():
     assert texts == [fi_pingpong.size_str(s) for s in fi_pingpong.all_sizes()]
     assert [fi_pingpong.size_str(s) for s in (1500, 1536, 1 << 30, 999)] == ["1.4k", "1.5k", "1g", "999"]
     assert [fi_pingpong.cnt_str(n) for n in (999, 1000, 2_500_000, 3 * 10 ** 9)] == ["999", "1k", "2m", "3b"]
+    # one decimal below ten of the unit only (9.5k, 10k for 10.5 KiB), none for 0
+    assert [fi_pingpong.size_str(s) for s in (9728, 10752, 9 << 20 | 1 << 19, 0)] == ["9.5k", "10k", "9.5m", "0"]
+    # generate_test_sizes stops at the limit whether a power or a power and a half passes it
+    assert fi_pingpong.all_sizes(4096)[-3:] == [2048, 3072, 4096]
+    assert fi_pingpong.all_sizes(3072)[-3:] == [1536, 2048, 3072]
 
 
 def ucx_text(name: str, side: str) -> str:
