@@ -559,6 +559,17 @@ def test_size_flags_read_as_getopt_reads_them(capsys):
     assert rc == 0 and ", complete, " in out, out + err
 
 
+def test_an_unknown_benchmark_of_a_known_tool_after_a_table_is_a_table_of_its_own(capsys, tmp_path):
+    """seed 000's osu_latency, then the title of an OSU benchmark commstack does not know: the first table
+    stays complete, the second is named by its own title (not a foreign line inside the first)."""
+    path = tmp_path / "two.out"
+    path.write_text((SEEDS / "cscs-osu-07.txt").read_text() + "# OSU MPI Frobnicate Test v7.5\n"
+                    "# Size       Latency (us)\n1                       1.00\n")
+    rc, out, err = commstack_parse(capsys, path)
+    assert rc == 5 and "23 rows, 1..4194304 B, complete" in out and "lines 30-32: no table" in out, out
+    assert "unknown-format: unknown OSU benchmark title\n  line 30: # OSU MPI Frobnicate Test v7.5" in err, err
+
+
 def test_registry_covers_every_suite_benchmark_and_every_title_parses():
     suites = [yaml.safe_load(p.read_text()) for p in (TOP / "suites").glob("*.yaml")]
     assert {s["benchmark"] for suite in suites for s in suite["steps"]} <= set(benchmarks.BENCHMARKS)
