@@ -159,6 +159,8 @@ def test_fi_pingpong_rows_take_the_sizes_asked_for_in_bytes(tmp_path, capsys):
     without -S; a verbs datagram endpoint (largest message 1024 B) ends it at 1k, complete."""
     table = parse(tmp_path, capsys, fi())
     assert [r["size"] for r in table["rows"]] == [64, 256, 1024, 4096, 65536, 1048576]
+    # a total as printed: 1.2k is 1228 B (1280 sent: size_str keeps one decimal), 5k 5120 B
+    assert [r["total_B"] for r in table["rows"][:2]] == [1228, 5120]
     table = parse(tmp_path, capsys, "".join(fi().splitlines(keepends=True)[:4]), "-p verbs -e dgram")
     assert [r["size"] for r in table["rows"]] == [64, 256, 1024] and table["verdict"] == "complete"
     assert table["meta"]["max_size"] == "the datagram endpoint's largest message"
