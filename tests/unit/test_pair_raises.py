@@ -178,3 +178,17 @@ def test_a_datagram_sweep_of_all_sizes_ends_at_the_providers_largest_message(tmp
     assert table["verdict"] == "complete" and table["meta"]["max_size"] == "the datagram endpoint's largest message"
     table = parse(tmp_path, capsys, "".join(lines[:end + 1]), f"-p {provider} -e dgram -S all -I 20")
     assert table["verdict"] == "truncated" and table["error"]["line"] == lines[end].rstrip("\n")
+
+
+@pytest.mark.parametrize("printed, total", [("1.5g", 3 << 29), ("2m", 2 << 20), ("7k", 7 << 10), ("999", 999)])
+def test_fi_pingpong_totals_in_each_unit(tmp_path, capsys, printed, total):
+    table = parse(tmp_path, capsys, changed("64", 3, printed))
+    assert table["verdict"] == "complete" and table["rows"][0]["total_B"] == total
+
+
+@pytest.mark.parametrize("printed, count", [("1k", 1000), ("2m", 2_000_000), ("1b", 10 ** 9)])
+def test_fi_pingpong_iteration_counts_in_each_unit(tmp_path, capsys, printed, count):
+    """util/pingpong.c's cnt_str: powers of 1000; every row sent and acked that many."""
+    text = fi().replace("10      =10 ", f"{printed:<7} ={printed:<3}")
+    table = parse(tmp_path, capsys, text, f"-I {count}")
+    assert table["verdict"] == "complete" and {r["iterations"] for r in table["rows"]} == {count}
