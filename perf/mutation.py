@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FunctionType
@@ -313,7 +314,7 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
     walk = _Walk()
     walk.visit(ast.parse(source))
     out = []
-    named = [(f, n.lineno, m) for f, n, m in walk.points]
+    alike = Counter((f, n.lineno, m) for f, n, m in walk.points)
     for i, (function, node, mutation) in enumerate(walk.points):
         if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
             continue
@@ -321,7 +322,7 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
         # column tells them apart, so that the equivalent list can name one
         if function == "<import>":
             function, mutation = AT_IMPORT, f"{mutation} at column {node.col_offset + 1}"
-        elif named.count(named[i]) > 1:
+        elif alike[function, node.lineno, mutation] > 1:
             mutation = f"{mutation} at column {node.col_offset + 1}"
         out.append(Mutant(name, function, node.lineno, node.end_lineno or node.lineno, lines[node.lineno - 1].strip(),
                           mutation, i))

@@ -36,14 +36,11 @@ class ExportError(CommstackError):
 
 def figures(records: list[Record]) -> Iterator[dict[str, Any]]:
     for r in records:
-        per_size: dict[int, list[float]] = {}
-        for rows in r.repeats:
-            for row in rows:
-                v = row.get(r.metric)
-                if v is not None and math.isfinite(float(v)):
-                    per_size.setdefault(row["size"], []).append(float(v))
-        for size, values in sorted(per_size.items()):
-            # the median of the repeats counted here: a repeat without a finite figure is in none of the three
+        for size, every in r.values().items():
+            # the repeats with a finite figure: the value, bounds and count are theirs (NaN is no JSON)
+            values = [v for v in every if math.isfinite(v)]
+            if not values:
+                continue
             yield {"timestamp": r.started, "run_id": r.run_id, "system": r.system, "suite": r.suite, "step": r.step,
                    "benchmark": r.benchmark, "size": size, "metric": r.metric, "value": statistics.median(values),
                    "lower": min(values), "upper": max(values), "unit": r.unit, "repeats": len(values),
