@@ -3,6 +3,7 @@
 
 import pytest
 
+from commstack.benchmarks import BENCHMARKS
 from commstack.paths import TOP
 from commstack.errors import CommstackError, ConfigError
 from commstack.results.judge import check_correctness, judge
@@ -366,3 +367,27 @@ def test_a_systems_malformed_references_file_is_named_with_the_system(tmp_path):
     system = load_system("alps-gh200").model_copy(update={"references": bad})
     with pytest.raises(ConfigError, match=r"alps-gh200.yaml: references: .*refs.yaml.*not valid YAML"):
         references_of(system)
+
+
+#: how many NIC line rates one pair's figure can reach: one way, or both ways at once (osu_bibw)
+LINE_RATE = {"osu_bw": ("osu/7.2/osu_bw-T_all.stdout", 1), "osu_bibw": ("osu/7.2/osu_bibw.stdout", 2),
+             "fi_pingpong": ("fi_pingpong/1.17/tcp-rdm.client.stdout", 1),
+             "ucx_perftest-tag_bw": ("ucx_perftest/1.13/pair-slurm-netns-tag_bw.client.stdout", 1)}
+
+
+def test_every_bandwidth_benchmark_has_its_line_rate_factor():
+    assert {n: b.line_rate_factor for n, b in BENCHMARKS.items() if b.line_rate_factor} == \
+        {n: factor for n, (_, factor) in LINE_RATE.items()}
+
+
+@pytest.mark.parametrize("bench", LINE_RATE)
+def test_above_line_rate_times_its_factor_is_wrong(bench):
+    """A real two-node output judged against a NIC half a factor too slow for its best figure fails; against one
+    half a factor faster, it does not (on the line rate)."""
+    path, factor = LINE_RATE[bench]
+    s = parse_tables((TOP / "tests" / "data" / path).read_text())[0]
+    best = max(r["bandwidth_MBps"] for r in s.rows)
+    v = judge([s], INTER, None, "bandwidth_MBps", line_rate_MBps=best / (factor + 0.5))
+    assert v.verdict == "fail" and "above the physical limit" in v.points[-1].reason + v.reason
+    v = judge([s], INTER, None, "bandwidth_MBps", line_rate_MBps=best / (factor - 0.5))
+    assert not any("physical limit" in (p.reason or "") for p in v.points)

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from commstack.cli import main as cli
+from commstack.errors import UnknownFormatError
 from commstack.paths import TOP
+from commstack.tools import fi_pingpong
 
 FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
 UCX = TOP / "tests" / "data" / "ucx_perftest" / "1.13"
@@ -69,9 +71,19 @@ FI_CASES = {
     "a row of seven fields": (lambda: fi().replace("6.80       0.15", "6.80"), "unknown-format",
                               "an fi_pingpong row has 8 fields, this one 7"),
     "cut mid-row": (lambda: fi()[:fi().index("1m ") + 20], "truncated", "the output ends mid-row"),
+    "the last row with no newline": (lambda: fi()[:-1], "truncated", "the output ends inside its last row"),
+    "a size twice": (lambda: changed("256", 0, "64"), "unknown-format", "size 64 after 64: fi_pingpong's sizes grow"),
+    "a size below the one before": (lambda: changed("1k", 0, "128"), "unknown-format", "size 128 after 256"),
+    "two rows of lost acks": (lambda: changed("256", 2, "-1").replace("=10", "+3", 1), "validation-failed",
+                              "data check failed"),
     "a provider error": (lambda: fi("bad-provider.server.stderr"), "crashed", "no provider for the asked provider"),
     "the other side failed": (lambda: fi("bad-provider.client.stderr"), "crashed", "the other side closed the control"),
 }
+
+
+#: the line an error quotes where another would be wrong: the launcher's (its arguments), the header (no row
+#: after it), the first of two bad rows
+FI_LINENO = {"-S 1k": 1, "a header and no row": 2, "two rows of lost acks": 2, "the last row with no newline": 7}
 
 
 @pytest.mark.parametrize("case", FI_CASES)
@@ -80,6 +92,56 @@ def test_fi_pingpong_refuses(tmp_path, capsys, case):
     t = parse(tmp_path, capsys, make())
     assert (t["verdict"], t["benchmark"]) == (kind, "fi_pingpong"), t["error"]
     assert message in t["error"]["message"] and t["error"]["line"] is not None, t["error"]
+    assert t["error"]["lineno"] == FI_LINENO.get(case, t["error"]["lineno"]), t["error"]
+
+
+def test_fi_pingpong_refuses_more_sizes_than_asked(tmp_path, capsys):
+    t = parse(tmp_path, capsys, fi(), "-S 64")
+    assert t["verdict"] == "unknown-format" and t["error"]["lineno"] == 3, t["error"]
+    assert "size 256 where no size comes after the last asked for" in t["error"]["message"]
+
+
+@pytest.mark.parametrize("args, iterations, printed", [
+    ("-p tcp -S", 10, "10"),  # a -S with no value (getopt refuses it): fi_pingpong's defaults
+    ("-I5", 5, "5"),  # getopt's attached value
+    ("-I 1500", 1500, "1k"),  # cnt_str keeps no decimal: 1k stands for the 1500 asked for
+])
+def test_fi_pingpong_reads_its_iterations(tmp_path, capsys, args, iterations, printed):
+    text = fi().replace("10      =10 ", f"{printed:<7} ={printed:<3}")
+    t = parse(tmp_path, capsys, text, args)
+    assert t["verdict"] == "complete" and [r["iterations"] for r in t["rows"]] == [iterations] * 6, t["error"]
+
+
+def test_fi_pingpong_row_as_printed(tmp_path, capsys):
+    """Each field of a row: size and total in bytes, the ack as printed, time without its `s`."""
+    t = parse(tmp_path, capsys, fi())
+    assert t["rows"][0] == {"size": 64, "iterations": 10, "acked": "=10", "total_B": 1228, "elapsed_s": 0.12,
+                            "bandwidth_MBps": 0.01, "latency_us": 6017.1, "rate_Mxfers": 0.0}
+
+
+def test_fi_pingpong_debug_lines_are_notes(tmp_path, capsys):
+    """fi_pingpong -v prints PP_DEBUG lines among its rows: kept as notes, in their place among the others."""
+    debug = "[debug] util/pingpong.c:1234 : posting recv"
+    lines = fi().splitlines(keepends=True)
+    text = "srun: job 7 queued and waiting for resources\n" + lines[0] + debug + "\n" + "".join(lines[1:])
+    t = parse(tmp_path, capsys, text)
+    assert t["verdict"] == "complete" and len(t["rows"]) == 6
+    assert [(n["lineno"], n["source"], n["line"]) for n in t["notes"]] == \
+        [(1, "slurm", "srun: job 7 queued and waiting for resources"), (3, "fi_pingpong", debug)]
+
+
+def test_a_datagram_sweep_ending_at_the_last_size_asked_for(tmp_path, capsys):
+    """A verbs datagram run of one size (-S 64): its one row is the whole sweep."""
+    t = parse(tmp_path, capsys, "".join(fi().splitlines(keepends=True)[:2]), "-p verbs -S 64")
+    assert t["verdict"] == "complete" and [r["size"] for r in t["rows"]] == [64] and "max_size" not in t["meta"]
+
+
+def test_fi_pingpong_sweep_ends_at_fi_infos_largest_message():
+    """The step's fi_info gives the provider's largest message: a sweep ending at exactly that size is whole."""
+    text = "".join(fi().splitlines(keepends=True)[:4])
+    assert [r["size"] for r in fi_pingpong.parse_output(text, ["-p", "tcp"], 1024).rows] == [64, 256, 1024]
+    with pytest.raises(UnknownFormatError, match="size 1k where no size comes after the last asked for"):
+        fi_pingpong.parse_output(text, ["-p", "tcp"], 1023)
 
 
 def header_end(text: str) -> int:
@@ -192,3 +254,15 @@ def test_fi_pingpong_iteration_counts_in_each_unit(tmp_path, capsys, printed, co
     text = fi().replace("10      =10 ", f"{printed:<7} ={printed:<3}")
     table = parse(tmp_path, capsys, text, f"-I {count}")
     assert table["verdict"] == "complete" and {r["iterations"] for r in table["rows"]} == {count}
+
+
+def test_ucx_perftest_warnings_are_notes(tmp_path, capsys):
+    """UCX's WARN and DIAG log lines (a transport asked for and missing, ...) are kept as notes in their place."""
+    warn = ("[1795498764.926467] [vm:7095 :0]     ucp_context.c:1014 UCX  WARN  transport 'nosuch' is not "
+            "available, please use one or more of: cma, mm, posix, self, shm, sm, sysv, tcp")
+    text = ucx().replace("Final:", warn + "\nFinal:")
+    t = parse(tmp_path, capsys, "srun: job 7 queued and waiting for resources\n" + text)
+    assert t["verdict"] == "complete"
+    assert [(n["lineno"], n["source"], n["line"]) for n in t["notes"]] == \
+        [(1, "slurm", "srun: job 7 queued and waiting for resources"),
+         (text.splitlines().index(warn) + 2, "ucx", warn)]

@@ -15,13 +15,16 @@ notes. commstack's pair launcher (commstack.run.pair) writes the client's comman
 
 from __future__ import annotations
 
+import bisect
 import re
 import shlex
+from operator import attrgetter
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, TruncatedError,
-                              UnknownFormatError, ValidationFailedError)
+from commstack.errors import (BadNumberError, CrashedError, TruncatedError, UnknownFormatError,
+                              ValidationFailedError)
 from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.results.noise import Note
 from commstack.run import pair
 from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
 
@@ -123,8 +126,6 @@ def _tool_error(lineno: int, line: str) -> CrashedError:
 
 def parse_pingpong(text: str) -> Sweep:
     """The one table of an fi_pingpong output (client or server side), no completeness check."""
-    if not text.strip():
-        raise EmptyOutputError("the output is empty")
     t = own_lines(text)
     sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
     sweep.meta["size_texts"] = []
@@ -138,7 +139,7 @@ def parse_pingpong(text: str) -> Sweep:
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
             raise _tool_error(lineno, line)
         if DEBUG.match(line):
-            sweep.warnings.append(line)
+            bisect.insort(t.notes, Note(lineno, line, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
             continue
         fields = line.split()
         if fields == HEADER:
@@ -177,7 +178,6 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
            "total_B": _decode(total, SIZE, SIZE_BASES, line, lineno),
            "elapsed_s": float(time[:-1]), "bandwidth_MBps": float(mbps), "latency_us": float(usec),
            "rate_Mxfers": float(rate)}
-    _decode(ack[1:], COUNT, COUNT_BASES, line, lineno)
     if ack[0] != "=":
         # show_perf: +N acks missing, -N more acks than sends; either way messages were lost or doubled
         sweep.error_lines.append((lineno, line))
@@ -240,10 +240,10 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
             expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
             raise UnknownFormatError(f"fi_pingpong: size {text} where {expected}: the output of other arguments",
                                      line, lineno)
-        row["size"] = want[i]
-        if row["iterations"] != iterations and cnt_str(iterations) != cnt_str(row["iterations"]):
+        if cnt_str(iterations) != cnt_str(row["iterations"]):
             raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
                                      lineno)
+        row["size"], row["iterations"] = want[i], iterations  # cnt_str's 1k: 1000 to 1999
     if len(sweep.rows) < len(want) and max_size is None \
             and any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
         sweep.meta["max_size"] = "the datagram endpoint's largest message"

@@ -82,7 +82,8 @@ FLOAT = re.compile(r"\d+(?:\.\d+)?")
 #: such an average is no figure (None), and neither are its bandwidth and message rate, which print 0
 INTERVAL = {PRINTED.index(c) for c in ("latency_avg_us", "bandwidth_avg_MiBps", "message_rate_avg")}
 NOT_FINITE = re.compile(r"-?(?:inf|nan)")
-UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL|WARN|DIAG) +(?P<msg>.*)$")
+# UCX's other log lines (WARN, DIAG) are notes before the parser sees them (results.noise)
+UCX_ERROR = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL) +(?P<msg>.*)$")
 FATAL = re.compile(r"^\[[^\]]+:\d+ *:\d+:\d+\] +\S+:\d+ |^==== backtrace \(tid: *\d+\) ====$")
 USAGE = re.compile(r"^\s+Usage: ucx_perftest ")
 MEANING = [
@@ -135,10 +136,8 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
-        elif (m := UCX_LOG.match(line)):
-            if m.group("level") in ("ERROR", "FATAL"):
-                raise _error(lineno, line, f"UCX {m.group('level')}: {m.group('msg')}")
-            sweep.warnings.append(line)
+        elif (m := UCX_ERROR.match(line)):
+            raise _error(lineno, line, f"UCX {m.group('level')}: {m.group('msg')}")
         elif FATAL.match(line):
             raise _error(lineno, line, "UCX stopped on a fatal error (a backtrace follows)")
         elif USAGE.match(line):
