@@ -266,3 +266,10 @@ def test_ucx_perftest_warnings_are_notes(tmp_path, capsys):
     assert [(n["lineno"], n["source"], n["line"]) for n in t["notes"]] == \
         [(1, "slurm", "srun: job 7 queued and waiting for resources"),
          (text.splitlines().index(warn) + 2, "ucx", warn)]
+
+
+def test_ucx_perftest_without_s_runs_8_bytes(tmp_path, capsys):
+    """perftest.c's msg_size_list is {8} where -s is not given: a run without it is an 8-byte run."""
+    t = parse(tmp_path, capsys, ucx("pair-loaded-tag_lat-8.client.stdout").replace(" -s 8 ", " "))
+    assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
+        ("complete", "ucx_perftest-tag_lat", [8])

@@ -230,6 +230,28 @@ def test_osu_72_point_to_point_all_datatypes_keep_the_first_tables_columns():
     assert mr[2].row(64) == {"size": 64, "bandwidth_MBps": 262.96, "message_rate": 4108674.44}
 
 
+def test_a_crash_in_a_datatype_table_keeps_that_datatypes_rows(capsys, tmp_path):
+    """A rank killed in the middle of `osu_bw -T all`'s MPI_INT table: the table's rows read before the crash
+    are MPI_INT's, not MPI_CHAR's."""
+    lines = osu_text("7.2/osu_bw-T_all.stdout").splitlines(keepends=True)
+    path = tmp_path / "out"
+    path.write_text("".join(lines[:15] + ["srun: error: nid001: task 1: Killed\n"] + lines[15:]))
+    rc, out, _ = commstack_parse(capsys, path, "-T all -m 1:64", "--json")
+    [t] = json.loads(out)
+    assert (rc, t["verdict"], t["error"]["lineno"], t["meta"]["datatype"]) == (9, "crashed", 16, "MPI_INT")
+    assert [r["size"] for r in t["rows"]] == [4, 8, 16]
+
+
+def test_a_crash_line_in_an_output_with_no_title_is_quoted_on_its_line(capsys, tmp_path):
+    path = tmp_path / "out"
+    path.write_text("srun: job 7 queued and waiting for resources\n"
+                    "[1795498764.937797] [vm:7107 :0]  perftest.c:405  UCX  ERROR client failed.\n")
+    rc, out, _ = commstack_parse(capsys, path, "", "--json")
+    [t] = json.loads(out)
+    assert (rc, t["verdict"], t["error"]["lineno"]) == (9, "crashed", 2)
+    assert t["error"]["message"] == "no benchmark title, and a crash line: ucx's UCX error log line"
+
+
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
     out, err = osu_text("5.7/osu_cas_latency.stdout"), osu_text("5.7/osu_cas_latency.stderr")
     assert expect_kind(out, []) == "truncated"

@@ -143,8 +143,6 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
     if sweep.error_lines or any(r.get(c) for r in sweep.rows for c in wrong) \
             or any(v == "Fail" for r in sweep.rows for v in r.values()):
         return "failed"
-    if sweep.meta.get("validation") == 0:
-        return "no"
     checked = any(v == "Pass" for r in sweep.rows for v in r.values()) \
         or any(r.get(c) is not None for r in sweep.rows for c in wrong) or sweep.meta.get("validation") == 1
     return "yes" if checked else "no"
@@ -153,7 +151,7 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
 def _named(table: Table) -> Benchmark | None:
     """The benchmark a table's first line names, where that line is a known title."""
     lines = table.text.splitlines()
-    if len(lines) < table.first - table.offset:
+    if not lines:  # an empty output: no title
         return None
     line = noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0]
     for tool in TOOLS.values():
@@ -168,24 +166,18 @@ def _named(table: Table) -> Benchmark | None:
 
 def _partial(table: Table, error: ParseError) -> Sweep | None:
     """The rows of a table read before the line its error quotes: the table up to its last data row
-    above that line, parsed (a few times over, where that cut text fails earlier still)."""
+    above that line, parsed (its last sweep); None where that cut text fails too (ucx_perftest's, which
+    has no Final row)."""
     lines = table.text.splitlines()
-    stop = error.lineno
-    for _ in range(3):
-        if not stop:
-            return None
-        data = [i for i in range(stop - 1) if DATA_ROW.match(lines[i])]
-        if not data:
-            return None
-        text = "\n".join(lines[:data[-1] + 1]) + "\n"
-        try:
-            sweeps = identify(text).tool.parse(text)
-            return sweeps[-1] if sweeps else None
-        except ParseError as e:
-            stop = e.lineno if e.lineno and e.lineno < stop else None
-        except CommstackError:
-            return None
-    return None
+    data = [i for i in range(error.lineno - 1) if DATA_ROW.match(lines[i])] if error.lineno else []
+    if not data:
+        return None
+    text = "\n".join(lines[:data[-1] + 1]) + "\n"
+    try:
+        sweeps = identify(text).tool.parse(text)
+    except CommstackError:
+        return None
+    return sweeps[-1] if sweeps else None
 
 
 def crashed(table: Table) -> CrashedError | None:
