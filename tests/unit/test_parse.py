@@ -252,6 +252,26 @@ def test_a_crash_line_in_an_output_with_no_title_is_quoted_on_its_line(capsys, t
     assert t["error"]["message"] == "no benchmark title, and a crash line: ucx's UCX error log line"
 
 
+#: a first table that fails in each way commstack parse knows, before a whole osu_bw table
+FIRST_FAILS = {
+    "a line before its title (--strict)": (lambda lat: "hello\n" + lat, ["--strict"], "unknown-format"),
+    "an unknown title": (lambda lat: "# OSU MPI Foo Test v7.2\n1 2\n", [], "unknown-format"),
+    "a bad number": (lambda lat: lat.replace("\n8 ", "\n8x ", 1), [], "bad-number"),
+    "a rank killed": (lambda lat: lat + "srun: error: nid001: task 1: Killed\n", [], "crashed"),
+}
+
+
+@pytest.mark.parametrize("case", FIRST_FAILS)
+def test_a_table_after_a_failed_one_is_still_read(capsys, tmp_path, case):
+    """A job log of two steps: the first's failure is its own verdict; the second's table is read whole."""
+    make, flags, kind = FIRST_FAILS[case]
+    path = tmp_path / "out"
+    path.write_text(make(osu_text("7.2/osu_latency.stdout")) + osu_text("7.2/osu_bw.stdout"))
+    rc, out, _ = commstack_parse(capsys, path, "", "--json", *flags)
+    assert [(t["verdict"], t["benchmark"]) for t in json.loads(out)][1:] == [("complete", "osu_bw")]
+    assert json.loads(out)[0]["verdict"] == kind and rc == {e.kind: e.exit_code for e in PARSE_ERRORS}[kind]
+
+
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
     out, err = osu_text("5.7/osu_cas_latency.stdout"), osu_text("5.7/osu_cas_latency.stderr")
     assert expect_kind(out, []) == "truncated"

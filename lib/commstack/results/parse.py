@@ -203,17 +203,12 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             table = without_trailer(table)
         try:
             bench = identify(table.text)
-        except NoTitleError as e:
-            results.append(Result(None, table.first, table.last, None, crashed(table) or table.shifted(e),
-                                  table.outside))
-            continue
-        except UnknownFormatError as e:
-            results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
-            continue
-        except ParseError as e:  # a crash or Slurm's end: the title still names the benchmark
-            bench = _named(table)
+        except ParseError as e:
+            # a crash or Slurm's end: the title still names the benchmark; a table with no (known) title does not
+            bench = None if isinstance(e, UnknownFormatError) else _named(table)
             if bench is None:
-                results.append(Result(None, table.first, table.last, None, table.shifted(e), table.outside))
+                error = (isinstance(e, NoTitleError) and crashed(table)) or table.shifted(e)
+                results.append(Result(None, table.first, table.last, None, error, table.outside))
                 continue
         try:
             sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
