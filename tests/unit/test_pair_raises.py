@@ -9,6 +9,7 @@ import pytest
 from commstack.cli import main as cli
 from commstack.errors import UnknownFormatError
 from commstack.paths import TOP
+from commstack.results.parse import parse_output
 from commstack.tools import fi_pingpong
 
 FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
@@ -173,6 +174,8 @@ UCX_CASES = {
                                        "tag_lat prints latency (usec), this table overhead"),
     "a second launcher line": (lambda: ucx().replace("Final:", PAIR_UCX + "Final:"), "unknown-format",
                                "the pair launcher's line after the table started"),
+    "two launcher lines before the table": (lambda: PAIR_UCX + ucx(), "unknown-format",
+                                            "the pair launcher's line after the table started"),
     "a UCX error": (lambda: ucx().replace("Final:", "[1700000000.123456] [node1:123  :0]   ucp_worker.c:1 UCX  ERROR "
                                           "no usable transports/devices\nFinal:"), "crashed", "found none of the transports"),
     "a fatal error": (lambda: ucx().replace("Final:", "[node1:1234 :0:1234] ucp_worker.c:123 Fatal: lost\nFinal:"),
@@ -273,3 +276,24 @@ def test_ucx_perftest_without_s_runs_8_bytes(tmp_path, capsys):
     t = parse(tmp_path, capsys, ucx("pair-loaded-tag_lat-8.client.stdout").replace(" -s 8 ", " "))
     assert (t["verdict"], t["benchmark"], [r["size"] for r in t["rows"]]) == \
         ("complete", "ucx_perftest-tag_lat", [8])
+
+
+def test_ucx_perftest_s_with_no_value_is_its_default(tmp_path, capsys):
+    """A trailing -s (getopt refuses it) asks for nothing: perftest.c's 8 bytes."""
+    text = ucx("pair-loaded-tag_lat-8.client.stdout").replace("-s 8 -n 1000", "-n 1000 -s")
+    t = parse(tmp_path, capsys, text)
+    assert (t["verdict"], [r["size"] for r in t["rows"]]) == ("complete", [8]), t["error"]
+
+
+def test_ucx_perftest_transcript_keeps_the_servers_lines(tmp_path, capsys):
+    server = (UCX / "tag_bw-1m.server.stdout").read_text()
+    t = parse(tmp_path, capsys, server + ucx("tag_bw-1m.client.stdout"))
+    assert t["verdict"] == "complete" and t["meta"]["message_size"] == "1048576"
+    assert t["meta"]["server"] == ["Waiting for connection...", "Accepted connection from 127.0.0.1:58684"]
+
+
+def test_ucx_perftest_of_another_test_than_the_steps_quotes_the_launchers_line():
+    with pytest.raises(UnknownFormatError) as e:
+        parse_output("ucx_perftest-tag_lat", ucx(), [])
+    assert e.value.message == "expected ucx_perftest-tag_lat output, the title is another benchmark's"
+    assert (e.value.lineno, e.value.line) == (1, PAIR_UCX.rstrip("\n"))
