@@ -166,6 +166,15 @@ UCX_CASES = {
     "no Final row": (lambda: ucx()[:header_end(ucx())] + PROGRESS, "truncated", "ends before its Final row"),
     "cut in the header": (lambda: "".join(ucx().splitlines(keepends=True)[:4]), "truncated",
                           "before ucx_perftest's table header"),
+    "cut after four header lines": (lambda: "".join(ucx().splitlines(keepends=True)[:5]), "truncated",
+                                    "before ucx_perftest's table header"),
+    "text glued to the Final row": (lambda: ucx().replace("  472\n", "  472 hello\n"), "unknown-format",
+                                    "text glued to the end of a row: 'hello'"),
+    "text glued to a progress row": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("\n", " hi\n") +
+                                     ucx()[header_end(ucx()):], "unknown-format", "text glued to the end of a row: 'hi'"),
+    "text glued to an unmarked row": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("[thread 0]", "")
+                                      .replace("\n", " hi\n") + ucx()[header_end(ucx()):], "unknown-format",
+                                      "text glued to the end of a row: 'hi'"),
     "a foreign line": (lambda: ucx().replace("Final:", "hello\nFinal:"), "unknown-format", "not a ucx_perftest line"),
     "-s abc": (lambda: ucx().replace("-s 1048576", "-s abc"), "unknown-format", "-s abc: not a list of sizes"),
     "-t am_lat": (lambda: ucx().replace("-t tag_bw", "-t am_lat"), "unknown-format",

@@ -73,7 +73,9 @@ BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Mess
 SERVER = re.compile(r"^(?:Waiting for connection\.\.\.|Accepted connection from \S+)$")
 # a progress row (`[thread N]` first where UCX was built with OpenMP), the final row (`Final:`; to 1.11 only
 # with OpenMP; with -f, 1.12+, `%10s` of no batch file's name: blanks); 1.8 marks neither
-ROW = re.compile(r"^(?P<prefix>Final:|\[thread \d+\])?\s*(?P<values>(?:[\d.\s]|-?inf|-?nan)+)$")
+_PREFIX = r"Final:|\[thread \d+\]"
+ROW = re.compile(rf"^(?P<prefix>{_PREFIX})?\s*(?P<values>(?:[\d.\s]|-?inf|-?nan)+)$")
+PREFIX = re.compile(rf"^(?:{_PREFIX})")
 ROW_START = re.compile(r"^(?:Final:|\[thread |\s*\d)")
 FLOAT = re.compile(r"\d+(?:\.\d+)?")
 #: the last report interval's averages (print_progress' moment_average): an interval with no iteration in it,
@@ -158,9 +160,9 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
             else:
                 progress.append((lineno, line, values, m.group("prefix")))
         elif len(header) == 5 and ROW_START.match(line):
-            # a whole row's fields: its prefix (Final:, [thread N]) and 8 numbers; more is text glued to it
-            prefix = 1 if line.startswith("Final:") else 2 if line.startswith("[thread ") else 0
-            raise cut_row(t, lineno, line, "not a complete ucx_perftest row", 8 + prefix)
+            # a whole row is its prefix (Final:, [thread N]) and 8 numbers; more is text glued to the numbers
+            e = cut_row(t, lineno, PREFIX.sub("", line), "not a complete ucx_perftest row", 8)
+            raise type(e)(e.message, line, lineno)
         else:
             raise UnknownFormatError("not a ucx_perftest line", line, lineno)
     if len(header) < 5:
