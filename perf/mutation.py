@@ -117,6 +117,7 @@ class Mutant:
     outcome: str = ""     # killed | timeout | survived | equivalent | no test
     fresh: bool = False   # run in a fresh interpreter (code at import)
     killer: str = ""      # the test that failed first ("" for a mutated import that failed, or a timeout)
+    unit: str = ""        # the source of what it changes: its function's, or the statement's run at import
 
 
 # ------------------------------------------------------------------------------------ the mutants
@@ -307,12 +308,33 @@ def source_path(name: str) -> Path:
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
-def mutants(name: str) -> tuple[Path, list[Mutant]]:
+def _units(tree: ast.Module, source: str) -> dict[str, str] | dict[int, str]:
+    """The source of each top-level function and method (by the walk's qualified name), and of each statement
+    run at import (by each of its line numbers)."""
+    units: dict = {}
+
+    def statements(body, prefix):
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef):
+                units[prefix + stmt.name] = ast.get_source_segment(source, stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                statements(stmt.body, f"{prefix}{stmt.name}.")
+            else:
+                units.update(dict.fromkeys(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1),
+                                           ast.get_source_segment(source, stmt)))
+    statements(tree.body, "")
+    return units
+
+
+def mutants(name: str, source: str | None = None) -> tuple[Path, list[Mutant]]:
+    """The module's mutants, of its file (or of `source`, an earlier version of it)."""
     path = source_path(name)
-    source = path.read_text()
+    source = path.read_text() if source is None else source
     lines = source.splitlines()
     walk = _Walk()
-    walk.visit(ast.parse(source))
+    tree = ast.parse(source)
+    units = _units(tree, source)
+    walk.visit(tree)
     out = []
     alike = Counter((f, n.lineno, m) for f, n, m in walk.points)
     for i, (function, node, mutation) in enumerate(walk.points):
@@ -325,7 +347,7 @@ def mutants(name: str) -> tuple[Path, list[Mutant]]:
         elif alike[function, node.lineno, mutation] > 1:
             mutation = f"{mutation} at column {node.col_offset + 1}"
         out.append(Mutant(name, function, node.lineno, node.end_lineno or node.lineno, lines[node.lineno - 1].strip(),
-                          mutation, i))
+                          mutation, i, unit=units[node.lineno if function == AT_IMPORT else function]))
     return path, out
 
 
@@ -565,6 +587,9 @@ def main() -> int:
     ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
                     help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
                          "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
+    ap.add_argument("--since", metavar="COMMIT",
+                    help="with --recheck: the commit that run was made at; a mutant of a function (or a statement run "
+                         "at import) changed since is run too, not counted killed")
     args = ap.parse_args()
     if args.child:
         return child(args.child[0], int(args.child[1]), args.rest)
@@ -607,6 +632,12 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
 
     equivalent = load_equivalent()
     rechecked = survivors(args.recheck) if args.recheck else None
+    # a mutant of the earlier run's code (its function, or statement at import, unchanged) that it did not print
+    # as a survivor was killed there; any other is run
+    earlier = {(m.module, m.function, m.unit, m.line, m.mutation)
+               for name in args.modules if args.since
+               for m in mutants(name, subprocess.run(["git", "show", f"{args.since}:{paths[name].relative_to(TOP)}"],
+                                                     cwd=TOP, check=True, capture_output=True, text=True).stdout)[1]}
     used = set()
     results: dict[str, list[Mutant]] = {}
     kills: dict[str, int] = {}
@@ -665,7 +696,8 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                 used.add(hit)
                 m.outcome = "equivalent"
                 continue
-            if rechecked is not None and (m.module, m.function, m.line, m.mutation) not in rechecked:
+            if rechecked is not None and (m.module, m.function, m.line, m.mutation) not in rechecked \
+                    and (not args.since or (m.module, m.function, m.unit, m.line, m.mutation) in earlier):
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
             took = time.perf_counter()
