@@ -272,6 +272,41 @@ def test_a_table_after_a_failed_one_is_still_read(capsys, tmp_path, case):
     assert json.loads(out)[0]["verdict"] == kind and rc == {e.kind: e.exit_code for e in PARSE_ERRORS}[kind]
 
 
+def test_a_steps_output_of_two_tables_is_refused_at_the_second():
+    text = osu_text("7.2/osu_latency.stdout") + osu_text("7.2/osu_bw.stdout")
+    with pytest.raises(UnknownFormatError, match="^2 tables in one output; a step runs one ") as e:
+        parse_output("osu_latency", text, [])
+    assert (e.value.lineno, e.value.line) == (27, "# OSU MPI Bandwidth Test v7.2")
+
+
+@pytest.mark.parametrize("second", ["all_reduce_perf", "all_gather_perf"])
+def test_nccl_tests_of_another_collective_than_the_steps_quotes_its_first_title(second):
+    """nccl-tests 2.17.4+ names its collective in its second line: the step's output is refused at the first table's,
+    whatever follows it."""
+    text = (TOP / "tests" / "data" / "corpus" / "nccl-tests" / "all_reduce_perf-2.19.4-c2-repro.out").read_text()
+    with pytest.raises(UnknownFormatError, match="^expected all_gather_perf output, the title is another") as e:
+        parse_output("all_gather_perf", text + text.replace("all_reduce_perf", second), [])
+    assert (e.value.lineno, e.value.line) == (2, "# Collective test starting: all_reduce_perf")
+
+
+def test_commstack_parse_prints_its_notes_summary(capsys, tmp_path):
+    path = tmp_path / "out"
+    path.write_text("hello\n" + osu_text("7.2/osu_bw.stdout"))
+    rc, out, _ = commstack_parse(capsys, path)
+    assert rc == 0 and out.splitlines()[1:] == [
+        "  1 line of the job log before the first table",
+        "  note line 1: unknown (a line of the job log before the first table): hello"]
+
+
+def test_commstack_parse_says_where_a_verdict_stopped_its_reading(capsys, tmp_path):
+    """No title in the first 100,000 lines: the verdict is settled there, and the user is told how far it read."""
+    path = tmp_path / "out"
+    path.write_text("hello\n" * 200_000)
+    rc, _, err = commstack_parse(capsys, path)
+    assert rc == 5 and err.splitlines()[-1] == \
+        f"commstack parse: {path}: read 131072 lines: the failure above settles the verdict, whatever follows"
+
+
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
     out, err = osu_text("5.7/osu_cas_latency.stdout"), osu_text("5.7/osu_cas_latency.stderr")
     assert expect_kind(out, []) == "truncated"
