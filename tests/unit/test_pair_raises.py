@@ -306,3 +306,12 @@ def test_ucx_perftest_of_another_test_than_the_steps_quotes_the_launchers_line()
         parse_output("ucx_perftest-tag_lat", ucx(), [])
     assert e.value.message == "expected ucx_perftest-tag_lat output, the title is another benchmark's"
     assert (e.value.lineno, e.value.line) == (1, PAIR_UCX.rstrip("\n"))
+
+
+def test_ucx_perftest_transcript_with_a_bad_s_quotes_the_launchers_line(tmp_path, capsys):
+    """The server's output first, then the client's: `-s abc` is refused quoting the client's launcher line."""
+    server = (UCX / "tag_bw-1m.server.stdout").read_text()
+    t = parse(tmp_path, capsys, server + ucx().replace("-s 1048576", "-s abc"))
+    assert (t["verdict"], t["error"]["message"]) == ("unknown-format", "-s abc: not a list of sizes in bytes")
+    assert (t["error"]["lineno"], t["error"]["line"]) == \
+        (len(server.splitlines()) + 1, PAIR_UCX.replace("-s 1048576", "-s abc").rstrip("\n"))

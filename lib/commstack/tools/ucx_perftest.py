@@ -129,6 +129,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     t = own_lines(text)
     sweep = Sweep(NAME, NAME, NAME, None, None, ["size", *PRINTED, "bandwidth_MBps"], title_line=t.lines[0])
     box: dict[str, str] = {}
+    quoted = t.lines[0]  # the line the arguments' errors quote: the pair launcher's where there is one
     header: list[str] = []
     progress: list[list[float]] = []
     final = None
@@ -136,7 +137,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
         if (argv := pair.client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
-            sweep.meta["args"] = argv
+            sweep.meta["args"], quoted = argv, (lineno, line)
         elif (m := UCX_ERROR.match(line)):
             raise _error(lineno, line, f"UCX {m.group('level')}: {m.group('msg')}")
         elif FATAL.match(line):
@@ -169,7 +170,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
         raise TruncatedError("the output ends before ucx_perftest's table header", *t.lines[-1][::-1])
     if args is not None:
         sweep.meta.setdefault("args", args)
-    test, size = _test_and_size(sweep, box, t)
+    test, size = _test_and_size(sweep, box, quoted)
     sweep.benchmark, sweep.meta["test"] = f"{NAME}-{test}", test
     sweep.meta.update({k.lower().replace(" ", "_"): v for k, v in box.items()})
     final, sweep.complete = _final(sweep, final, progress, t)
@@ -233,11 +234,15 @@ def _values(t: Any, text: str, line: str, lineno: int) -> list[float | None]:
     return values
 
 
-def _test_and_size(sweep: Sweep, box: dict[str, str], t: Any) -> tuple[str, int]:
+def _test_and_size(sweep: Sweep, box: dict[str, str], quoted: tuple[int, str]) -> tuple[str, int]:
     """The test and message size: from the server's box where the output has it, else the client's
-    arguments on the pair launcher's line; both where both are there, and they must agree."""
-    lineno, line = t.lines[0]
-    test, size = asked(sweep.meta["args"]) if "args" in sweep.meta else (None, None)
+    arguments on the pair launcher's line; both where both are there, and they must agree. Errors quote
+    `quoted`."""
+    lineno, line = quoted
+    try:
+        test, size = asked(sweep.meta["args"]) if "args" in sweep.meta else (None, None)
+    except UnknownFormatError as e:
+        raise UnknownFormatError(e.message, line, lineno) from None
     if "Test" in box:
         by_desc = {d: n for n, d in TESTS.items()}
         if box["Test"] not in by_desc:
