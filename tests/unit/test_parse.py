@@ -254,6 +254,7 @@ def test_a_crash_line_in_an_output_with_no_title_is_quoted_on_its_line(capsys, t
 
 #: a first table that fails in each way commstack parse knows, before a whole osu_bw table
 FIRST_FAILS = {
+    "an unknown line among its rows": (lambda lat: lat.replace("\n8 ", "\nhello\n8 ", 1), [], "unknown-format"),
     "a line before its title (--strict)": (lambda lat: "hello\n" + lat, ["--strict"], "unknown-format"),
     "an unknown title": (lambda lat: "# OSU MPI Foo Test v7.2\n1 2\n", [], "unknown-format"),
     "a bad number": (lambda lat: lat.replace("\n8 ", "\n8x ", 1), [], "bad-number"),
@@ -290,12 +291,20 @@ def test_nccl_tests_of_another_collective_than_the_steps_quotes_its_first_title(
 
 
 def test_commstack_parse_prints_its_notes_summary(capsys, tmp_path):
+    """A job log's own lines, each a note where it stands: before the first table, between two."""
     path = tmp_path / "out"
     path.write_text("hello\n" + osu_text("7.2/osu_bw.stdout"))
     rc, out, _ = commstack_parse(capsys, path)
     assert rc == 0 and out.splitlines()[1:] == [
         "  1 line of the job log before the first table",
         "  note line 1: unknown (a line of the job log before the first table): hello"]
+    path.write_text("hello\nworld\n" + osu_text("7.2/osu_bw.stdout") + "step two\n" + osu_text("7.2/osu_latency.stdout"))
+    rc, out, _ = commstack_parse(capsys, path)
+    assert rc == 0 and [line for line in out.splitlines() if not line.startswith("lines ")] == [
+        "  2 lines of the job log before the first table", "  1 line between two tables",
+        "  note line 1: unknown (a line of the job log before the first table): hello",
+        "  note line 2: unknown (a line of the job log before the first table): world",
+        "  note line 29: unknown (a line between two tables): step two"]
 
 
 def test_commstack_parse_says_where_a_verdict_stopped_its_reading(capsys, tmp_path):

@@ -109,11 +109,9 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
     outside: dict[int, str] = {}
 
-    def note(i: int, where: str) -> bool:
-        if i in framed or not _outside(lines[i]):
-            return False
-        outside[i] = where
-        return True
+    def note(i: int, where: str) -> None:
+        if i not in framed and _outside(lines[i]):
+            outside[i] = where
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         tail = data[-1] + 1 if data else end
