@@ -331,3 +331,19 @@ def test_the_by_layer_table_holds_only_steps_between_nodes(tmp_path):
         assert nodes == ("node1", "node2")
         assert [(layer, r.step, figure) for layer, r, figure in rows] == [
             ("the fabric", "fi_pingpong", "1.67 GB/s at 6 MiB"), ("MPI", "osu_bw", "3.12 GB/s at 4 MiB")]
+
+
+#: each unit a judged metric is in, as a quantity and its factor to B/s or s; the others (%, msg/s, a count) none
+SI = {"MB/s": ("bandwidth", 1e6), "GB/s": ("bandwidth", 1e9), "GiB/s": ("bandwidth", 1 << 30),
+      "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6)}
+
+
+@pytest.mark.parametrize("metric", sorted(METRICS))
+def test_every_metric_compares_across_layers_in_si_units(metric):
+    from types import SimpleNamespace
+    from commstack.results.diagnosis import quantity, si
+    record = SimpleNamespace(unit=benchmarks.COLUMNS[metric].unit)
+    kind, factor = SI.get(record.unit, (None, None))
+    assert quantity(record) == kind
+    if kind:
+        assert si(record, 1500.0) == pytest.approx(1500.0 * factor, rel=1e-12)

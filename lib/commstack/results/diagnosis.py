@@ -34,9 +34,8 @@ LOOK = {"ucx": "look at UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, 
         "mpi": "look at MPI's transport (UCX_TLS, OMPI_MCA_pml)",
         "nccl": "look at NCCL's net plugin (NCCL_NET, aws-ofi-nccl, FI_PROVIDER)"}
 #: a unit's quantity and its factor to the SI unit; how a quantity is shown
-UNITS = {"MB/s": ("bandwidth", 1e6), "MiB/s": ("bandwidth", 2 ** 20), "GB/s": ("bandwidth", 1e9),
-         "GiB/s": ("bandwidth", 2 ** 30), "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
-         "ns": ("time", 1e-9)}
+UNITS = {"MB/s": ("bandwidth", 1e6), "GB/s": ("bandwidth", 1e9), "GiB/s": ("bandwidth", 2 ** 30),
+         "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6)}
 SHOWN = {"bandwidth": ("GB/s", 1e9), "time": ("µs", 1e-6)}
 #: the changes of `compare` that hold a size to its baseline (not missing on a side, not invalid)
 HELD = ("same", "better", "regression")
