@@ -347,3 +347,51 @@ def test_every_metric_compares_across_layers_in_si_units(metric):
     assert quantity(record) == kind
     if kind:
         assert si(record, 1500.0) == pytest.approx(1500.0 * factor, rel=1e-12)
+
+
+UCX_TAG_LAT = (DATA / "ucx_perftest" / "1.13" / "pair-loaded-tag_lat-8.client.stdout", "")
+OSU_LATENCY = (SEEDS / "cscs-osu-07.txt", "")  # Alps' osu_latency, its reference's recording
+
+
+def test_a_slow_latency_is_headlined_at_its_smallest_size(tmp_path):
+    """A time's headline is its smallest size (a rate's its largest): the finding and the by-layer table."""
+    from commstack.results.diagnosis import by_layer
+    run = tmp_path / "run"
+    step(run, "ucx_perftest-tag_lat", UCX_TAG_LAT)
+    step(run, "osu_latency", OSU_LATENCY, scale=2.0)  # twice its reference at 8 B, 8 KiB and 1 MiB
+    records = read_run(run)
+    (finding,) = diagnose(records, against_references(records, REFS))
+    assert finding.message == (
+        "osu_latency reaches 6.68 µs at 8 B (200 % of the reference, 3.34 µs); ucx_perftest-tag_lat on the same "
+        "nodes reaches 4002 µs: UCX: look at UCX's transports and devices (UCX_TLS, UCX_NET_DEVICES, ucx_info -d)")
+    [(_, rows)] = by_layer(records)
+    assert [(layer, figure) for layer, _, figure in rows] == [("UCX", "4002 µs at 8 B"), ("MPI", "6.68 µs at 1 B")]
+
+
+def test_a_failed_lower_step_is_the_layer_at_fault(tmp_path):
+    run = tmp_path / "run"
+    failed_step(run, "fi_pingpong", "fi_pingpong", (DATA / "fi_pingpong" / "1.17" / "bad-provider.server.stderr", ""))
+    step(run, "osu_bw", OSU_BW_NO_CXI)
+    records = read_run(run)
+    (finding,) = diagnose(records, against_references(records, REFS))
+    assert finding.message.endswith("; fi_pingpong on the same nodes failed (crashed): the fabric"), finding
+
+
+@pytest.mark.parametrize("kind, value, text", [
+    ("time", 100e-6, "100 µs"), ("time", 99.94e-6, "99.9 µs"), ("time", 100.6e-6, "101 µs"),
+    ("time", 1.5e-6, "1.50 µs"), ("bandwidth", 24e9, "24.0 GB/s"), ("bandwidth", 100e9, "100 GB/s"),
+    ("bandwidth", 123.4e9, "123 GB/s")])
+def test_figures_are_shown_to_three_digits_and_whole_from_100(kind, value, text):
+    from commstack.results.diagnosis import shown
+    assert shown(kind, value) == text
+
+
+@pytest.mark.parametrize("bench", sorted(n for n, b in benchmarks.BENCHMARKS.items()
+                                         if METRICS[b.metric].unit in ("MB/s", "GB/s", "GiB/s")))
+def test_a_bandwidth_counts_both_directions_only_for_a_bidirectional_test(bench):
+    """osu_bibw's figure is both ways at once: a layer below must carry half of it each way."""
+    from types import SimpleNamespace
+    from commstack.results.diagnosis import directions
+    b = benchmarks.BENCHMARKS[bench]
+    record = SimpleNamespace(benchmark=bench, unit=METRICS[b.metric].unit)
+    assert directions(record) == (2 if bench == "osu_bibw" else 1)

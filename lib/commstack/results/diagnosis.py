@@ -63,10 +63,10 @@ class Yardstick:
         return bool(self.points or self.failed)
 
     def headline(self, record: Record) -> int | None:
-        """The size a reader looks at first: the largest for a rate, the smallest for a time."""
+        """The headline size of those it is short at (None: none, a failed step)."""
         if not self.points:
             return None
-        return max(self.points) if METRICS[record.metric].higher_is_better else min(self.points)
+        return headline(record, self.points)
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ class Finding:
 
     def line(self) -> str:
         return f"{self.step} on {', '.join(self.nodes)}: {self.message}"
+
+
+def headline(record: Record, sizes: Iterable[int]) -> int:
+    """The size a reader looks at first: the largest of a rate, the smallest of a time."""
+    return max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
 
 
 def quantity(record: Record) -> str | None:
@@ -218,7 +223,7 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
     if not medians:
         return f"{name} left no figures", True
     if size is None:  # the upper step failed: the lower one's headline size
-        size_low = max(medians) if METRICS[low.metric].higher_is_better else min(medians)
+        size_low = headline(low, medians)
     else:  # the same size, else the nearest power of two (the larger of two)
         size_low = min(medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
     value = medians[size_low][0]
@@ -254,7 +259,7 @@ def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tupl
             medians, kind = r.medians(), quantity(r)
             figure = ""
             if medians and kind:
-                size = max(medians) if METRICS[r.metric].higher_is_better else min(medians)
+                size = headline(r, medians)
                 figure = f"{shown(kind, si(r, medians[size][0]))} at {size_text(size)}"
             rows.append((NAMES[layer_of(r)], r, figure))
         out.append((nodes, rows))
