@@ -167,3 +167,23 @@ def test_one_rank_may_drive_every_gpu_of_nccl_tests_not_of_osu(tmp_path):
     with pytest.raises(BinaryNotFoundError, match="run it in the nccl-tests image"):
         TOOLS["nccl-tests"].native(None)
     assert osu.not_run == "1 rank on 1 node: osu_latency needs at least 2"
+
+
+def test_osu_device_buffers_both_sides_point_to_point_and_one_for_collectives():
+    """OSU's -d cuda: a point-to-point or one-sided test names each side's buffer (D D), a collective takes none."""
+    ends: dict[str, set] = {}
+    for s in expand(load_suite("nersc10"), ALPS):
+        if not s.not_run and s.tags["memory"] == "device":
+            argv = benchmark_argv(Launcher(ALPS, "srun", {}).command(s.step))
+            ends.setdefault(Path(argv[0]).parent.name, set()).add(tuple(argv[argv.index("-d"):]))
+    assert ends == {"pt2pt": {("-d", "cuda", "D", "D")}, "one-sided": {("-d", "cuda", "D", "D")},
+                    "collective": {("-d", "cuda")}}
+
+
+def test_an_osu_size_with_a_unit_is_refused_with_the_reason(tmp_path):
+    """OSU reads -m with atoll: `1M` would run 1 byte, so a suite gives OSU bytes (nccl-tests takes 128M)."""
+    suite = tmp_path / "mine.yaml"
+    suite.write_text("name: mine\ndescription: x\nsteps:\n- {benchmark: osu_bw, nodes: 2, sizes: [8, 1M]}\n")
+    with pytest.raises(ConfigError, match=r"sizes \[8, '1M'\]: OSU reads -m with atoll, so 1M would mean 1 byte; "
+                                          r"give bytes"):
+        load_suite(str(suite))
