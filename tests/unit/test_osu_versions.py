@@ -200,3 +200,15 @@ def test_strict_where_the_versions_differ():
     nbc = text("osu6/osu_iallreduce-6.2.out")  # a blocking allreduce's row among them: two benchmarks mixed
     with pytest.raises(UnknownFormatError, match="row has 2 fields, the header 5"):
         parse_outputs(nbc.replace("\n16 ", "\n16                      0.43\n16 ", 1), [])
+
+
+@pytest.mark.parametrize("bench", ["osu_put_latency", "osu_get_latency", "osu_acc_latency", "osu_get_acc_latency"])
+def test_one_sided_latencies_of_53_start_at_0_bytes(bench):
+    """OSU 5.3's one-sided latency tests run from 0 B by default, 5.4's from 1 B: the real 5.3.2 osu_put_latency
+    table under each one-sided latency test's title is whole as 5.3.2, another program's as 5.4.1."""
+    title = benchmarks.get(bench).titles[0]
+    out = text("osu5/osu_put_latency-5.3.2.out").replace("OSU MPI_Put Latency Test", title)
+    sweep = parse_output(None, out, [])
+    assert (sweep.benchmark, sweep.sizes[0], sweep.sizes[-1]) == (bench, 0, 4194304)
+    with pytest.raises(UnknownFormatError):
+        parse_output(None, out.replace("v5.3.2", "v5.4.1"), [])
