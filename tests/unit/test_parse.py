@@ -351,6 +351,24 @@ def test_sizes_from_the_arguments_win_over_the_defaults():
     assert expect_kind(text, ["--message-size=8:1048576"]) == "ok"
 
 
+#: the collectives whose buffers hold a message from every rank: OSU (5.3 - 7.4, check_mem_limit) stops them at
+#: -M / ranks; the others run every size asked for
+GATHERING = {f"osu_{i}{name}" for i in ("", "i") for name in (
+    "alltoall", "alltoallv", "alltoallw", "allgather", "allgatherv", "gather", "gatherv", "scatter", "scatterv")}
+
+
+@pytest.mark.parametrize("bench", sorted(n for n, b in benchmarks.BENCHMARKS.items()
+                                         if b.directory == "collective" and b.sized and b.tool.name == "osu"
+                                         and not n.startswith("osu_xccl") and not n.startswith("osu_nccl")))
+def test_only_a_gathering_collective_stops_at_its_memory_limit(bench):
+    """Real osu_alltoall 7.2 (1 B to 1 MiB) under each collective's title, asked for 4 MiB on 512 ranks: whole
+    where 512 MiB / 512 ranks ends the sweep at 1 MiB, truncated where nothing does."""
+    text = osu_text("7.2/osu_alltoall.stdout").replace("OSU MPI All-to-All Personalized Exchange Latency Test",
+                                                        benchmarks.get(bench).titles[0])
+    kind = expect_kind(text, ["-m", "1:4194304"], ranks=512)
+    assert kind == ("ok" if bench in GATHERING else "truncated"), kind
+
+
 def test_osu_memory_limit_shortens_a_collective_sweep():
     text = osu_text("7.2/osu_alltoall.stdout")  # ends at 1 MiB
     assert expect_kind(text, [], ranks=3) == "ok"
