@@ -212,3 +212,17 @@ def test_one_sided_latencies_of_53_start_at_0_bytes(bench):
     assert (sweep.benchmark, sweep.sizes[0], sweep.sizes[-1]) == (bench, 0, 4194304)
     with pytest.raises(UnknownFormatError):
         parse_output(None, out.replace("v5.3.2", "v5.4.1"), [])
+
+
+@pytest.mark.parametrize("bench, whole", [("osu_allreduce", True), ("osu_reduce", True), ("osu_reduce_scatter", True),
+                                          ("osu_bcast", False), ("osu_allgather", False)])
+def test_53_reductions_start_at_one_float(bench, whole):
+    """OSU 5.x reductions count floats: their default sweep starts at 4 B, the other collectives' at 1 B. The real
+    5.3.2 osu_allreduce table (4 B up) under each title: whole for a reduction, its first rows missing else."""
+    out = text("osu5/osu_allreduce-5.3.2.out").replace("OSU MPI Allreduce Latency Test",
+                                                         benchmarks.get(bench).titles[0])
+    if whole:
+        assert parse_output(None, out, []).sizes[0] == 4
+    else:
+        with pytest.raises(TruncatedError, match="the sweep starts at 4 B; 1 B comes first"):
+            parse_output(None, out, [])
