@@ -152,8 +152,10 @@ def header_end(text: str) -> int:
 
 
 PROGRESS = "[thread 0]               100      1.249  2119.606  2119.606      471.79     471.79         472         472\n"
+SERVER = UCX / "pair-slurm-netns-tag_bw.server.stdout"  # its box: tag match bandwidth, 1048576 B
 UCX_CASES = {
-    "a Final row with no newline": (lambda: ucx()[:-1], "truncated", "no newline after it"),
+    "a Final row with no newline": (lambda: ucx()[:-1], "truncated",
+                                    "the output ends inside its last row (no newline after it)"),
     "a Final row cut short": (lambda: ucx()[:ucx().index("471.79")], "truncated",
                               "the output ends mid-row (no newline after it)"),
     "a progress row of 9 numbers": (lambda: ucx()[:header_end(ucx())] + PROGRESS.replace("\n", " 7\n") +
@@ -197,9 +199,36 @@ UCX_CASES = {
     "an overall figure inf": (lambda: ucx(LOADED).replace("4001.959", "inf"), "bad-number", "not a number: 'inf'"),
     "iterations nan": (lambda: ucx(LOADED).replace("Final:                  1000", "Final:                   nan"),
                        "bad-number", "not a number: 'nan'"),
-    "a server of another size": (lambda: (UCX / "pair-slurm-netns-tag_bw.server.stdout").read_text()
-                                 .replace("1048576", "4096") + ucx(), "unknown-format", "the server ran 4096 B, the client"),
+    "a server of another size": (lambda: SERVER.read_text().replace("1048576", "4096") + ucx(), "unknown-format",
+                                 "the server ran 4096 B, the client"),
+    "a server of another test": (lambda: SERVER.read_text() + ucx().replace("-t tag_bw", "-t tag_lat"),
+                                 "unknown-format",
+                                 "the server ran 'tag match bandwidth', the client asked for -t tag_lat"),
+    # perftest.c's tag_sync_bw: a test commstack does not run, named by the server's box
+    "a server of a test not run": (lambda: SERVER.read_text().replace("tag match", "tag sync match") +
+                                   ucx().replace("-t tag_bw", "-t tag_sync_bw"), "unknown-format",
+                                   "ucx_perftest test 'tag sync match bandwidth': not one commstack runs (tag_lat, "
+                                   "tag_bw)"),
+    "a server's message size no number": (lambda: SERVER.read_text().replace("1048576", "1m     ") + ucx(),
+                                          "bad-number", "message size '1m'"),
+    # a box that names the test: neither it nor the launcher's line (none) names the size
+    "a server box with no message size": (lambda: "".join(line for line in SERVER.read_text().splitlines(True)
+                                                          if "Message size" not in line) + ucx()[len(PAIR_UCX):],
+                                          "unknown-format", "run it through commstack's pair launcher, or give the "
+                                          "server's output too"),
+    # the server's first line before the launcher's is the title: it names no test, the parser reads -t
+    "-t am_lat after the server's first line": (lambda: "Waiting for connection...\n" +
+                                                ucx().replace("-t tag_bw", "-t am_lat"), "unknown-format",
+                                                "-t am_lat: not one commstack runs"),
+    "a header of two layouts": (lambda: ucx().replace("50.0%ile", " typical"), "unknown-format",
+                                "not a ucx_perftest line"),
 }
+#: the line an error quotes where another would be wrong: the last one read (a cut output), the launcher's (the
+#: arguments; the server's box before it), else the first
+UCX_LINENO = {"cut in the header": 4, "cut after four header lines": 5, "no Final row": 7, "a header of two layouts": 5,
+              "a server of another size": 11, "a server of another test": 11, "a server of a test not run": 11,
+              "a server's message size no number": 11, "-t am_lat after the server's first line": 2,
+              "a server box with no message size": 1}
 
 
 @pytest.mark.parametrize("case", UCX_CASES)
@@ -208,6 +237,7 @@ def test_ucx_perftest_refuses(tmp_path, capsys, case):
     t = parse(tmp_path, capsys, make())
     assert t["verdict"] == kind, t["error"]
     assert message in t["error"]["message"], t["error"]
+    assert t["error"]["lineno"] == UCX_LINENO.get(case, t["error"]["lineno"]), t["error"]
 
 
 def test_ucx_perftest_interval_with_no_iteration_has_no_average(tmp_path, capsys):
