@@ -1,6 +1,7 @@
 """Every refusal of the pair tools' parsers (fi_pingpong, ucx_perftest) through `commstack parse` (issue 37): a
 recorded real output changed the one way each raise is for, its named error (kind, message, quoted line),
-never a traceback and never a pass."""
+never a traceback and never a pass; and what they read from a whole output (each figure of a row, the notes
+among it) where the reading could go wrong unseen."""
 
 import json
 
@@ -14,6 +15,7 @@ from commstack.tools import fi_pingpong
 
 FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
 UCX = TOP / "tests" / "data" / "ucx_perftest" / "1.13"
+CORPUS = TOP / "tests" / "data" / "corpus" / "ucx_perftest"  # reproductions of other versions' outputs
 PAIR_FI = "# commstack pair client: fi_pingpong -p tcp -e rdm -P 59087 10.77.0.11\n"
 PAIR_UCX = "# commstack pair client: ucx_perftest 10.77.0.11 -p 55345 -t tag_bw -s 1048576 -n 200\n"
 LOADED = "pair-loaded-tag_lat-8.client.stdout"  # its Final row's interval average is inf
@@ -249,6 +251,28 @@ def test_ucx_perftest_interval_with_no_iteration_has_no_average(tmp_path, capsys
     assert (row["latency_us"], row["latency_pct_us"], row["message_rate"]) == (4001.959, 4013.479, 250)
 
 
+def test_ucx_perftest_row_as_printed(tmp_path, capsys):
+    """Each figure of the Final row, the message size from the server's box; bandwidth_MBps is the overall
+    MiB/s in MB/s (x 1.048576: UCX divides by 1024 * 1024), as OSU's and fi_pingpong's."""
+    server = (UCX / "tag_bw-1m.server.stdout").read_text()
+    [row] = parse(tmp_path, capsys, server + ucx("tag_bw-1m.client.stdout"))["rows"]
+    assert row == {"size": 1048576, "iterations": 20000, "latency_pct_us": 50.737, "latency_avg_us": 54.718,
+                   "latency_us": 167.82, "bandwidth_avg_MiBps": 18275.66, "bandwidth_MiBps": 5958.77,
+                   "message_rate_avg": 18276, "message_rate": 5959, "bandwidth_MBps": 6248.22321152}
+
+
+@pytest.mark.parametrize("name, layout, stage", [("1.8-server-client-tag_lat", "1.8", None),
+                                                 ("1.10-server-client-tag_bw-openmp", "1.9", "Stage"),
+                                                 ("1.11-server-client-tag_lat-no-openmp", "1.9", "Stage")])
+def test_ucx_perftest_typical_latency_is_the_median(tmp_path, capsys, name, layout, stage):
+    """1.8-1.11 print a `typical` latency, not 1.12's `50.0%ile`: the median of the last interval, the 50th
+    percentile. No real output of those versions is recorded: these are the corpus' reproductions from their
+    perftest.c."""
+    t = parse(tmp_path, capsys, (CORPUS / f"ucx_perftest-{name}.out").read_text())
+    assert t["verdict"] == "complete", t["error"]
+    assert (t["meta"]["layout"], t["meta"]["stage"], t["meta"]["percentile"]) == (layout, stage, 50.0)
+
+
 def test_ucx_perftest_reads_attached_option_values(tmp_path, capsys):
     """getopt's -ttag_bw -s1048576 are -t tag_bw -s 1048576; a list of sizes (-s 524288,524288) is its sum."""
     for args, size in (("-ttag_bw -s1048576", 1048576), ("-t tag_bw -s 524288,524288", 1048576),
@@ -336,6 +360,16 @@ def test_ucx_perftest_of_another_test_than_the_steps_quotes_the_launchers_line()
         parse_output("ucx_perftest-tag_lat", ucx(), [])
     assert e.value.message == "expected ucx_perftest-tag_lat output, the title is another benchmark's"
     assert (e.value.lineno, e.value.line) == (1, PAIR_UCX.rstrip("\n"))
+
+
+def test_ucx_perftest_transcript_of_another_test_than_the_steps_quotes_its_first_line():
+    """A transcript names its test in the server's box, not in its first line: the step's check after the
+    parse quotes the table's first line, the server's."""
+    server = (UCX / "tag_bw-1m.server.stdout").read_text()
+    with pytest.raises(UnknownFormatError) as e:
+        parse_output("ucx_perftest-tag_lat", server + ucx("tag_bw-1m.client.stdout"), [])
+    assert e.value.message == "expected ucx_perftest-tag_lat output, the title is another benchmark's"
+    assert (e.value.lineno, e.value.line) == (1, "Waiting for connection...")
 
 
 def test_ucx_perftest_transcript_with_a_bad_s_quotes_the_launchers_line(tmp_path, capsys):
