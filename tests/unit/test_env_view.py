@@ -1,5 +1,6 @@
-"""What the env's view tells without Spack: the machine an ELF binary is for, and the record's words for
-where a binary came from (the env's own checks run through Spack in tests/spack/test_env_run.py)."""
+"""What the env's view tells without Spack: the machine an ELF binary is for, the record's words for where a
+binary came from, the programs the facts probe takes from it (the env's own checks run through Spack in
+tests/spack/test_env_run.py)."""
 
 import os
 import platform
@@ -84,3 +85,21 @@ def test_an_env_with_no_spack_to_read_it_says_so_in_the_one_wording(tmp_path, mo
                           env=dict(os.environ), timeout=300)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr == f"commstack suite: error: --env {tmp_path / 'env'}: {NO_SPACK}\n"
+
+
+def test_the_facts_probe_runs_the_envs_fi_info_and_ucx_info(tmp_path):
+    """With an env, the probe runs the view's fi_info and ucx_info (each tool's `facts`), not those on the nodes'
+    PATH, which may be another build's or none: the transports the ucx layer is judged on are the env's UCX's."""
+    from commstack.run.binaries import Binaries
+    from commstack.run.facts import probe_argv
+    from commstack.spack.view import EnvView
+    for name, program in (("libfabric", "fi_info"), ("ucx", "ucx_info")):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / program).write_bytes(b"")
+    env = EnvView(path=tmp_path, lock_sha256="0", view=tmp_path / "view",
+                  nodes=(_node("libfabric", tmp_path / "libfabric"), _node("ucx", tmp_path / "ucx")))
+    programs = Binaries(env=env).facts_programs()
+    assert programs == {"fi_info": str(tmp_path / "libfabric" / "bin" / "fi_info"),
+                        "ucx_info": str(tmp_path / "ucx" / "bin" / "ucx_info")}
+    assert probe_argv("/v/bin/ucx_perftest", programs)[-3:] == ["/v/bin/ucx_perftest", *programs.values()]
+    assert Binaries().facts_programs() == {}  # no env: the probe's own `command -v`
