@@ -236,10 +236,12 @@ UCX_LINENO = {"cut in the header": 4, "cut after four header lines": 5, "no Fina
 @pytest.mark.parametrize("case", UCX_CASES)
 def test_ucx_perftest_refuses(tmp_path, capsys, case):
     make, kind, message = UCX_CASES[case]
-    t = parse(tmp_path, capsys, make())
+    text = make()
+    t = parse(tmp_path, capsys, text)
     assert t["verdict"] == kind, t["error"]
     assert message in t["error"]["message"], t["error"]
     assert t["error"]["lineno"] == UCX_LINENO.get(case, t["error"]["lineno"]), t["error"]
+    assert t["error"]["line"] == text.splitlines()[t["error"]["lineno"] - 1].rstrip(), t["error"]  # as printed
 
 
 def test_ucx_perftest_interval_with_no_iteration_has_no_average(tmp_path, capsys):
