@@ -317,13 +317,16 @@ def test_commstack_parse_says_where_a_verdict_stopped_its_reading(capsys, tmp_pa
 
 
 def test_a_job_scripts_lines_after_the_last_table_are_notes_on_their_lines(capsys, tmp_path):
-    """A blank line, then the job script's echo: the echo a note with its own line number, the table whole."""
+    """The job script's echoes after the table, blank lines around them: each echo a note with its own line
+    number, the table whole."""
     path = tmp_path / "out"
-    path.write_text(osu_text("7.2/osu_bw.stdout") + "\njob done\n")
+    path.write_text(osu_text("7.2/osu_bw.stdout") + "\njob done\n\nexit 0\n")
     rc, out, _ = commstack_parse(capsys, path, "", "--json")
     [t] = json.loads(out)
+    after = "a line of the job log after the last table"
     assert (rc, t["verdict"], t["notes"]) == (0, "complete", [
-        {"lineno": 28, "source": "unknown", "what": "a line of the job log after the last table", "line": "job done"}])
+        {"lineno": 28, "source": "unknown", "what": after, "line": "job done"},
+        {"lineno": 30, "source": "unknown", "what": after, "line": "exit 0"}])
 
 
 def test_crashed_run_stdout_is_truncated_and_with_stderr_crashed():
