@@ -585,7 +585,8 @@ def main() -> int:
     ap.add_argument("--child", nargs=2, metavar=("MODULE", "INDEX"), help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
-                    help="run only the survivors this script printed to OUTPUT and count the rest killed there: "
+                    help="run only the survivors this script printed to OUTPUT and count the rest killed there (where "
+                         "OUTPUT has --each lines, only those they show killed: a run stopped early counts too): "
                          "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
     ap.add_argument("--since", metavar="COMMIT",
                     help="with --recheck: the commit that run was made at; a mutant of a function (or a statement run "
@@ -634,10 +635,13 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
     rechecked = survivors(args.recheck) if args.recheck else None
     # a mutant of the earlier run's code (its function, or statement at import, unchanged) that it did not print
     # as a survivor was killed there; any other is run
-    earlier = {(m.module, m.function, m.unit, m.line, m.mutation)
-               for name in args.modules if args.since
-               for m in mutants(name, subprocess.run(["git", "show", f"{args.since}:{paths[name].relative_to(TOP)}"],
-                                                     cwd=TOP, check=True, capture_output=True, text=True).stdout)[1]}
+    then = {name: mutants(name, subprocess.run(["git", "show", f"{args.since}:{paths[name].relative_to(TOP)}"],
+                                               cwd=TOP, check=True, capture_output=True, text=True).stdout)[1]
+            if args.since else found[name][1] for name in args.modules}
+    earlier = {(m.module, m.function, m.unit, m.line, m.mutation) for ms in then.values() for m in ms}
+    # where that output has a line per mutant (--each, a run stopped early too), only those it shows killed count
+    each = each_outcomes(args.recheck, then) if args.recheck else {}
+    each_modules = {key[0] for key in each}
     used = set()
     results: dict[str, list[Mutant]] = {}
     kills: dict[str, int] = {}
@@ -696,8 +700,10 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                 used.add(hit)
                 m.outcome = "equivalent"
                 continue
-            if rechecked is not None and (m.module, m.function, m.line, m.mutation) not in rechecked \
-                    and (not args.since or (m.module, m.function, m.unit, m.line, m.mutation) in earlier):
+            key = (m.module, m.function, m.unit, m.line, m.mutation)
+            if rechecked is not None and key in earlier and (
+                    each.get(key) in ("killed", "timeout") if name in each_modules
+                    else (m.module, m.function, m.line, m.mutation) not in rechecked):
                 m.outcome = "killed"  # in the run that printed args.recheck
                 continue
             took = time.perf_counter()
@@ -753,8 +759,22 @@ TOOL_FAILED = 2
 HANG_S = 600  # an unmutated test that runs this long hangs
 NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imported
 NOT_FOUND = "\nERROR: not found: "  # pytest's usage error for a test id it does not collect
+EACH = re.compile(r"^  (?P<outcome>killed|timeout|survived|no test)\s+[\d.]+ s  (?P<path>\S+?):(?P<lineno>\d+): "
+                  r"(?P<mutation>.+?)(?:  by .*)?$")
 SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
+
+
+def each_outcomes(output: Path, then: dict[str, list[Mutant]]) -> dict[tuple, str]:
+    """The outcome `--each` printed to `output` for each mutant of `then` (the modules' mutants as that run
+    made them), by (module, function, unit, line, mutation)."""
+    by_place = {(str(source_path(name).relative_to(TOP)), m.lineno, m.mutation): m
+                for name, ms in then.items() for m in ms}
+    out = {}
+    for line in output.read_text().splitlines():
+        if (e := EACH.match(line)) and (m := by_place.get((e["path"], int(e["lineno"]), e["mutation"]))):
+            out[m.module, m.function, m.unit, m.line, m.mutation] = e["outcome"]
+    return out
 
 
 def survivors(output: Path) -> set[tuple[str, str, str, str]]:
