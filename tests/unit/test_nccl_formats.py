@@ -7,7 +7,7 @@ import pytest
 from commstack import benchmarks
 from commstack.errors import ParseError
 from commstack.paths import TOP
-from commstack.results.parse import identify, parse_output, parse_outputs, validated
+from commstack.results.parse import identify, parse_output, parse_outputs, parse_tables, validated
 from commstack.tools import nccl_tests
 
 
@@ -73,6 +73,19 @@ def test_text_after_the_end_is_refused_quoted():
     with pytest.raises(ParseError) as e:
         parse_outputs(text, ARGS)
     assert (e.value.kind, e.value.line) == ("unknown-format", "garbage")
+
+
+def test_a_bare_last_error_before_the_next_run_is_kept():
+    """2.13.4-2.17.2 print NCCL's last error bare after the end line: in a job of two runs it stands before the
+    second run's version line. The tool's parser gives it to the first run; `commstack parse`, which cuts the job
+    at titles first, keeps it as a note between the two tables."""
+    end = ["# Collective test concluded: all_reduce_perf"]  # no closing `#` before 2.17.7
+    first = run("2.15.5", marker=True, rows=ROWS, footer=FOOTER + end + ["unhandled cuda error"])
+    second = run("2.15.5", marker=True, rows=ROWS, footer=FOOTER + end)
+    one, two = parse_tables(first + second, "nccl-tests")
+    assert one.meta["nccl_last_error"] == "unhandled cuda error" and "nccl_last_error" not in two.meta
+    one, two = parse_outputs(first + second, ARGS)
+    assert [n.line for n in one.notes] == ["unhandled cuda error"] and two.notes == []
 
 
 def test_ncclgetlasterror_after_the_end_is_kept():
@@ -370,3 +383,13 @@ def test_a_device_line_without_its_using_devices_line_is_refused():
     assert refused(text.replace("# Using devices\n", "")) == (
         "unknown-format", "device line outside '# Using devices'",
         "#  Rank  0 Group  0 Pid   4100 on  nid001234 device  0 [0000:18:00] NVIDIA GH200 120GB")
+
+
+def test_rccl_tests_version_block_alone_says_rocm():
+    """rccl-tests' RCCL version block names ROCm buffers where no `rccl-tests: Version` line or asterisks remark
+    does (the AAC10 job log without those two lines)."""
+    text = (TOP / "tests" / "data" / "corpus" / "rccl-tests" /
+            "all_reduce_perf-rccl-version-block-2nodes.out").read_text()
+    lines = [line for line in text.splitlines(keepends=True)
+             if not line.startswith("rccl-tests: Version") and "asterisks" not in line]
+    assert [s.device for s in parse_outputs("".join(lines), [])] == ["ROCM"]
