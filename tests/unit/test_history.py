@@ -11,10 +11,11 @@ import pytest
 
 from commstack.cli.main import main
 from commstack.paths import TOP
-from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_run, compare_to_history, connect,
-                                       import_results, plot, trend, trend_table)
+from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_finished, add_run, compare_to_history,
+                                       connect, import_results, plot, trend, trend_table)
+from commstack.run.doubts import checked
 from commstack.tools.nccl_tests import parse_nccl
-from commstack.results.records import Record
+from commstack.results.records import Record, read_run
 
 SEEDS = TOP / "systems" / "references" / "seeds"
 STEP = "all_reduce_perf-N2-n8-device-nccl-tests"
@@ -267,3 +268,27 @@ def test_a_missing_results_directory_and_a_figure_row_that_does_not_fit(tmp_path
     with pytest.raises(HistoryError, match=r"a figure row does not fit the schema: 5: Input should be a valid "
                                            r"integer.*\(got .big.\)"):
         trend(db)
+
+
+def test_a_history_place_that_cannot_be_used_is_named_and_a_finished_run_gets_it_back(tmp_path, monkeypatch, capsys):
+    """`history import` with --history below a regular file was a NotADirectoryError traceback. A history directory
+    that cannot be made, or one others may write, escaped the hook a finished run calls (which returns what it names
+    after the verdicts) and each step's doubts (which pass an unusable history by). Each is a HistoryError now."""
+    one = run(tmp_path / "runs", "r1", "cscs-nccl-01.txt", 1000.0)
+    (tmp_path / "afile").write_text("a file, not a directory\n")
+    capsys.readouterr()
+    assert main(["history", "import", str(one), "--history", str(tmp_path / "afile" / "h.sqlite")]) == 5
+    assert capsys.readouterr().err == f"commstack history: error: cannot write {tmp_path / 'afile'}: Not a directory\n"
+    monkeypatch.setenv("COMMSTACK_HISTORY", "/proc/no-such-directory/h.sqlite")  # no directory can be made there
+    error = add_finished(one)
+    assert isinstance(error, HistoryError) and error.exit_status == 5
+    assert str(error).startswith("cannot write /proc/no-such-directory: ")
+    shared = tmp_path / "shared"
+    add_run(one, shared / "h.sqlite")
+    shared.chmod(0o777)  # writable by others, without the sticky bit
+    monkeypatch.setenv("COMMSTACK_HISTORY", str(shared / "h.sqlite"))
+    assert "has mode 0777, writable by others without the sticky bit" in str(add_finished(one))
+    (record,) = read_run(one)
+    with checked(record, one):
+        pass
+    assert [w for w in record.warnings if "history" in w] == []

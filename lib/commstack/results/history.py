@@ -60,6 +60,13 @@ class HistoryFullError(HistoryError):
     exit_status = FileWriteError.exit_status
 
 
+class HistoryWriteError(HistoryError):
+    """The history's directory could not be made or reached (a read-only file system, a file on the way).
+    Not bad input; a HistoryError, so that a run names it after its verdicts and its doubts pass it by."""
+
+    exit_status = FileWriteError.exit_status
+
+
 #: sqlite's result code for "database or disk is full" (the low byte of an extended code)
 SQLITE_FULL = 13
 
@@ -100,10 +107,14 @@ def connect(path: Path) -> sqlite3.Connection:
         regular_or_missing(path)
     except UnsafePathError as e:
         raise HistoryError(f"{e}; the history is kept only in a regular file") from None
+    except OSError as e:  # a file, not a directory, on the way
+        raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
     try:
         checked_parent(path)
+    except UnsafePathError as e:  # a directory others may change
+        raise HistoryError(str(e)) from None
     except OSError as e:
-        raise FileWriteError.of(path.parent, e) from e
+        raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
     db = None
     try:
         db = sqlite3.connect(path, timeout=30)
