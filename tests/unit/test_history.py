@@ -292,3 +292,14 @@ def test_a_history_place_that_cannot_be_used_is_named_and_a_finished_run_gets_it
     with checked(record, one):
         pass
     assert [w for w in record.warnings if "history" in w] == []
+
+
+def test_a_history_sqlite_cannot_open_is_named_so_not_damaged(tmp_path, capsys):
+    """SQLite opens no path of more than 512 bytes (nor a file the user may not read): such a history, even a missing
+    one, was "not a commstack history, or damaged". It is one that cannot be opened, bad input (exit 2)."""
+    one = run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0)
+    deep = tmp_path.joinpath(*["d" * 200] * 3) / "h.sqlite"
+    capsys.readouterr()
+    assert main(["history", "import", str(one), "--history", str(deep)]) == 2
+    assert capsys.readouterr().err == (f"commstack history: error: {deep}: cannot open the history (unable to open "
+                                       "database file)\n")

@@ -134,7 +134,8 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as e:
         if db is not None:
             db.close()
-        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})") from None
+        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})" if db is not None
+                        else f"{path}: cannot open the history ({e})") from None  # too long a path, no permission
     except HistoryError:
         db.close()
         raise
