@@ -6,8 +6,9 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
-from test_history import STEP, run
+from test_history import STEP, add_record, run
 
 from commstack.results.history import FAR_OFF, add_run, default_path
 from commstack.results.records import read_run
@@ -65,3 +66,30 @@ def test_a_steps_own_ranks_on_this_machine_do_not_make_it_busy(tmp_path):
     with checked(record, tmp_path / "own"):
         pass
     assert record.machine["ranks_here"] == 2 * cpus and record.machine["load1"] >= 0  # what was taken off is kept
+
+
+def figures(d: Path, values: dict[int, float], started: float = 1000.0) -> Path:
+    """A run of one all_reduce_perf record of one repeat: `values`, size -> GB/s."""
+    add_record(d, STEP, [[{"size": size, "oop_busbw_GBps": value} for size, value in values.items()]], started)
+    return d
+
+
+def doubts(d: Path) -> list[str]:
+    """The warnings about the history that the run `d`'s one step gets as it ends."""
+    (record,) = read_run(d)
+    with checked(record, d):
+        pass
+    return [w for w in record.warnings if "history" in w]
+
+
+def test_far_off_starts_at_exactly_100_times_off_either_way_and_counts_the_sizes_after_it(tmp_path, monkeypatch):
+    """1/100 and 100 times the history's median are far off, 1/50 is not. After the first far-off size the warning
+    counts the others: it said "1 more sizes" for one; nothing follows a lone one."""
+    monkeypatch.delenv("COMMSTACK_HISTORY", raising=False)
+    for i in range(3):
+        add_run(figures(tmp_path / f"r{i}", {8: 100.0, 16: 100.0, 32: 100.0, 64: 100.0}, 1000.0 + i),
+                default_path(tmp_path))
+    assert doubts(figures(tmp_path / "two", {8: 1.0, 16: 2.0, 32: 10000.0, 64: 100.0})) == [
+        "8 B: 1 GB/s is 0.01 times its history's 100 (median of its last 3 runs), and 1 more size over 100 times off"]
+    assert doubts(figures(tmp_path / "one", {16: 2.0, 32: 10000.0, 64: 100.0})) == [
+        "32 B: 10000.0 GB/s is 100 times its history's 100 (median of its last 3 runs)"]

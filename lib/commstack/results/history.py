@@ -274,8 +274,8 @@ def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
             if not 1 / FAR_OFF < value / base < FAR_OFF:
                 out.append(f"{size} B: {shown_value(value * factor)} {unit or record.unit} is {value / base:.3g} times "
                            f"its history's {shown_value(base * factor)} (median of its last {len(past)} runs)")
-    return [out[0] + (f", and {len(out) - 1} more sizes over {FAR_OFF} times off" if len(out) > 1 else "")] if out \
-        else []
+    return [out[0] + (f", and {len(out) - 1} more size{'s' if len(out) > 2 else ''} over {FAR_OFF} times off"
+                      if len(out) > 1 else "")] if out else []
 
 
 def trend_table(points: list[Point]) -> str:
