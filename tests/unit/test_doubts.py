@@ -4,6 +4,7 @@
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -91,5 +92,30 @@ def test_far_off_starts_at_exactly_100_times_off_either_way_and_counts_the_sizes
                 default_path(tmp_path))
     assert doubts(figures(tmp_path / "two", {8: 1.0, 16: 2.0, 32: 10000.0, 64: 100.0})) == [
         "8 B: 1 GB/s is 0.01 times its history's 100 (median of its last 3 runs), and 1 more size over 100 times off"]
+    assert doubts(figures(tmp_path / "three", {8: 1.0, 16: 0.5, 32: 10000.0})) == [
+        "8 B: 1 GB/s is 0.01 times its history's 100 (median of its last 3 runs), and 2 more sizes over 100 times off"]
     assert doubts(figures(tmp_path / "one", {16: 2.0, 32: 10000.0, 64: 100.0})) == [
         "32 B: 10000.0 GB/s is 100 times its history's 100 (median of its last 3 runs)"]
+
+
+def test_a_zero_figure_and_a_history_of_zeros_are_no_doubt(tmp_path, monkeypatch):
+    """nccl-tests prints 0.00 GB/s for its smallest sizes: a figure of 0 is not far off its history, and a history
+    of zeros is no baseline (a figure above 0 against it is neither a warning nor a division by zero)."""
+    monkeypatch.delenv("COMMSTACK_HISTORY", raising=False)
+    for i in range(3):
+        add_run(figures(tmp_path / f"r{i}", {8: 0.0, 16: 100.0}, 1000.0 + i), default_path(tmp_path))
+    assert doubts(figures(tmp_path / "new", {8: 5.0, 16: 0.0})) == []
+
+
+def test_a_history_that_cannot_be_read_or_a_step_without_figures_gets_no_doubt(tmp_path, monkeypatch):
+    """The history is read for a step's doubts only where the step took figures, and one it cannot use (here of a newer
+    schema) is passed by: the run names it when it adds itself. An empty file at the history's place stays empty
+    (opening it as the history would write the schema into it)."""
+    monkeypatch.delenv("COMMSTACK_HISTORY", raising=False)
+    history = default_path(tmp_path)
+    history.write_bytes(b"")
+    failed = tmp_path / "failed"
+    add_record(failed, STEP, [])  # a step that took no figure
+    assert doubts(failed) == [] and history.read_bytes() == b""
+    sqlite3.connect(history).execute("PRAGMA user_version = 2")
+    assert doubts(figures(tmp_path / "new", {8: 5.0})) == []
