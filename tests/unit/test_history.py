@@ -11,6 +11,7 @@ import pytest
 
 from commstack.cli.main import main
 from commstack.paths import TOP
+from commstack.results import history
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_finished, add_run, compare_to_history,
                                        connect, import_results, plot, trend, trend_table)
 from commstack.run.doubts import checked
@@ -303,3 +304,70 @@ def test_a_history_sqlite_cannot_open_is_named_so_not_damaged(tmp_path, capsys):
     assert main(["history", "import", str(one), "--history", str(deep)]) == 2
     assert capsys.readouterr().err == (f"commstack history: error: {deep}: cannot open the history (unable to open "
                                        "database file)\n")
+
+
+def test_a_full_history_says_so_and_is_left_as_it_was(tmp_path, monkeypatch, capsys):
+    """SQLite's "database or disk is full" (SQLITE_FULL, result code 13) is a full file system, exit 5, not a
+    damaged history, and the run is not half added. The connection's page limit (PRAGMA max_page_count) stands
+    in for the full disk: the same error from SQLite, without root's small tmpfs (tests/hostile has that one)."""
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    connect = history.connect
+
+    def full(path: Path) -> sqlite3.Connection:
+        con = connect(path)
+        con.execute(f"PRAGMA max_page_count = {con.execute('PRAGMA page_count').fetchone()[0]}")
+        return con
+    monkeypatch.setattr(history, "connect", full)
+    r2 = run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0)
+    add_record(r2, "a-thousand-sizes", [[{"size": size, "oop_busbw_GBps": 1.0} for size in range(1, 1001)]])
+    capsys.readouterr()
+    assert main(["history", "import", str(r2), "--history", str(db)]) == 5
+    assert capsys.readouterr().err == (f"commstack history: error: {db}: the file system is full (database or disk is "
+                                       "full); the history is as it was\n")
+    assert {p.run_id for p in trend(db)} == {"r1"}
+
+
+def damage(db: Path, table: str) -> None:
+    """Overwrite the first page of `table` in the history `db`: its schema and header are intact."""
+    con = sqlite3.connect(db)
+    page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(db.read_bytes())
+    data[(page - 1) * size:page * size] = b"\xff" * size
+    db.write_bytes(bytes(data))
+
+
+def test_a_history_damaged_past_its_schema_is_named_when_read_or_added_to(tmp_path, capsys):
+    """A history whose header and tables are right but whose figures are damaged opens; reading it (`history`,
+    `compare --baseline history`) or adding a run to it names the damage, exit 2, rather than a traceback, a
+    regression or a run said to be added."""
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    damage(db, "figures")
+    r2 = run(tmp_path, "r2", "cscs-nccl-01.txt", 2000.0)
+    capsys.readouterr()
+    read = f"{db}: cannot read the history: damaged (database disk image is malformed)\n"
+    assert main(["history", "--history", str(db)]) == 2
+    assert capsys.readouterr().err == f"commstack history: error: {read}"
+    assert main(["compare", "--baseline", "history", str(r2), "--history", str(db)]) == 2
+    assert capsys.readouterr().err == f"commstack compare: error: {read}"
+    assert main(["history", "import", str(r2), "--history", str(db)]) == 2
+    assert capsys.readouterr() == ("", f"commstack history: error: {db}: cannot add {r2}: damaged history (database "
+                                       "disk image is malformed)\n")
+
+
+def test_a_file_of_our_version_without_our_tables_or_columns_is_refused_naming_the_table(tmp_path, capsys):
+    """A file that says it is version 1 but lacks a table, or has one of other columns, is not a history of ours:
+    `history` names the table and what is wrong with it (exit 2), not the first query that stumbles on it."""
+    missing, other = tmp_path / "missing.sqlite", tmp_path / "other.sqlite"
+    sqlite3.connect(missing).execute("PRAGMA user_version = 1")
+    sqlite3.connect(other).executescript("CREATE TABLE runs (run_id TEXT PRIMARY KEY, path TEXT); "
+                                         "PRAGMA user_version = 1;")
+    capsys.readouterr()
+    for db, what in ((missing, "is missing"),
+                     (other, "has columns ['run_id', 'path'], not ['run_id', 'path', 'started', 'added']")):
+        assert main(["history", "--history", str(db)]) == 2
+        assert capsys.readouterr().err == (f"commstack history: error: {db}: table runs {what}; not a commstack "
+                                           "history, or damaged\n")
