@@ -1,6 +1,7 @@
 """The results history (SQLite) from runs built of seed 002's recorded all_reduce_perf outputs: with
 the aws-ofi-nccl plugin (~122 GB/s at 128 MiB) and without it (~5 GB/s)."""
 
+import json
 import re
 import sqlite3
 import time
@@ -22,13 +23,14 @@ SEEDS = TOP / "systems" / "references" / "seeds"
 STEP = "all_reduce_perf-N2-n8-device-nccl-tests"
 
 
-def run(root: Path, name: str, seed: str, started: float, repeats: int = 1) -> Path:
+def run(root: Path, name: str, seed: str, started: float, repeats: int = 1,
+        nodelist: tuple[str, ...] = ("nid005471", "nid005487")) -> Path:
     """A results directory with one all_reduce_perf record holding the seed's table."""
     rows = parse_nccl((SEEDS / seed).read_text()).rows
     d = root / name
     Record(run_id=name, index=0, suite="cscs-images", system="alps-gh200", step=STEP, benchmark="all_reduce_perf",
            tool="nccl-tests", tags={"nodes": 2, "ntasks": 8}, metric="oop_busbw_GBps", unit="GB/s", verdict="pass",
-           repeats=[rows] * repeats, started=started, nodelist=["nid005471", "nid005487"],
+           repeats=[rows] * repeats, started=started, nodelist=list(nodelist),
            stack={"nccl_net": {"nid005471": {"ofi_provider": "cxi", "network": []}}}).write(d)
     return d
 
@@ -269,6 +271,12 @@ def test_a_missing_results_directory_and_a_figure_row_that_does_not_fit(tmp_path
     with pytest.raises(HistoryError, match=r"a figure row does not fit the schema: 5: Input should be a valid "
                                            r"integer.*\(got .big.\)"):
         trend(db)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE figures SET stdev = 'wide' WHERE size = 'big'")
+    con.close()
+    with pytest.raises(HistoryError, match=r"does not fit the schema: 5: .*\(got .big.\)"):  # the first of two
+        trend(db)
 
 
 def test_a_history_place_that_cannot_be_used_is_named_and_a_finished_run_gets_it_back(tmp_path, monkeypatch, capsys):
@@ -304,6 +312,22 @@ def test_a_history_sqlite_cannot_open_is_named_so_not_damaged(tmp_path, capsys):
     assert main(["history", "import", str(one), "--history", str(deep)]) == 2
     assert capsys.readouterr().err == (f"commstack history: error: {deep}: cannot open the history (unable to open "
                                        "database file)\n")
+
+
+def test_a_finished_run_adds_itself_to_the_history_or_returns_what_refused_it(tmp_path, monkeypatch):
+    """The hook a run calls as it ends: its records go into the history ($COMMSTACK_HISTORY here); a history that
+    cannot take them is returned, for the run to name after its verdicts, and left as it was."""
+    db = tmp_path / "h.sqlite"
+    monkeypatch.setenv("COMMSTACK_HISTORY", str(db))
+    one = run(tmp_path / "runs", "r1", "cscs-nccl-01.txt", 1000.0)
+    assert add_finished(one) is None
+    assert [(p.run_id, p.median) for p in trend(db, size=134217728)] == [("r1", 122.57)]
+    notes = tmp_path / "notes.sqlite"
+    notes.write_text("not a database, just text " * 100)
+    monkeypatch.setenv("COMMSTACK_HISTORY", str(notes))
+    error = add_finished(one)
+    assert isinstance(error, HistoryError) and str(error).startswith(f"{notes}: not a commstack history, or damaged")
+    assert notes.read_text() == "not a database, just text " * 100
 
 
 def test_a_full_history_says_so_and_is_left_as_it_was(tmp_path, monkeypatch, capsys):
@@ -371,3 +395,35 @@ def test_a_file_of_our_version_without_our_tables_or_columns_is_refused_naming_t
         assert main(["history", "--history", str(db)]) == 2
         assert capsys.readouterr().err == (f"commstack history: error: {db}: table runs {what}; not a commstack "
                                            "history, or damaged\n")
+
+
+def test_a_nodes_history_is_the_steps_that_ran_on_it_by_its_whole_name(tmp_path, capsys):
+    """`history --node` (a node's history across screens and runs): the steps whose node list holds that node,
+    by its whole name: nid00547 is no node of a step on nid005471."""
+    db = tmp_path / "h.sqlite"
+    add_run(run(tmp_path, "r1", "cscs-nccl-01.txt", 1000.0), db)
+    add_run(run(tmp_path, "r2", "cscs-nccl-02.txt", 2000.0, nodelist=("nid005487", "nid005490")), db)
+    capsys.readouterr()
+
+    def runs(node: str) -> list[str]:
+        assert main(["history", "--history", str(db), "--size", "134217728", "--node", node]) == 0
+        return [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert runs("nid005471") == ["r1"] and runs("nid005490") == ["r2"]
+    assert runs("nid005487") == ["r1", "r2"]
+    assert runs("nid00547") == []
+
+
+def test_tags_and_stack_facts_are_stored_as_json_with_sorted_keys(tmp_path):
+    """A record's tags and stack facts, in whatever order its record.json lists them (nested ones too), are stored
+    with sorted keys: the same facts are the same text for a query of the history that compares them."""
+    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    d = tmp_path / "r1"
+    Record(run_id="r1", index=0, suite="cscs-images", system="alps-gh200", step=STEP, benchmark="all_reduce_perf",
+           tool="nccl-tests", tags={"ntasks": 8, "nodes": 2}, metric="oop_busbw_GBps", unit="GB/s", verdict="pass",
+           repeats=[rows], stack={"nccl_net": {"ofi_provider": "cxi", "network": []}, "mpi": "cray-mpich"}).write(d)
+    assert list(json.loads((d / "steps" / f"cscs-images--{STEP}" / "record.json").read_text())["tags"]) == [
+        "ntasks", "nodes"]
+    db = tmp_path / "h.sqlite"
+    add_run(d, db)
+    assert sqlite3.connect(db).execute("SELECT tags, stack FROM records").fetchone() == (
+        '{"nodes": 2, "ntasks": 8}', '{"mpi": "cray-mpich", "nccl_net": {"network": [], "ofi_provider": "cxi"}}')
