@@ -380,7 +380,7 @@ def test_na_in_place_with_validation_1_only_where_the_benchmark_checks_no_in_pla
 def test_a_device_line_without_its_using_devices_line_is_refused():
     """nccl-tests lists its ranks' devices under `# Using devices`: a rank's line anywhere else is no nccl-tests'."""
     text = (TOP / "tests" / "data" / "corpus" / "nccl-tests" / "all_reduce_perf-2.19.4-c2-repro.out").read_text()
-    assert refused(text.replace("# Using devices\n", "")) == (
+    assert refused(text.replace("# Using devices\n", "")) == refused(text.replace("#\n# Using devices\n", "")) == (
         "unknown-format", "device line outside '# Using devices'",
         "#  Rank  0 Group  0 Pid   4100 on  nid001234 device  0 [0000:18:00] NVIDIA GH200 120GB")
 
