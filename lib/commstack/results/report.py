@@ -62,8 +62,8 @@ def _title(records: list[Record], what: str, date: str) -> str:
     return mpl_text(f"{what} — system {r.system}, suite {r.suite}, {date}")
 
 
-def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
-                date: str) -> None:
+def curves_figure(records: list[Record], refs: References | None, line_rate_MBps: float | None,
+                  date: str) -> Figure:
     """The metric against message size: one line per step, reference points with their tolerance
     bars (never interpolated), and the NIC line rate where the system declares it."""
     first = records[0]
@@ -100,10 +100,16 @@ def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: 
     ax.legend(fontsize=8)
     # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93)
-    fig.savefig(path, format="png", dpi=100)
+    return fig
 
 
-def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
+def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
+                date: str) -> None:
+    """curves_figure as a PNG at `path`."""
+    curves_figure(records, refs, line_rate_MBps, date).savefig(path, format="png", dpi=100)
+
+
+def native_vs_container_figure(records: list[Record], date: str) -> Figure:
     """Seed 001's figures: the mean with standard-deviation error bars, one series per environment;
     against message size on one node count, else against node count for a few message sizes."""
     first = records[0]
@@ -153,7 +159,12 @@ def plot_native_vs_container(records: list[Record], path: Path, date: str) -> No
             ax.set_visible(False)
         fig.suptitle(_title(records, f"{first.benchmark}: native vs container", date), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    return fig
+
+
+def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
+    """native_vs_container_figure as a PNG at `path`."""
+    native_vs_container_figure(records, date).savefig(path, format="png", dpi=100)
 
 
 NOTES_SHOWN = 20  # a step's notes the report lists; its record holds them all
