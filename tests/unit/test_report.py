@@ -2,12 +2,15 @@
 
 import csv
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import matplotlib.image
 import pytest
+from matplotlib.container import ErrorbarContainer
+from matplotlib.figure import Figure
 
 from commstack.cli.main import main
 from commstack.config import load_system
@@ -16,7 +19,7 @@ from commstack.results.compare import CompareError, compare, compare_table
 from commstack.results.references import load_references
 from commstack.tools.osu import parse_osu
 from commstack.results.records import Record, RecordError, read_run
-from commstack.results.report import write_report
+from commstack.results.report import curves_figure, write_report
 
 DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
@@ -76,6 +79,108 @@ def test_container_vs_native_report_has_mean_and_error_bars(tmp_path):
     write_report(tmp_path)
     assert (tmp_path / "report" / "osu_latency-host.png").stat().st_size > 10_000
     assert "182.4 ± 0 |" in (tmp_path / "report" / "report.md").read_text()  # three identical repeats
+
+
+def seed_column(seed: str) -> dict[int, float]:
+    """size -> the judged figure of a recorded table, as printed."""
+    sweep = parse_osu((DATA / seed).read_text())[0]
+    metric = "bandwidth_MBps" if "bandwidth_MBps" in sweep.columns else "latency_us"
+    return {row["size"]: row[metric] for row in sweep.rows}
+
+
+def half_widths(bars: ErrorbarContainer) -> tuple[list[float], list[float]]:
+    """The error bars' extents from their points: below, above."""
+    ends = [(lo, hi) for (_, lo), (_, hi) in bars.lines[2][0].get_segments()]
+    ys = bars.lines[0].get_ydata()
+    return [y - lo for y, (lo, _) in zip(ys, ends)], [hi - y for y, (_, hi) in zip(ys, ends)]
+
+
+def shown_x_labels(fig: Figure) -> list[str]:
+    """The x tick labels drawn inside the axes' view, as a user reads them."""
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    return [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]
+
+
+def assert_message_size_axis(ax) -> None:
+    """Both plots against message size: log 2 sizes labelled as bytes, K, M or G, a log figure, a grid."""
+    assert (ax.get_xscale(), ax.xaxis.get_transform().base, ax.get_yscale()) == ("log", 2, "log")
+    assert ax.get_xlabel() == "message size (bytes)"
+    label = ax.xaxis.get_major_formatter()  # sizes no seed reaches: 1 B, 1.5 KiB, 1 and 3 GiB, the margin below 1 B
+    assert [label(x) for x in (1, 1536, 2 ** 30, 3 * 2 ** 30, 0.5)] == ["1", "1536", "1G", "3G", ""]
+    gridlines = [t.gridline for axis in (ax.xaxis, ax.yaxis) for t in axis.get_major_ticks() + axis.get_minor_ticks()]
+    assert gridlines and all(g.get_visible() for g in gridlines)
+    assert {t.get_fontsize() for t in ax.get_legend().get_texts()} == {8}
+
+
+def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(tmp_path):
+    """osu_bibw over three repeats (0.9, 1 and 1.1 times seed 000's table) against its reference and twice
+    the NIC line rate: what the user reads off the plot, and the PNG's size."""
+    bibw = record(tmp_path, "osu_bibw", "cscs-osu-05.txt", repeats=3, cxi_hook=True)
+    bibw.repeats = [[{**r, "bandwidth_MBps": r["bandwidth_MBps"] * f} for r in bibw.repeats[0]] for f in (0.9, 1, 1.1)]
+    bibw.write(tmp_path)
+    fig = curves_figure([bibw], REFS, ALPS.nic_line_rate_MBps, "2026-01-02")
+    ax = fig.axes[0]
+    assert tuple(fig.get_size_inches()) == (8, 5)
+    pars = fig.subplotpars
+    assert (pars.left, pars.right, pars.bottom, pars.top) == (0.12, 0.97, 0.1, 0.93)
+    assert_message_size_axis(ax)
+    assert shown_x_labels(fig) == ["2", "16", "128", "1K", "8K", "64K", "512K", "4M"]
+    assert ax.get_ylabel() == "bandwidth (GB/s)"
+    assert ax.get_title() == "osu_bibw, host memory — system alps-gh200, suite cscs-images, 2026-01-02"
+    assert ax.title.get_fontsize() == 10
+    seed = seed_column("cscs-osu-05.txt")
+    steps = {c.get_label(): c for c in ax.containers if isinstance(c, ErrorbarContainer)}
+    assert list(steps) == ["osu_bibw", "reference osu_bibw-host-inter (-10%/+15%)"]
+    step, ref = steps.values()
+    assert list(step.lines[0].get_xdata()) == list(seed)
+    assert list(step.lines[0].get_ydata()) == pytest.approx([v / 1000 for v in seed.values()])  # the medians, GB/s
+    spread = pytest.approx([v / 10_000 for v in seed.values()])  # the standard deviation: 0.1 x the median
+    assert half_widths(step) == (spread, spread)
+    assert step.lines[0].get_marker() == "o" and step.lines[0].get_markersize() == 3
+    assert {cap.get_markersize() for cap in step.lines[1]} == {2 * 2}  # capsize 2
+    points = [8192, 65536, 1048576, 4194304]
+    assert list(ref.lines[0].get_xdata()) == points
+    assert list(ref.lines[0].get_ydata()) == pytest.approx([seed[s] / 1000 for s in points])
+    assert half_widths(ref) == (pytest.approx([seed[s] / 1000 * 0.10 for s in points]),  # -10%
+                                pytest.approx([seed[s] / 1000 * 0.15 for s in points]))  # +15%
+    assert (ref.lines[0].get_marker(), ref.lines[0].get_markersize(), ref.lines[0].get_color()) == ("D", 5, "black")
+    assert ref.lines[0].get_linestyle() == "None" and {cap.get_markersize() for cap in ref.lines[1]} == {2 * 4}
+    (nic,) = [line for line in ax.get_lines() if line.get_label().startswith("NIC")]
+    assert nic.get_label() == "NIC line rate x2 (50 GB/s)" and list(nic.get_ydata()) == [50, 50]  # 25000 MB/s x 2
+    assert (nic.get_color(), nic.get_linestyle(), nic.get_linewidth()) == ("red", "--", 1)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "NIC line rate x2 (50 GB/s)", "osu_bibw", "reference osu_bibw-host-inter (-10%/+15%)"]
+    write_report(tmp_path, REFS, ALPS.nic_line_rate_MBps)
+    png = (tmp_path / "report" / "osu_bibw-host.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (800, 500)  # 8 x 5 in at 100 dpi
+
+
+def test_the_curves_of_one_repeat_draw_no_spread_and_a_time_reference_flips_its_tolerance(tmp_path):
+    """osu_alltoall, one repeat, a zero and a NaN in it: a line through the drawable figures only, no error
+    bars; its reference's tolerance (-20%/+15% for a time) drawn as the times it allows; no line rate."""
+    rec = record(tmp_path, "osu_alltoall", "cscs-osu-08.txt", ranks_per_node=4, cxi_hook=True)
+    rec.repeats[0][0]["latency_us"] = 0.0
+    rec.repeats[0][1]["latency_us"] = float("nan")
+    rec.write(tmp_path)
+    fig = curves_figure(read_run(tmp_path), REFS, ALPS.nic_line_rate_MBps, "2026-01-02")
+    ax = fig.axes[0]
+    assert_message_size_axis(ax)
+    assert ax.get_ylabel() == "latency (µs)"
+    assert ax.get_title() == "osu_alltoall, host memory — system alps-gh200, suite cscs-images, 2026-01-02"
+    seed = seed_column("cscs-osu-08.txt")
+    del seed[1], seed[2]  # 0 and NaN: nothing a log scale can draw
+    (line,) = [line for line in ax.get_lines() if line.get_label() == "osu_alltoall"]
+    assert list(line.get_xdata()) == list(seed) and list(line.get_ydata()) == list(seed.values())
+    assert (line.get_marker(), line.get_markersize()) == ("o", 3)
+    (ref,) = ax.containers  # the reference's bars only
+    assert ref.get_label() == "reference osu_alltoall-host-2x4 (-15%/+20%)"
+    points = [1024, 65536, 1048576]
+    assert list(ref.lines[0].get_xdata()) == points
+    assert half_widths(ref) == (pytest.approx([seed[s] * 0.15 for s in points]),  # +15% of the time: better
+                                pytest.approx([seed[s] * 0.20 for s in points]))  # -20%: worse
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["osu_alltoall", ref.get_label()]
 
 
 def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
