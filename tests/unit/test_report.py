@@ -11,6 +11,7 @@ import matplotlib.image
 import pytest
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from commstack.cli.main import main
 from commstack.config import load_system
@@ -19,7 +20,7 @@ from commstack.results.compare import CompareError, compare, compare_table
 from commstack.results.references import load_references
 from commstack.tools.osu import parse_osu
 from commstack.results.records import Record, RecordError, read_run
-from commstack.results.report import curves_figure, write_report
+from commstack.results.report import curves_figure, native_vs_container_figure, write_report
 
 DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
@@ -181,6 +182,74 @@ def test_the_curves_of_one_repeat_draw_no_spread_and_a_time_reference_flips_its_
     assert half_widths(ref) == (pytest.approx([seed[s] * 0.15 for s in points]),  # +15% of the time: better
                                 pytest.approx([seed[s] * 0.20 for s in points]))  # -20%: worse
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["osu_alltoall", ref.get_label()]
+
+
+def repeated(results: Path, step: str, seed: str, factors: tuple[float, ...], **tags) -> Record:
+    """A seed's table once per repeat, each with every figure times its factor."""
+    rec = record(results, step, seed, suite="container-vs-native", repeats=len(factors), **tags)
+    rec.repeats = [[{**r, rec.metric: r[rec.metric] * f} for r in rec.repeats[0]] for f in factors]
+    rec.write(results)
+    return rec
+
+
+def suptitle(fig: Figure) -> Text:
+    (title,) = [t for t in fig.texts if t.get_text() == fig.get_suptitle()]
+    return title
+
+
+def test_native_vs_container_on_one_node_count_shows_the_means_and_their_spread(tmp_path):
+    """Seed 001's figure for one node count: osu_latency natively over three repeats (0.9, 1 and 1.1 times
+    seed 000's table, 0 at 1 B: not drawable) and in the image over three identical ones, native first."""
+    native = repeated(tmp_path, "lat-native", "cscs-osu-07.txt", (0.9, 1, 1.1), environment="native")
+    for rows in native.repeats:
+        rows[0]["latency_us"] = 0.0
+    native.write(tmp_path)
+    repeated(tmp_path, "lat-image", "cscs-osu-12.txt", (1, 1, 1))
+    fig = native_vs_container_figure(read_run(tmp_path), "2026-01-02")
+    (ax,) = fig.axes
+    assert tuple(fig.get_size_inches()) == (8, 5)
+    assert_message_size_axis(ax)
+    assert shown_x_labels(fig) == ["2", "16", "128", "1K", "8K", "64K", "512K", "4M"]
+    assert ax.get_ylabel() == "latency (µs), mean ± sd"
+    assert suptitle(fig).get_text() == ("osu_latency on 2 nodes: native vs container — system alps-gh200, suite "
+                                        "container-vs-native, 2026-01-02")
+    assert suptitle(fig).get_fontsize() == 10
+    series = {c.get_label(): c for c in ax.containers}
+    assert list(series) == [t.get_text() for t in ax.get_legend().get_texts()] == ["native", "osu-mb"]
+    seed = seed_column("cscs-osu-07.txt")
+    del seed[min(seed)]
+    assert list(series["native"].lines[0].get_xdata()) == list(seed)
+    assert list(series["native"].lines[0].get_ydata()) == pytest.approx(list(seed.values()))  # the means
+    spread = pytest.approx([v / 10 for v in seed.values()])  # the standard deviation: 0.1 x the mean
+    assert half_widths(series["native"]) == (spread, spread)
+    image = seed_column("cscs-osu-12.txt")
+    assert list(series["osu-mb"].lines[0].get_xdata()) == list(image)  # no spread: each point drawn all the same
+    assert list(series["osu-mb"].lines[0].get_ydata()) == pytest.approx(list(image.values()))
+    assert half_widths(series["osu-mb"]) == ([0] * len(image), [0] * len(image))
+    for bars in series.values():
+        assert (bars.lines[0].get_marker(), bars.lines[0].get_markersize()) == ("o", 3)
+        assert {cap.get_markersize() for cap in bars.lines[1]} == {2 * 3}  # capsize 3
+    write_report(tmp_path)
+    png = (tmp_path / "report" / "osu_latency-host.png").read_bytes()
+    assert struct.unpack(">II", png[16:24]) == (800, 500)  # 8 x 5 in at 100 dpi
+
+
+def test_native_vs_container_across_node_counts_has_a_panel_per_seed_001_size(tmp_path):
+    """osu_alltoall natively and in the image on 2 and 4 nodes: seed 001's message sizes, one panel each, the
+    mean against node count; no panel's labels run into another's."""
+    for nodes in (2, 4):
+        repeated(tmp_path, f"a2a-native-{nodes}", "cscs-osu-08.txt", (1, 1), environment="native", nodes=nodes)
+        repeated(tmp_path, f"a2a-image-{nodes}", "cscs-osu-13.txt", (1, 1), nodes=nodes)
+    fig = native_vs_container_figure(read_run(tmp_path), "2026-01-02")
+    assert [ax.get_title() for ax in fig.axes] == ["1KB messages", "32KB messages", "64KB messages", "1MB messages"]
+    native, image = seed_column("cscs-osu-08.txt"), seed_column("cscs-osu-13.txt")
+    for ax, size in zip(fig.axes, (1024, 32768, 65536, 1048576)):
+        assert [(c.get_label(), list(c.lines[0].get_xdata())) for c in ax.containers] == [
+            ("native", [2, 4]), ("osu-mb", [2, 4])]
+        assert [list(c.lines[0].get_ydata()) for c in ax.containers] == [[native[size]] * 2, [image[size]] * 2]
+    boxes = [ax.get_tightbbox() for ax in fig.axes]  # each panel with its labels: after tight_layout
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert all(fig.bbox.contains(*box.min) and fig.bbox.contains(*box.max) for box in boxes)
 
 
 def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
