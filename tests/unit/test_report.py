@@ -1,6 +1,7 @@
 """Reports, plots and compare, built from the seeds' recorded real tables as typed records."""
 
 import csv
+import math
 import re
 import struct
 import subprocess
@@ -116,10 +117,10 @@ def assert_message_size_axis(ax) -> None:
 
 
 def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(tmp_path):
-    """osu_bibw over three repeats (0.9, 1 and 1.1 times seed 000's table) against its reference and twice
+    """osu_bibw over two repeats (0.9 and 1.1 times seed 000's table) against its reference and twice
     the NIC line rate: what the user reads off the plot, and the PNG's size."""
-    bibw = record(tmp_path, "osu_bibw", "cscs-osu-05.txt", repeats=3, cxi_hook=True)
-    bibw.repeats = [[{**r, "bandwidth_MBps": r["bandwidth_MBps"] * f} for r in bibw.repeats[0]] for f in (0.9, 1, 1.1)]
+    bibw = record(tmp_path, "osu_bibw", "cscs-osu-05.txt", repeats=2, cxi_hook=True)
+    bibw.repeats = [[{**r, "bandwidth_MBps": r["bandwidth_MBps"] * f} for r in bibw.repeats[0]] for f in (0.9, 1.1)]
     bibw.write(tmp_path)
     fig = curves_figure([bibw], REFS, ALPS.nic_line_rate_MBps, "2026-01-02")
     ax = fig.axes[0]
@@ -137,7 +138,7 @@ def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(
     step, ref = steps.values()
     assert list(step.lines[0].get_xdata()) == list(seed)
     assert list(step.lines[0].get_ydata()) == pytest.approx([v / 1000 for v in seed.values()])  # the medians, GB/s
-    spread = pytest.approx([v / 10_000 for v in seed.values()])  # the standard deviation: 0.1 x the median
+    spread = pytest.approx([v / 1000 * 0.1 * math.sqrt(2) for v in seed.values()])  # sd of 0.9 and 1.1 x the median
     assert half_widths(step) == (spread, spread)
     assert step.lines[0].get_marker() == "o" and step.lines[0].get_markersize() == 3
     assert {cap.get_markersize() for cap in step.lines[1]} == {2 * 2}  # capsize 2
@@ -195,6 +196,16 @@ def repeated(results: Path, step: str, seed: str, factors: tuple[float, ...], **
 def suptitle(fig: Figure) -> Text:
     (title,) = [t for t in fig.texts if t.get_text() == fig.get_suptitle()]
     return title
+
+
+def test_a_size_one_repeat_has_no_figure_for_is_drawn_at_the_others_median(tmp_path):
+    rec = record(tmp_path, "osu_bw", "cscs-osu-01.txt", repeats=3)
+    rec.repeats = [rec.repeats[0], rec.repeats[0], [{**r, "bandwidth_MBps": None} for r in rec.repeats[0]]]
+    rec.write(tmp_path)
+    (line,) = curves_figure(read_run(tmp_path), None, None, "2026-01-02").axes[0].containers
+    seed = seed_column("cscs-osu-01.txt")
+    assert list(line.lines[0].get_xdata()) == list(seed)  # a spread of NaN: no bar, the point still drawn
+    assert list(line.lines[0].get_ydata()) == pytest.approx([v / 1000 for v in seed.values()])
 
 
 def test_native_vs_container_on_one_node_count_shows_the_means_and_their_spread(tmp_path):
