@@ -21,7 +21,7 @@ from commstack.results.compare import CompareError, compare, compare_table
 from commstack.results.references import load_references
 from commstack.tools.osu import parse_osu
 from commstack.results.records import Record, RecordError, read_run
-from commstack.results.report import curves_figure, native_vs_container_figure, write_report
+from commstack.results.report import NO_PLOT, curves_figure, native_vs_container_figure, write_report
 
 DATA = TOP / "systems" / "references" / "seeds"
 ALPS = load_system("alps-gh200")
@@ -594,3 +594,54 @@ def test_a_nan_in_one_of_several_repeats_is_invalid_not_a_traceback(tmp_path):
     assert [c.change for c in changes][:2] == ["invalid", "same"]
     write_report(b)
     assert "| `osu_bw` |" in (b / "report" / "report.md").read_text()
+
+
+def test_a_reason_two_steps_give_is_said_once(tmp_path):
+    for step in ("osu_a", "osu_b"):
+        record(tmp_path, step, None, verdict="not-run", reason="no OSU micro-benchmarks here")
+    write_report(tmp_path)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert md.count("no OSU micro-benchmarks here") == 1
+    assert "1. no OSU micro-benchmarks here (2 steps: `osu_a`, `osu_b`)" in md
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """A PNG's width and height in pixels, from its header."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_a_benchmark_no_step_of_which_a_log_scale_can_draw_has_no_plot(tmp_path):
+    """osu_bw at 0 or NaN: no plot, said so; osu_bibw below 1 MB/s, and osu_latency with one of three
+    repeats lost at every size: plotted."""
+    bw = record(tmp_path, "osu_bw", "cscs-osu-01.txt")
+    bw.repeats = [[{**r, "bandwidth_MBps": 0.0 if i % 2 else None} for i, r in enumerate(bw.repeats[0])]]
+    bw.write(tmp_path)
+    bibw = record(tmp_path, "osu_bibw", "cscs-osu-05.txt")
+    bibw.repeats = [[{**r, "bandwidth_MBps": 0.5} for r in bibw.repeats[0]]]
+    bibw.write(tmp_path)
+    lat = record(tmp_path, "osu_latency", "cscs-osu-07.txt", repeats=3)
+    lat.repeats[2] = [{**r, "latency_us": None} for r in lat.repeats[2]]
+    lat.write(tmp_path)
+    page = write_report(tmp_path).read_text()
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert sorted(p.name for p in (tmp_path / "report").glob("*.png")) == ["osu_bibw-host.png", "osu_latency-host.png"]
+    assert f"## osu_bw, host memory\n\n{NO_PLOT}\n" in md
+    assert "## osu_bibw, host memory\n\n![osu_bibw host](osu_bibw-host.png)\n" in md
+    assert page.count(f"<p>{NO_PLOT}</p>") == 1 and page.count("src='data:image/png;base64,") == 2
+
+
+@pytest.mark.parametrize("environments,nodes,pixels", [
+    (("native", "osu-mb"), (2, 4), (1200, 800)),   # seed 001's panels, 2 x 2
+    (("osu-mb",), (2, 4), (800, 500)),              # one environment: the curves
+    (("native", "osu-mb"), (2, None), (800, 500)),  # a step without a node count: the curves
+])
+def test_container_vs_native_draws_seed_001_panels_for_several_environments_on_node_counts(
+        tmp_path, environments, nodes, pixels):
+    for environment in environments:
+        for n in nodes:
+            record(tmp_path, f"a2a-{environment}-{n}", "cscs-osu-08.txt", suite="container-vs-native",
+                   environment=environment, nodes=n)
+    write_report(tmp_path)
+    assert png_size(tmp_path / "report" / "osu_alltoall-host.png") == pixels
