@@ -116,6 +116,7 @@ def assert_message_size_axis(ax) -> None:
     assert {t.get_fontsize() for t in ax.get_legend().get_texts()} == {8}
 
 
+@pytest.mark.filterwarnings("error")  # matplotlib warns of nothing: no grid(False) with line properties
 def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(tmp_path):
     """osu_bibw over two repeats (0.9 and 1.1 times seed 000's table) against its reference and twice
     the NIC line rate: what the user reads off the plot, and the PNG's size."""
@@ -208,6 +209,7 @@ def test_a_size_one_repeat_has_no_figure_for_is_drawn_at_the_others_median(tmp_p
     assert list(line.lines[0].get_ydata()) == pytest.approx([v / 1000 for v in seed.values()])
 
 
+@pytest.mark.filterwarnings("error")  # matplotlib warns of nothing: no grid(False) with line properties
 def test_native_vs_container_on_one_node_count_shows_the_means_and_their_spread(tmp_path):
     """Seed 001's figure for one node count: osu_latency natively over three repeats (0.9, 1 and 1.1 times
     seed 000's table, 0 at 1 B: not drawable) and in the image over three identical ones, native first."""
@@ -645,3 +647,12 @@ def test_container_vs_native_draws_seed_001_panels_for_several_environments_on_n
                    environment=environment, nodes=n)
     write_report(tmp_path)
     assert png_size(tmp_path / "report" / "osu_alltoall-host.png") == pixels
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="open descriptors listed in /proc")
+def test_a_report_leaves_no_descriptor_open(tmp_path):
+    record(tmp_path, "osu_bw", "cscs-osu-01.txt")
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    write_report(tmp_path)
+    write_report(tmp_path)
+    assert len(list(Path("/proc/self/fd").iterdir())) == before
