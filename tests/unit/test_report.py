@@ -212,12 +212,16 @@ def test_a_size_one_repeat_has_no_figure_for_is_drawn_at_the_others_median(tmp_p
 @pytest.mark.filterwarnings("error")  # matplotlib warns of nothing: no grid(False) with line properties
 def test_native_vs_container_on_one_node_count_shows_the_means_and_their_spread(tmp_path):
     """Seed 001's figure for one node count: osu_latency natively over three repeats (0.9, 1 and 1.1 times
-    seed 000's table, 0 at 1 B: not drawable) and in the image over three identical ones, native first."""
+    seed 000's table, 0 at 1 B: not drawable) and in the image over three identical ones (0.5 us at 1 B: drawn),
+    native first."""
     native = repeated(tmp_path, "lat-native", "cscs-osu-07.txt", (0.9, 1, 1.1), environment="native")
     for rows in native.repeats:
         rows[0]["latency_us"] = 0.0
     native.write(tmp_path)
-    repeated(tmp_path, "lat-image", "cscs-osu-12.txt", (1, 1, 1))
+    image = repeated(tmp_path, "lat-image", "cscs-osu-12.txt", (1, 1, 1))
+    for rows in image.repeats:
+        rows[0]["latency_us"] = 0.5
+    image.write(tmp_path)
     fig = native_vs_container_figure(read_run(tmp_path), "2026-01-02")
     (ax,) = fig.axes
     assert tuple(fig.get_size_inches()) == (8, 5)
@@ -235,7 +239,7 @@ def test_native_vs_container_on_one_node_count_shows_the_means_and_their_spread(
     assert list(series["native"].lines[0].get_ydata()) == pytest.approx(list(seed.values()))  # the means
     spread = pytest.approx([v / 10 for v in seed.values()])  # the standard deviation: 0.1 x the mean
     assert half_widths(series["native"]) == (spread, spread)
-    image = seed_column("cscs-osu-12.txt")
+    image = {**seed_column("cscs-osu-12.txt"), 1: 0.5}
     assert list(series["osu-mb"].lines[0].get_xdata()) == list(image)  # no spread: each point drawn all the same
     assert list(series["osu-mb"].lines[0].get_ydata()) == pytest.approx(list(image.values()))
     assert half_widths(series["osu-mb"]) == ([0] * len(image), [0] * len(image))
