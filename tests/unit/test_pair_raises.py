@@ -8,7 +8,7 @@ import json
 import pytest
 
 from commstack.cli import main as cli
-from commstack.errors import UnknownFormatError
+from commstack.errors import UnknownFormatError, ValidationFailedError
 from commstack.paths import TOP
 from commstack.results.parse import parse_output
 from commstack.tools import fi_pingpong
@@ -384,3 +384,11 @@ def test_ucx_perftest_transcript_with_a_bad_s_quotes_the_launchers_line(tmp_path
     assert (t["verdict"], t["error"]["message"]) == ("unknown-format", "-s abc: not a list of sizes in bytes")
     assert (t["error"]["lineno"], t["error"]["line"]) == \
         (len(server.splitlines()) + 1, PAIR_UCX.replace("-s 1048576", "-s abc").rstrip("\n"))
+
+
+def test_fi_pingpongs_own_check_quotes_the_first_lost_ack():
+    """fi_pingpong.parse_output, the tool's own check (commstack's step check says the same first): two rows of
+    lost acks, the first quoted."""
+    with pytest.raises(ValidationFailedError, match="the acks do not match the messages sent") as e:
+        fi_pingpong.parse_output(changed("256", 2, "-1").replace("=10", "+3", 1))
+    assert e.value.lineno == 2
