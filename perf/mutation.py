@@ -21,7 +21,8 @@ Hypothesis seeded). A mutant of code that runs at import (module-level data, a f
 calls) cannot be put into a loaded module: every module that copied the value holds the old one. It runs
 in a fresh interpreter (`--child`) that imports the module mutated (an import hook) and runs the tests that
 reach where the value is read (perf/mutation_readers.py), then, if it survives those, every test that
-reaches the module. Either is killed past its time limit. Tests that run commstack in a subprocess
+reaches the module, then the whole unit tier (a registry's data, such as a Tool's facts, is read through code
+of other modules). Each is killed past its time limit. Tests that run commstack in a subprocess
 cannot see a mutant; coverage does not see them either, so they are never chosen. A mutant is killed when
 a test fails (or cannot be collected, or the import fails) or times out, survives when all pass, and is
 skipped when perf/mutation-equivalent.yaml lists it with the reason no test can tell it from the code.
@@ -30,7 +31,8 @@ The score is killed / (mutants - equivalent) per module.
   bin/commstack venv && .venv/bin/python perf/mutation.py [--modules osu osu_format nccl_tests ... diagnosis]
       [--check perf/mutation-score.yaml] [--record perf/mutation-score.yaml] [--timeout-factor 4]
       [--map FILE (the test map, kept and reused while lib/ and tests/ are unchanged)]
-      [--recheck OUTPUT-OF-AN-EARLIER-RUN] [--each (a line per mutant: outcome, seconds, the test that killed it)]
+      [--recheck OUTPUT-OF-AN-EARLIER-RUN [--since ITS-COMMIT]]
+      [--each (a line per mutant: outcome, seconds, the test that killed it)]
 
 Prints the score per module and every survivor with file, line and mutation. --check exits 1 when a
 module's score is below its recorded figure; --record writes the figures, module by module. One process, one mutant
@@ -655,10 +657,12 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
         m.fresh = m.function == AT_IMPORT or (not m.tests and bool(set(lines) & at_import.get(str(path), set())))
         tries = [m.tests]
         if m.fresh:
-            # first the tests that reach where its value is read, then every test that reaches the module
+            # first the tests that reach where its value is read, then every test that reaches the module, then
+            # the whole unit tier (data read through a registry, e.g. a Tool's facts, reaches no line of its module)
             read = readers(MODULES[name], m.lineno) or {}
             tries = [tests.choose(set().union(*(tests.reach(f, ns) for f, ns in read.items())), kills=kills),
-                     tests.choose(tests.reach(path), whole_files=True, kills=kills)]
+                     tests.choose(tests.reach(path), whole_files=True, kills=kills),
+                     tests.choose(set(tests.seconds), whole_files=True, kills=kills)]
             tries = [[t for t in ts if t not in broken] for ts in tries]
             tries = [t for i, t in enumerate(tries) if t and set(t) not in map(set, tries[i + 1:])]
         m.killer = ""
