@@ -65,3 +65,38 @@ def test_the_x_ticks_name_whole_binary_units_and_leave_the_margin_below_one_byte
              2 ** 20 + 2 ** 10, 1, 7, 0.5, 0]
     assert [_bytes(x) for x in sizes] == ["1G", "3G", "2G", "1M", "5M", "2M", "1K", "3K", "2K", "1536",
                                           "1025K", "1", "7", "", ""]
+
+
+def test_a_reason_two_steps_give_is_numbered_once_and_each_list_and_table_is_closed(tmp_path):
+    for name in ("osu_a", "osu_b"):
+        rec(tmp_path, name, verdict="not-run", reason="no OSU micro-benchmarks here")
+    rec(tmp_path, "osu_c", verdict="fail", reason="osu_c crashed")
+    md, page = commstack_report(tmp_path)
+    assert md.count("no OSU micro-benchmarks here") == 1 and page.count("no OSU micro-benchmarks here") == 1
+    assert "| `osu_b` | not-run | [reason 1](#reasons-several-steps-give) |" in md
+    assert "\n1. no OSU micro-benchmarks here (2 steps: `osu_a`, `osu_b`)" in md
+    assert ("<td>fail</td><td>osu_c crashed</td><td></td><td><code></code></td><td></td></tr>\n</table>\n"
+            "<h2>Reasons several steps give</h2>\n<ol>\n") in page
+    assert "(2 steps: <code>osu_a</code>, <code>osu_b</code>)</li>\n</ol>\n" in page
+
+
+def test_the_lowest_layer_at_fault_comes_after_the_title_and_counts_and_the_by_layer_table_is_closed(tmp_path):
+    step(tmp_path, "fi_pingpong", FI_PINGPONG)
+    step(tmp_path, "osu_bw", OSU_BW_NO_CXI)
+    md, page = commstack_report(tmp_path)
+    lines = md.split("\n")
+    assert lines[0] == "# commstack report: stack on alps-gh200"
+    assert lines[2].startswith(f"{DATE}, run `{tmp_path.name}`: **2 steps: 1 no-reference, 1 degraded**. ")
+    assert lines[4:7] == ["## Lowest layer at fault", "", "- `stack/osu_bw` on node1, node2: osu_bw reaches 3.12 "
+                          "GB/s at 4 MiB (13 % of the reference, 24.0 GB/s); fi_pingpong on the same nodes reaches "
+                          "0.728 GB/s: the fabric"]
+    assert lines[8].startswith("| step | verdict |")
+    body = page[page.index("<body>\n") + len("<body>\n"):].split("\n")
+    assert body[0] == "<h1>commstack report: stack on alps-gh200</h1>"
+    assert body[1].startswith(f"<p>{DATE}, run <code>{tmp_path.name}</code>: <b>2 steps: 1 no-reference, 1 degraded")
+    assert body[2:5] == ["<h2>Lowest layer at fault</h2><ul class='fault'>", "<li><code>stack/osu_bw</code> on node1, "
+                         "node2: osu_bw reaches 3.12 GB/s at 4 MiB (13 % of the reference, 24.0 GB/s); fi_pingpong on "
+                         "the same nodes reaches 0.728 GB/s: the fabric</li>", "</ul>"]
+    assert body[5].startswith("<table><tr><th>step</th><th>verdict</th>")
+    assert ("<td class='degraded'>degraded</td><td>3.12 GB/s at 4 MiB</td></tr>\n</table>\n"
+            "<h2>fi_pingpong, host memory</h2>") in page
