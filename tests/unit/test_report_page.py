@@ -36,7 +36,7 @@ def commstack_report(run: Path) -> tuple[str, str]:
     """report.md and index.html as `commstack report RUN_DIR` writes them, dated DATE (the run directory's mtime)."""
     t = time.mktime(time.strptime(f"{DATE} 12:00", "%Y-%m-%d %H:%M"))
     os.utime(run, (t, t))
-    assert main(["report", str(run)]) in (0, 1)
+    assert main(["report", str(run)]) in (0, 1, 3)  # passed, some step did not pass, only not-run ones
     return (run / "report" / "report.md").read_text(), (run / "report" / "index.html").read_text()
 
 
@@ -100,3 +100,37 @@ def test_the_lowest_layer_at_fault_comes_after_the_title_and_counts_and_the_by_l
     assert body[5].startswith("<table><tr><th>step</th><th>verdict</th>")
     assert ("<td class='degraded'>degraded</td><td>3.12 GB/s at 4 MiB</td></tr>\n</table>\n"
             "<h2>fi_pingpong, host memory</h2>") in page
+
+
+def test_the_steps_table_shows_a_steps_first_command_and_no_section_without_its_content(tmp_path):
+    rec(tmp_path, "osu_a", verdict="not-run", reason="no OSU", commands=[["srun", "-N2", "osu_latency", "-i", "1"],
+                                                                        ["srun", "-N2", "osu_latency"]])
+    md, page = commstack_report(tmp_path)
+    assert "| `osu_a` | not-run | no OSU |  | `srun -N2 osu_latency -i 1` |  |" in md
+    assert "<td><code>srun -N2 osu_latency -i 1</code></td>" in page
+    for section in ("Warnings about the figures", "Binaries", "Notes", "Reasons several steps give", "By layer"):
+        assert section not in md and section not in page
+
+
+def test_warnings_binaries_and_notes_have_their_sections(tmp_path):
+    rec(tmp_path, "osu_a", [5.0, 6.0], warnings=["the machine was busy: load 3.5 besides the step's ranks"],
+        binary={"path": "/opt/osu/libexec/osu_latency", "from": "COMMSTACK_OSU_PREFIX"},
+        notes=[f"line {i}: note {i}" for i in range(1, 21)])
+    rec(tmp_path, "osu_b", [5.0, 6.0], notes=[f"line {i}: note {i}" for i in range(1, 22)])
+    md, page = commstack_report(tmp_path)
+    assert ("\n\n## Warnings about the figures\n\n- `osu_a`: the machine was busy: load 3.5 besides the step's ranks\n"
+            in md)
+    assert ("<h2>Warnings about the figures</h2><ul class='fault'>\n<li><code>osu_a</code>: the machine was busy: "
+            "load 3.5 besides the step&#x27;s ranks</li>\n</ul>") in page
+    assert ("\n\n## Binaries\n\n| step | binary | from |\n|---|---|---|\n"
+            "| `osu_a` | `/opt/osu/libexec/osu_latency` | COMMSTACK_OSU_PREFIX |\n") in md
+    assert ("<h2>Binaries</h2>\n<table><tr><th>step</th><th>binary</th><th>from</th></tr>\n<tr><td><code>osu_a</code>"
+            "</td><td><code>/opt/osu/libexec/osu_latency</code></td><td>COMMSTACK_OSU_PREFIX</td></tr>\n</table>\n"
+            "<h2>Notes: known launcher and runtime lines</h2>\n") in page
+    twenty = "\n".join(f"line {i}: note {i}" for i in range(1, 21))
+    more = "... 1 more in cscs-images--osu_b/record.json"  # 21 notes: 20 shown, the record holds every one
+    assert (f"\n\n## Notes: known launcher and runtime lines\n\n`osu_a`:\n\n```\n{twenty}\n```\n\n"
+            f"`osu_b`:\n\n```\n{twenty}\n{more}\n```\n") in md
+    assert (f"<p><code>osu_a</code>:</p><pre>{twenty}</pre>\n<p><code>osu_b</code>:</p><pre>{twenty}\n{more}</pre>"
+            in page)
+    assert md.count(" more in ") == 1 and page.count(" more in ") == 1
