@@ -18,16 +18,17 @@ from commstack.results.report import NO_PLOT, _bytes
 DATE = "2024-05-01"
 
 
-def rec(run: Path, name: str, values: list[float] | None = None, repeats: int = 1, suite: str = "cscs-images",
+def rec(run: Path, name: str, values: list | None = None, repeats: int = 1, suite: str = "cscs-images",
         benchmark: str = "osu_latency", metric: str = "latency_us", system: str = "testbox", verdict: str = "pass",
         sizes: tuple[int, ...] = (1024, 4096), **fields) -> Record:
-    """A record written into `run`: `values` at `sizes` (one per size), the same in each repeat."""
+    """A record written into `run`: `values` at `sizes` (one per size) in each of `repeats`, or a list of
+    them per repeat (None: a figure that was not finite)."""
     unit = {"latency_us": "us", "bandwidth_MBps": "MB/s"}[metric]
-    rows = [{"size": s, metric: v} for s, v in zip(sizes, values)] if values is not None else None
+    per_repeat = values if values and isinstance(values[0], list) else [values] * repeats if values else []
     fields = {"tags": {"nodes": 2, "memory": "host"}, **fields}
     r = Record(run_id=run.name, index=len(list(run.glob("steps/*"))), suite=suite, step=name, system=system,
                benchmark=benchmark, tool="osu", metric=metric, unit=unit, verdict=verdict,
-               repeats=[rows] * repeats if rows else [], **fields)
+               repeats=[[{"size": s, metric: v} for s, v in zip(sizes, vs)] for vs in per_repeat], **fields)
     r.write(run)
     return r
 
@@ -103,8 +104,8 @@ def test_the_lowest_layer_at_fault_comes_after_the_title_and_counts_and_the_by_l
 
 
 def test_the_steps_table_shows_a_steps_first_command_and_no_section_without_its_content(tmp_path):
-    rec(tmp_path, "osu_a", verdict="not-run", reason="no OSU", commands=[["srun", "-N2", "osu_latency", "-i", "1"],
-                                                                        ["srun", "-N2", "osu_latency"]])
+    first, then = ["srun", "-N2", "osu_latency", "-i", "1"], ["srun", "-N2", "osu_latency"]
+    rec(tmp_path, "osu_a", verdict="not-run", reason="no OSU", commands=[first, then])
     md, page = commstack_report(tmp_path)
     assert "| `osu_a` | not-run | no OSU |  | `srun -N2 osu_latency -i 1` |  |" in md
     assert "<td><code>srun -N2 osu_latency -i 1</code></td>" in page
@@ -134,3 +135,18 @@ def test_warnings_binaries_and_notes_have_their_sections(tmp_path):
     assert (f"<p><code>osu_a</code>:</p><pre>{twenty}</pre>\n<p><code>osu_b</code>:</p><pre>{twenty}\n{more}</pre>"
             in page)
     assert md.count(" more in ") == 1 and page.count(" more in ") == 1
+
+
+def test_a_benchmark_is_plotted_only_where_a_log_scale_can_draw_a_figure(tmp_path):
+    """Zero figures, and medians that overflow to infinity, draw nothing: no PNG, and the section says so; figures
+    below 1 are drawn, and so is a median whose spread is not finite (a repeat without a figure)."""
+    rec(tmp_path, "zero", [0.0, 0.0], benchmark="osu_latency")
+    rec(tmp_path, "half", [0.5, 0.25], benchmark="osu_bw", metric="bandwidth_MBps")
+    rec(tmp_path, "overflow", [1.7e308, 1.7e308], repeats=2, benchmark="osu_bibw", metric="bandwidth_MBps")
+    rec(tmp_path, "one-lost", [[5.0, 6.0], [5.5, 6.5], [None, None]], benchmark="osu_alltoall")
+    md, page = commstack_report(tmp_path)
+    assert pngs(tmp_path) == ["osu_alltoall-host.png", "osu_bw-host.png"]
+    assert f"## osu_bibw, host memory\n\n{NO_PLOT}\n" in md and f"## osu_latency, host memory\n\n{NO_PLOT}\n" in md
+    assert "## osu_bw, host memory\n\n![osu_bw host](osu_bw-host.png)\n" in md and md.count(NO_PLOT) == 2
+    assert "## osu_alltoall, host memory\n\n![osu_alltoall host](osu_alltoall-host.png)\n" in md
+    assert page.count(f"<p>{NO_PLOT}</p>") == 2 and page.count("<img alt=") == 2
