@@ -150,3 +150,25 @@ def test_a_benchmark_is_plotted_only_where_a_log_scale_can_draw_a_figure(tmp_pat
     assert "## osu_bw, host memory\n\n![osu_bw host](osu_bw-host.png)\n" in md and md.count(NO_PLOT) == 2
     assert "## osu_alltoall, host memory\n\n![osu_alltoall host](osu_alltoall-host.png)\n" in md
     assert page.count(f"<p>{NO_PLOT}</p>") == 2 and page.count("<img alt=") == 2
+
+
+def test_a_benchmarks_table_its_caption_and_the_details_of_the_steps_that_did_not_pass(tmp_path):
+    rec(tmp_path, "two", [[10.0, 20.0], [12.0, 20.0]], detail="every size within its reference")
+    rec(tmp_path, "slow", [40.0, 80.0], verdict="degraded", reason="1024 B: 40 us", detail="1024 B: 40 us vs 10")
+    md, page = commstack_report(tmp_path)
+    assert ("| size (B) | two | slow |\n|---:|---:|---:|\n| 1024 | 11 ± 1.414 | 40 |\n| 4096 | 20 ± 0 | 80 |\n\n"
+            "latency in µs; median over 1/2 repeats (± standard deviation where a step has more than one).\n\n"
+            "```\n1024 B: 40 us vs 10\n```\n") in md
+    assert ("<tr><td>1024</td><td>11 ± 1.414</td><td>40</td></tr><tr><td>4096</td><td>20 ± 0</td><td>80</td></tr>"
+            "</table>\n<p>latency in µs; median over 1/2 repeats") in page
+    assert "<pre>1024 B: 40 us vs 10</pre>" in page
+    assert "within its reference" not in md and "within its reference" not in page  # a pass: no details
+
+
+def test_groups_whose_file_names_meet_get_a_png_each(tmp_path):
+    rec(tmp_path, "gpu-a", [5.0, 6.0], tags={"nodes": 2, "memory": "gpu 0"})
+    rec(tmp_path, "gpu-b", [5.0, 6.0], tags={"nodes": 2, "memory": "gpu_0"})
+    md, page = commstack_report(tmp_path)
+    assert pngs(tmp_path) == ["osu_latency-gpu_0-1.png", "osu_latency-gpu_0.png"]
+    assert "## osu_latency, gpu 0 memory\n\n![osu_latency gpu 0](osu_latency-gpu_0.png)\n" in md
+    assert "## osu_latency, gpu_0 memory\n\n![osu_latency gpu_0](osu_latency-gpu_0-1.png)\n" in md
