@@ -172,3 +172,50 @@ def test_groups_whose_file_names_meet_get_a_png_each(tmp_path):
     assert pngs(tmp_path) == ["osu_latency-gpu_0-1.png", "osu_latency-gpu_0.png"]
     assert "## osu_latency, gpu 0 memory\n\n![osu_latency gpu 0](osu_latency-gpu_0.png)\n" in md
     assert "## osu_latency, gpu_0 memory\n\n![osu_latency gpu_0](osu_latency-gpu_0-1.png)\n" in md
+
+
+def test_container_vs_native_draws_environments_against_each_other_only_where_it_can(tmp_path, figures):
+    """Seed 001's figure for a container-vs-native benchmark with two environments whose steps name their node
+    count; any other benchmark gets the curves."""
+    cvn = "container-vs-native"
+    for env in ("native", "sarus"):
+        rec(tmp_path, f"lat-{env}", [5.0, 6.0], suite=cvn, tags={"nodes": 2, "environment": env})
+        rec(tmp_path, f"bw-{env}", [5.0, 6.0], suite="cscs-images", tags={"nodes": 2, "environment": env})
+    rec(tmp_path, "a2a-native", [5.0, 6.0], suite=cvn, benchmark="osu_alltoall",
+        tags={"nodes": 2, "environment": "native"})
+    rec(tmp_path, "a2a-sarus", [5.0, 6.0], suite=cvn, benchmark="osu_alltoall", tags={"environment": "sarus"})
+    rec(tmp_path, "bibw-native", [5.0, 6.0], suite=cvn, benchmark="osu_bibw",
+        tags={"nodes": 2, "environment": "native"})
+    md, page = commstack_report(tmp_path)
+    assert len(figures) == 4 and len(pngs(tmp_path)) == 4
+    title = f"— system testbox, suite {cvn}, {DATE}"
+    assert figures[0] == {"suptitle": None, "titles": [f"osu_alltoall, host memory {title}"],
+                          "ylabels": ["latency (µs)"]}  # a step without its node count
+    assert figures[1] == {"suptitle": None, "titles": [f"osu_bibw, host memory {title}"],
+                          "ylabels": ["latency (µs)"]}  # one environment
+    assert figures[2] == {"suptitle": f"osu_latency on 2 nodes: native vs container {title}", "titles": [""],
+                          "ylabels": ["latency (µs), mean ± sd"]}
+    assert figures[3] == {"suptitle": None, "titles": [f"osu_latency, host memory — system testbox, suite "
+                                                       f"cscs-images, {DATE}"], "ylabels": ["latency (µs)"]}
+
+
+def test_container_vs_native_on_several_node_counts_shows_seed_001s_message_sizes(tmp_path, figures):
+    sizes = (512, 1024, 4096, 32768, 65536, 1048576, 4194304)
+    for env in ("native", "sarus"):
+        for nodes in (2, 4, 8):
+            rec(tmp_path, f"a2a-{env}-{nodes}", [float(s) for s in sizes], suite="container-vs-native",
+                benchmark="osu_alltoall", sizes=sizes, tags={"nodes": nodes, "environment": env})
+    commstack_report(tmp_path)
+    [drawn] = figures
+    assert drawn["suptitle"] == f"osu_alltoall: native vs container — system testbox, suite container-vs-native, {DATE}"
+    assert drawn["titles"] == ["1KB messages", "32KB messages", "64KB messages", "1MB messages"]
+
+
+def test_a_benchmarks_table_is_in_its_plots_unit(tmp_path, figures):
+    """Steps of one benchmark that judged different metrics (records of another version): the table, like the
+    plot, shows the first step's."""
+    rec(tmp_path, "lat", [5.0, 6.0])
+    rec(tmp_path, "bw", [5000.0, 6000.0], metric="bandwidth_MBps")
+    md, page = commstack_report(tmp_path)
+    assert figures[0]["ylabels"] == ["latency (µs)"]
+    assert "\nlatency in µs; one repeat per step: its figure, no spread.\n" in md
