@@ -219,3 +219,30 @@ def test_a_benchmarks_table_is_in_its_plots_unit(tmp_path, figures):
     md, page = commstack_report(tmp_path)
     assert figures[0]["ylabels"] == ["latency (µs)"]
     assert "\nlatency in µs; one repeat per step: its figure, no spread.\n" in md
+
+
+def test_a_report_leaves_no_descriptor_open_and_is_on_disk_before_it_is_swapped_in(tmp_path, monkeypatch):
+    """`commstack run` writes a report after every suite in one process: each closes what it opened; the new
+    report's directory is synced before the `report` link names it (no empty report after a crash)."""
+    rec(tmp_path, "osu_a", [5.0, 6.0])
+    events = []
+    fsync, swap_link = os.fsync, report.swap_link
+
+    def synced(fd):
+        events.append(("fsync", os.fstat(fd).st_ino))
+        fsync(fd)
+
+    def swapped(dir_fd, link, target, shown):
+        events.append(("swap", os.stat(target, dir_fd=dir_fd).st_ino))
+        return swap_link(dir_fd, link, target, shown)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(report, "swap_link", swapped)
+    commstack_report(tmp_path)  # matplotlib keeps the fonts of its first figure open
+    fds = sorted(os.listdir("/proc/self/fd"))
+    commstack_report(tmp_path)
+    assert sorted(os.listdir("/proc/self/fd")) == fds
+    swaps = [i for i, e in enumerate(events) if e[0] == "swap"]
+    assert len(swaps) == 2
+    for at in swaps:
+        assert ("fsync", events[at][1]) in events[:at]
