@@ -2,7 +2,6 @@
 and the PNGs' titles (issue 37: what the mutation run of results/report.py showed no test reading)."""
 
 import os
-import re
 import time
 from pathlib import Path
 
@@ -246,3 +245,13 @@ def test_a_report_leaves_no_descriptor_open_and_is_on_disk_before_it_is_swapped_
     assert len(swaps) == 2
     for at in swaps:
         assert ("fsync", events[at][1]) in events[:at]
+
+
+def test_a_plots_title_names_every_system_its_steps_ran_on(tmp_path, figures):
+    """Steps of one benchmark from two systems in a run (the page's head names both): the plot's title too, not
+    the first step's alone."""
+    rec(tmp_path, "lat-a", [5.0, 6.0], system="beta")
+    rec(tmp_path, "lat-b", [5.0, 6.0], system="alpha")
+    md, page = commstack_report(tmp_path)
+    assert md.startswith("# commstack report: cscs-images on alpha, beta\n")
+    assert figures[0]["titles"] == [f"osu_latency, host memory — system alpha, beta, suite cscs-images, {DATE}"]

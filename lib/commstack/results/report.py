@@ -58,8 +58,8 @@ def shared_reasons(records: list[Record]) -> dict[str, int]:
 
 
 def _title(records: list[Record], what: str, date: str) -> str:
-    r = records[0]
-    return mpl_text(f"{what} — system {r.system}, suite {r.suite}, {date}")
+    systems, suites = (", ".join(sorted({getattr(r, key) for r in records})) for key in ("system", "suite"))
+    return mpl_text(f"{what} — system {systems}, suite {suites}, {date}")  # each the plotted steps ran on
 
 
 def curves_figure(records: list[Record], refs: References | None, line_rate_MBps: float | None,
