@@ -587,8 +587,8 @@ def main() -> int:
     ap.add_argument("--child", nargs=2, metavar=("MODULE", "INDEX"), help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--recheck", type=Path, metavar="OUTPUT",
-                    help="run only the survivors this script printed to OUTPUT and count the rest killed there (where "
-                         "OUTPUT has --each lines, only those they show killed: a run stopped early counts too): "
+                    help="run only the survivors this script printed to OUTPUT and count the rest killed there (of a "
+                         "module that run did not finish, only those its --each lines show killed): "
                          "valid while the modules are unchanged since (added tests cannot revive a killed mutant)")
     ap.add_argument("--since", metavar="COMMIT",
                     help="with --recheck: the commit that run was made at; a mutant of a function (or a statement run "
@@ -641,9 +641,11 @@ def _main(args: argparse.Namespace, tmp: Path, start: float) -> int:
                                                cwd=TOP, check=True, capture_output=True, text=True).stdout)[1]
             if args.since else found[name][1] for name in args.modules}
     earlier = {(m.module, m.function, m.unit, m.line, m.mutation) for ms in then.values() for m in ms}
-    # where that output has a line per mutant (--each, a run stopped early too), only those it shows killed count
+    # a module that run did not finish (stopped early: no summary line) counts killed only what its --each lines
+    # show killed
     each = each_outcomes(args.recheck, then) if args.recheck else {}
-    each_modules = {key[0] for key in each}
+    text = args.recheck.read_text() if args.recheck else ""
+    each_modules = {key[0] for key in each} - {n for n in args.modules if re.search(rf"^{n}: \d+ mutants", text, re.M)}
     used = set()
     results: dict[str, list[Mutant]] = {}
     kills: dict[str, int] = {}
