@@ -267,6 +267,33 @@ def test_native_vs_container_across_node_counts_has_a_panel_per_seed_001_size(tm
     boxes = [ax.get_tightbbox() for ax in fig.axes]  # each panel with its labels: after tight_layout
     assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
     assert all(fig.bbox.contains(*box.min) and fig.bbox.contains(*box.max) for box in boxes)
+    # what each panel shows: 2 x 2 panels of 6 x 4 inches, node counts on a log-2 axis, labelled, gridded
+    assert list(fig.get_size_inches()) == [12, 8] and suptitle(fig).get_fontsize() == 10
+    assert "osu_alltoall: native vs container" in fig.get_suptitle()
+    for ax in fig.axes:
+        assert (ax.get_xscale(), list(ax.get_xticks()), [t.get_text() for t in ax.get_xticklabels()]) == \
+            ("log", [2, 4], ["2", "4"])
+        assert (ax.get_xlabel(), ax.get_ylabel(), ax.title.get_fontsize()) == ("nodes", "latency (µs), mean ± sd", 9)
+        assert ax.xaxis.get_gridlines()[0].get_visible() and ax.get_legend().get_texts()[0].get_fontsize() == 8
+        assert [(c.lines[0].get_marker(), c.lines[0].get_markersize(), c.lines[1][0].get_markersize())
+                for c in ax.containers] == [("o", 4, 6), ("o", 4, 6)]  # a cap is 2 x capsize 3
+
+
+@pytest.mark.parametrize("sizes, titles, inches", [
+    ((8, 64, 512), ["8B messages", "64B messages", "512B messages", ""], [12, 8]),
+    ((8,), ["8B messages"], [6, 4])])
+def test_native_vs_container_of_sizes_seed_001_does_not_show_takes_its_own(tmp_path, sizes, titles, inches):
+    """Where a benchmark ran none of seed 001's sizes, up to four of its own (every quarter), each a panel; an odd
+    count leaves the last panel's place blank, one size is one panel."""
+    for nodes in (2, 4):
+        for step, seed in ((f"lat-native-{nodes}", "cscs-osu-07.txt"), (f"lat-image-{nodes}", "cscs-osu-12.txt")):
+            rec = repeated(tmp_path, step, seed, (1, 1), environment="native" if "native" in step else "osu-mb",
+                           nodes=nodes)
+            rec.repeats = [[r for r in rows if r["size"] in sizes] for rows in rec.repeats]
+            rec.write(tmp_path)
+    fig = native_vs_container_figure(read_run(tmp_path), "2026-01-02")
+    assert [ax.get_title() for ax in fig.axes] == titles and list(fig.get_size_inches()) == inches
+    assert [ax.get_visible() for ax in fig.axes] == [bool(t) for t in titles]
 
 
 def test_compare_flags_the_no_cxi_run_as_a_regression(tmp_path):
