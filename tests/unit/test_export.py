@@ -112,3 +112,11 @@ def test_every_format_writes_its_keys_sorted_so_that_two_exports_diff_line_by_li
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
     docs = export(run, "elastic").read_text().splitlines()[1::2]
     assert docs and all(doc == json.dumps(json.loads(doc), sort_keys=True) for doc in docs)
+
+
+def test_an_output_through_a_file_is_refused_before_the_work(run, tmp_path, capsys):
+    """`--output afile/x.jsonl` where afile is a file: a named error (exit 5), no traceback."""
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "x.jsonl"
+    assert main(["export", str(run), "--format", "jsonl", "--output", str(out)]) == 5
+    assert capsys.readouterr().err.strip() == f"commstack export: error: cannot write {out}: Not a directory"

@@ -427,3 +427,11 @@ def test_tags_and_stack_facts_are_stored_as_json_with_sorted_keys(tmp_path):
     add_run(d, db)
     assert sqlite3.connect(db).execute("SELECT tags, stack FROM records").fetchone() == (
         '{"nodes": 2, "ntasks": 8}', '{"mpi": "cray-mpich", "nccl_net": {"network": [], "ofi_provider": "cxi"}}')
+
+
+def test_a_plot_through_a_file_is_refused_before_the_work(tmp_path, capsys):
+    """`--plot afile/x.png` where afile is a file: a named error (exit 5), no traceback."""
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "x.png"
+    assert main(["history", "--history", str(tmp_path / "h.sqlite"), "--plot", str(out)]) == 5
+    assert capsys.readouterr().err.strip() == f"commstack history: error: cannot write {out}: Not a directory"

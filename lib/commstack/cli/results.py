@@ -14,7 +14,7 @@ from pathlib import Path
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
 from commstack.errors import CommstackError, InputFileError, printable
-from commstack.files import regular_or_missing, stdout_written, write_atomic
+from commstack.files import FileWriteError, regular_or_missing, stdout_written, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
@@ -95,7 +95,7 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
     if args.action or args.dirs:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
     if args.plot not in (None, "-"):
-        regular_or_missing(Path(args.plot))  # before the work, not only when it is written
+        writable(Path(args.plot))
     points = history.trend(path, args.system, args.suite, args.step, args.size, args.node)
     to_stdout = args.plot == "-"  # the image goes to stdout, the table to stderr
     image = history.plot(points) if to_stdout else None
@@ -108,6 +108,15 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
     return 0
+
+
+def writable(path: Path) -> None:
+    """An output path checked before the work, not only when it is written: something there that is not a regular
+    file is refused (UnsafePathError), and so is a path that cannot be reached (a file on the way)."""
+    try:
+        regular_or_missing(path)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
 
 
 def add_history(s: argparse.ArgumentParser) -> None:
@@ -131,7 +140,7 @@ def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
             sys.stdout.write(text)
     else:
         if args.output:
-            regular_or_missing(Path(args.output))  # before the work, not only when it is written
+            writable(Path(args.output))
         print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
     return 0
 
