@@ -56,9 +56,19 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     directory) is refused, never replaced nor written through."""
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    writable(path)
+    try:
+        _write_atomic(path, raw, mode)
+    except OSError as e:
+        raise FileWriteError.of(path, e) from e
+
+
+def writable(path: Path) -> None:
+    """A path commstack is to write, checked (also before the work, not only when it is written): something
+    there that is not a regular file is refused (UnsafePathError), and so is a path that cannot be reached (a
+    file on the way: FileWriteError)."""
     try:
         regular_or_missing(path)
-        _write_atomic(path, raw, mode)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
 

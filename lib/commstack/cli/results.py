@@ -14,7 +14,7 @@ from pathlib import Path
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
 from commstack.errors import CommstackError, InputFileError, printable
-from commstack.files import FileWriteError, regular_or_missing, stdout_written, write_atomic
+from commstack.files import stdout_written, writable, write_atomic
 from commstack.paths import TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
@@ -108,15 +108,6 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
     return 0
-
-
-def writable(path: Path) -> None:
-    """An output path checked before the work, not only when it is written: something there that is not a regular
-    file is refused (UnsafePathError), and so is a path that cannot be reached (a file on the way)."""
-    try:
-        regular_or_missing(path)
-    except OSError as e:
-        raise FileWriteError.of(path, e) from e
 
 
 def add_history(s: argparse.ArgumentParser) -> None:
