@@ -1,5 +1,5 @@
 """`bin/commstack screen` on the namespace cluster of 8 nodes, for real: every link at a line rate of 200 Mbit/s
-(tc_faults: a veth has none), then one node's link and one link between two nodes only degraded with tc; the
+(commstack.slurm.shaping: a veth has none), then one node's link and one link between two nodes only degraded with tc; the
 screen names exactly that node and that pair. A healthy screen exits 0; a drained node is reported and not
 paired (7 nodes: one sits out each round); SIGTERM cancels every step and leaves nothing running; the leaf
 switches of topology.conf get their own step. A screen of the one-node cluster runs no pair check, and says why.
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from commstack.slurm import shaping
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import NamespaceError
 from checkouts import without_osu
 from waits import namespace_cluster_alone
-import tc_faults  # tests/slurm, on sys.path as this file's directory (pytest's rootdir-less prepend import)
 
 pytestmark = pytest.mark.multinode
 TOP = Path(__file__).resolve().parents[2]
@@ -53,17 +53,17 @@ def cluster(pytestconfig):
         try:
             yield c
         finally:
-            tc_faults.clear()
+            shaping.clear()
             c.stop()
 
 
 @pytest.fixture
 def fabric(cluster):
     """Every link at the line rate; whatever a test degrades on top of it is cleared after it."""
-    tc_faults.clear()
-    tc_faults.line(NODES, LINE_RATE)
+    shaping.clear()
+    shaping.line(NODES, LINE_RATE)
     yield
-    tc_faults.clear()
+    shaping.clear()
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +98,8 @@ def statuses(doc):
 
 
 def test_a_degraded_node_and_a_degraded_link_are_named_and_nothing_else(tmp_path, fabric, argv, pair_check):
-    tc_faults.degrade_node("node3", "rate", SLOW)
-    tc_faults.degrade_link("node2", "node7", "rate", SLOW)  # a pair of the first rotation round
+    shaping.degrade_node("node3", "rate", SLOW)
+    shaping.degrade_link("node2", "node7", "rate", SLOW)  # a pair of the first rotation round
     out, doc = screen(tmp_path, argv, "--drain")
     print(out.stdout, out.stderr[-2000:])
     assert out.returncode == 1
@@ -120,8 +120,8 @@ def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric)
     """screens/local.yaml on a checkout with no OSU in reach: osu_bw is not-run on every pair, with the reason, and
     the screen judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a
     suspect."""
-    tc_faults.degrade_node("node3", "rate", SLOW)
-    tc_faults.degrade_link("node2", "node7", "rate", SLOW)
+    shaping.degrade_node("node3", "rate", SLOW)
+    shaping.degrade_link("node2", "node7", "rate", SLOW)
     env = without_osu(tmp_path, {k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
     out = subprocess.run([BIN, "screen", "local", "--system", "local-multinode", "--nodes", "8", "--results",
                           str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
@@ -176,9 +176,9 @@ def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, osu):
 
 
 def test_a_lossy_node_when_the_kernel_has_netem(tmp_path, fabric, argv):
-    if not tc_faults.has_netem():
+    if not shaping.has_netem():
         pytest.skip("this kernel has no sch_netem (tc qdisc add ... netem: 'Specified qdisc kind is unknown')")
-    tc_faults.degrade_node("node5", "loss", "30%")
+    shaping.degrade_node("node5", "loss", "30%")
     out, doc = screen(tmp_path, argv)
     print(out.stdout)
     assert out.returncode == 1 and doc["bad_nodes"] == ["node5"] and doc["bad_pairs"] == []

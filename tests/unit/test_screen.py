@@ -1,6 +1,7 @@
 """commstack screen without Slurm: the matchings, the screen file's schema, the verdict on the records of real
-screens (tests/data/screen: an 8-node local screen with node3's link at 10 Mbit/s and the link node2-node7 at
-10 Mbit/s, and one without), what it writes, and `--plan`, through `bin/commstack` where a user types it."""
+screens (tests/data/screen: 8-node local screens with node3's link at 10 Mbit/s and the link node2-node7 at
+10 Mbit/s, with node5 slowed in one direction, and one without), what it writes, and `--plan`, through
+`bin/commstack` where a user types it."""
 
 import itertools
 import json
@@ -98,11 +99,25 @@ def test_a_degraded_node_and_link_are_named_and_nothing_else():
     f = findings("degraded")
     assert f.bad_nodes == ["node3"]
     assert list(f.bad_pairs) == [("node2", "node7")]
-    assert f.nodes["node3"].line(5).startswith("node3  slow: ")
+    assert f.nodes["node3"].line(5).startswith("node3  slow both ways: osu_bw 256 KiB ")
     assert "of 3 partners" in f.nodes["node3"].reason  # two rounds and the confirmation
     assert all(v.status in ("ok", "suspect") for n, v in f.nodes.items() if n != "node3")
     assert output.drain_lines(f) == [["scontrol", "update", "nodename=node3", "state=drain",
                                       f"reason=commstack screen: {f.nodes['node3'].reason}"[:250]]]
+
+
+@pytest.mark.parametrize("case, said", [("egress", "slow sending"), ("ingress", "slow receiving")])
+def test_a_node_slowed_one_way_is_named_alone_in_its_direction(case, said):
+    """node5 slowed in what it sends, or receives, only: osu_bw reads slow the one way and not the other."""
+    f = findings(case)
+    assert f.bad_nodes == ["node5"] and f.bad_pairs == {}
+    assert f.nodes["node5"].reason.startswith(f"{said}: osu_bw 256 KiB ")
+    assert f.nodes["node5"].reason.endswith("(3 of 3 partners)")  # two rounds and the confirmation
+    m, _ = output.matrix(NODES, records(case), "osu_bw", f)
+    five = NODES.index("node5")
+    row, column = [v for v in m[five] if v == v], [r[five] for r in m if r[five] == r[five]]
+    slow, fine = (row, column) if case == "egress" else (column, row)
+    assert len(slow) == len(fine) == 3 and max(slow) < 0.2 < 0.8 < min(fine)
 
 
 def test_a_healthy_screen_calls_nothing_bad():
@@ -111,10 +126,10 @@ def test_a_healthy_screen_calls_nothing_bad():
     assert output.drain_lines(f) == []
 
 
-def test_one_slow_measurement_is_not_enough():
-    """evidence 3: the degraded link (2 slow checks) is a suspect, not bad."""
+def test_too_few_slow_measurements_are_not_enough():
+    """evidence 4: the degraded link (3 slow measurements: fi_pingpong, osu_bw both ways) is a suspect, not bad."""
     rs = records("degraded")
-    rule = load_screen("local").rule.model_copy(update={"evidence": 3})
+    rule = load_screen("local").rule.model_copy(update={"evidence": 4})
     f = attribute(NODES, {}, [], [r for r in rs if r.tags.get("screen_phase") == "pairs"], {}, rule)
     assert ("node2", "node7") in f.suspect_pairs and not f.bad_pairs
 
@@ -200,10 +215,13 @@ def test_a_nodes_history_across_screens(tmp_path):
     out = subprocess.run([bin_, "history", "--node", "node3", "--history", str(db)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     steps = {line.split()[2] for line in out.stdout.splitlines() if "local-multinode" in line}
-    assert steps == {"screen-per-node/pingpong-intra-cpu--node3", "screen-pairs/fi_pingpong--node3-node1-r3",
-                     "screen-pairs/fi_pingpong--node3-node4-r2", "screen-pairs/fi_pingpong--node3-node6-r1",
-                     "screen-pairs/osu_bw--node3-node1-r3", "screen-pairs/osu_bw--node3-node4-r2",
-                     "screen-pairs/osu_bw--node3-node6-r1"}
+    # its own check, its leaf switch's, a round trip with each partner and osu_bw each way
+    assert steps == {"screen-per-node/pingpong-intra-cpu--node3", "screen-group-leaf1/osu_mbw_mr--switch-leaf1",
+                     "screen-pairs/fi_pingpong--node3-node1-r3", "screen-pairs/fi_pingpong--node3-node4-r2",
+                     "screen-pairs/fi_pingpong--node3-node6-r1", "screen-pairs/osu_bw--node3-node1-r3",
+                     "screen-pairs/osu_bw--node1-node3-r3", "screen-pairs/osu_bw--node3-node4-r2",
+                     "screen-pairs/osu_bw--node4-node3-r2", "screen-pairs/osu_bw--node3-node6-r1",
+                     "screen-pairs/osu_bw--node6-node3-r1"}
 
 
 @pytest.mark.parametrize("args, error", [

@@ -54,8 +54,8 @@ class Step:
     gpus: bool = False  # bind one GPU per local rank, as the system says
     variables: dict[str, str] = field(default_factory=dict)
     probe: bool = False  # the facts probe (our shell): the variables are its arguments, SEARCH_PATH alone its own
-    #: the nodes it runs on, by name (commstack screen: many steps at once on disjoint nodes, each `--exact`);
-    #: empty: the allocation's first `nodes`
+    #: the nodes it runs on, by name and in rank order with one rank per node (commstack screen: many steps at
+    #: once on disjoint nodes, each `--exact`); empty: the allocation's first `nodes`
     hosts: list[str] = field(default_factory=list)
 
 
@@ -216,6 +216,8 @@ class Launcher:
             argv.append(f"--nodelist={','.join(self._hosts_for(step))}")
         if step.hosts:  # only the CPUs it asks for: steps beside it on other nodes start at once
             argv.append("--exact")
+            if len(step.hosts) > 1 and step.ntasks_per_node == 1:  # rank i on hosts[i]: who sends is who we name
+                argv.append("--distribution=arbitrary")
         argv += [f"--ntasks-per-node={step.ntasks_per_node}"] if step.ntasks_per_node else [f"-n{step.ntasks}"]
         # a rank that dies ends the step: its peers would wait for it until the time limit
         argv += [f"-t{max(1, -(-step.timeout_s // 60))}", "--kill-on-bad-exit=1"]

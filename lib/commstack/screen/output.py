@@ -14,9 +14,9 @@ from pathlib import Path
 
 from commstack.benchmarks import METRICS
 from commstack.files import make_dirs, write_atomic
+from commstack.results.diagnosis import size_text
 from commstack.results.records import Record
-from commstack.screen.matching import pair
-from commstack.screen.verdict import Findings, check_of, figure, headline
+from commstack.screen.verdict import Findings, check_of, figure, headline, sender_of
 
 
 def node_lines(f: Findings) -> list[str]:
@@ -32,7 +32,14 @@ def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
         out.append(f"suspect pairs (one bad measurement, not called bad): "
                    f"{', '.join(f'{a}-{b}' for a, b in f.suspect_pairs)}")
     out += [f"{phase}: not run: {why}" for phase, why in not_run.items()]
+    out += [f"{check}: {why}" for check, why in f.blunt.items()]
     return out
+
+
+def spreads(f: Findings) -> list[dict]:
+    """The peers of every check and size: median, MAD, their ratio (the healthy spread), count."""
+    return [{"check": c, "size": s, "median": p.median, "mad": p.mad, "spread": round(p.relative, 4),
+             "count": p.count} for (c, s), p in sorted(f.peers.stats.items())]
 
 
 def group_lines(records: list[Record]) -> list[str]:
@@ -58,25 +65,30 @@ def shell_line(argv: list[str]) -> str:
 
 
 def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> tuple[list[list[float]], int | None]:
-    """Per pair of `nodes`, the headline figure (largest size of a rate, smallest of a time) of `check` as a
-    fraction of the peers' median (1: as the peers, 0.5: half as good); NaN where not measured, 0 where failed."""
+    """Sender (row) x receiver (column): the headline figure (largest size of a rate, smallest of a time) of
+    `check` as a fraction of the peers' median (1: as the peers, 0.5: half as good); NaN where not measured, 0
+    where failed. A round trip fills both cells of its pair; a one-way check the cell of its direction."""
     idx = {n: i for i, n in enumerate(nodes)}
     m = [[math.nan] * len(nodes) for _ in nodes]
     size = None
     for r in records:
         if check_of(r) != check or len(set(r.nodelist)) != 2 or r.verdict == "not-run":
             continue
-        a, b = pair(*r.nodelist)
-        if a not in idx or b not in idx:
+        if any(n not in idx for n in r.nodelist):
             continue
         medians, higher = r.medians(), METRICS[r.metric].higher_is_better
         ratio = 0.0
         if medians and r.verdict != "fail":
             size = headline(r)
-            med = f.peers.stats.get((check, size), (None,))[0]
+            spread = f.peers.stats.get((check, size))
             value = medians[size][0]
-            ratio = (value / med if higher else med / value) if med and value > 0 else math.nan
-        m[idx[a]][idx[b]] = m[idx[b]][idx[a]] = ratio
+            ratio = (value / spread.median if higher else spread.median / value) \
+                if spread and spread.median and value > 0 else math.nan
+        sender = sender_of(r)
+        cells = [(sender, next(n for n in r.nodelist if n != sender))] if sender else \
+            [tuple(r.nodelist), tuple(reversed(r.nodelist))]
+        for a, b in cells:
+            m[idx[a]][idx[b]] = ratio
     return m, size
 
 
@@ -93,6 +105,8 @@ def heatmap(nodes: list[str], m: list[list[float]], title: str) -> bytes:
     if n <= 64:
         ax.set_xticks(range(n), nodes, rotation=90, fontsize=max(5, 10 - n // 8))
         ax.set_yticks(range(n), nodes, fontsize=max(5, 10 - n // 8))
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("sender")
     if n <= 24:
         for i in range(n):
             for j in range(n):
@@ -118,8 +132,8 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
            "bad_pairs": [{"nodes": list(p), "why": whys} for p, whys in f.bad_pairs.items()],
            "suspect_pairs": [{"nodes": list(p), "why": whys} for p, whys in f.suspect_pairs.items()],
            "not_run": not_run,
-           "peers": [{"check": c, "size": s, "median": m, "mad": d, "count": k}
-                     for (c, s), (m, d, k) in sorted(f.peers.stats.items())],
+           "peers": spreads(f),
+           "blunt": f.blunt,
            "drain": [shell_line(a) for a in drain_lines(f)]}
     write_atomic(run_dir / "screen.json", json.dumps(doc, indent=2) + "\n")
     write_atomic(run_dir / "nodes.txt", "\n".join(node_lines(f) + summary(f, not_run)) + "\n")
@@ -131,14 +145,16 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
         if size is None:
             continue
         name = f"heatmap-{check}.png"
-        title = f"{check} at {size} B, each pair against the peers' median ({screen['system']}, {len(nodes)} nodes)"
+        title = f"{check} at {size} B, sender x receiver against the peers' median ({screen['system']}, " \
+                f"{len(nodes)} nodes)"
         write_atomic(report / name, heatmap(nodes, m, title))
         maps.append((check, name))
-    write_atomic(report / "index.html", page(screen, f, maps, not_run))
+    write_atomic(report / "index.html", page(screen, f, maps, not_run, records))
     return report / "index.html"
 
 
-def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[str, str]) -> str:
+def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[str, str],
+         records: list[Record]) -> str:
     e = html.escape
     rows = "".join(f"<tr class='{e(v.status)}'><td>{e(n)}</td><td>{e(v.status)}</td><td>{e(v.reason)}</td>"
                    f"<td>{e(', '.join(v.partners))}</td></tr>" for n, v in f.nodes.items())
@@ -146,6 +162,11 @@ def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[s
     imgs = "".join(f"<figure><img src='{e(name)}' alt='{e(check)} heatmap'><figcaption>{e(check)}</figcaption>"
                    f"</figure>" for check, name in maps)
     skipped = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in not_run.items())
+    blunt = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in f.blunt.items())
+    headline_sizes = {(check_of(r), headline(r)) for r in records}
+    spread_rows = "".join(f"<tr><td>{e(p['check'])}</td><td>{e(size_text(p['size']))}</td><td>{p['median']:.4g}</td>"
+                          f"<td>{p['mad']:.3g}</td><td>{p['spread']:.0%}</td><td>{p['count']}</td></tr>"
+                          for p in spreads(f) if (p["check"], p["size"]) in headline_sizes)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>commstack screen {e(screen['run_id'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} tr.bad td{{background:#f4b6b6;font-weight:bold}}
@@ -156,7 +177,11 @@ figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head
 <h2>Bad nodes: {e(', '.join(f.bad_nodes) or 'none')}</h2>
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
-<h2>Pairs</h2>{imgs}
+{f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}
+<h2>Pairs</h2><p>Each heatmap: the sender's row, the receiver's column; a round trip fills both cells.</p>{imgs}
+<h2>Healthy spread</h2><p>Per check at the size it is judged at: the peers' median, their median absolute deviation
+(MAD) and its share of the median. A slow link shows only where it lies well outside that spread.</p>
+<table><tr><th>check</th><th>size</th><th>median</th><th>MAD</th><th>spread</th><th>figures</th></tr>{spread_rows}</table>
 <h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>why</th><th>partners</th></tr>{rows}</table>
 </body></html>
 """

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from commstack import benchmarks
 from commstack.config import System
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, make_dirs
@@ -38,7 +39,7 @@ class Placed:
     """One check on named nodes: the expanded suite step (argv with its real binaries), where and when."""
 
     check: SuiteStep
-    hosts: tuple[str, ...]
+    hosts: tuple[str, ...]    # in rank order: a one-way check's sender is hosts[its benchmark's sender]
     phase: str
     round: int = 0
     not_run: str | None = None   # why it cannot run there (a node without GPUs, a binary not found)
@@ -65,6 +66,9 @@ class Context:
 def measure(ctx: Context, p: Placed, index: int) -> Record:
     """One placed check, launched, parsed and judged; its record written. Never raises a CommstackError."""
     tags = {**p.check.tags, "screen_phase": p.phase, "screen_round": p.round, "screen_check": p.check.id}
+    sender = benchmarks.get(p.check.benchmark).sender
+    if sender is not None and len(p.hosts) == 2:  # a one-way check: the node whose data the figure carries
+        tags["screen_from"] = p.hosts[sender]
     s = dataclasses.replace(p.check, id=p.name, tags=tags)
     record = new_record(ctx.run_id, index, s, ctx.system, p.not_run)
     record.nodelist = list(p.hosts)

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from commstack import benchmarks
 from commstack.config import Suite, System
 from commstack.errors import BinaryNotFoundError, CommstackError, SlurmUnavailableError
 from commstack.results import history
@@ -193,15 +194,15 @@ class Screen:
             return
         p = self.screen.pairs
         rounds = matching.rounds_for(up, p.rounds, p.matching, p.seed, p.all_pairs_up_to)
-        placed = [Placed(s, pr, "pairs", r + 1) for r, rnd in enumerate(rounds) for pr in rnd for s in checks]
-        self.phase(ctx, "pairs", placed)
+        self.phase(ctx, "pairs", [x for r, rnd in enumerate(rounds) for pr in rnd for x in both_ways(checks, pr, r + 1)],
+                   p.at_once)
         if not p.confirm:
             return
         f = self.findings(up, ctx.facts)
         again = matching.confirm(verdict.suspects(f), verdict.good(f), matching.partners(rounds))
         if again:
             n = len(rounds) + 1
-            self.phase(ctx, "confirm", [Placed(s, pr, "pairs", n) for pr in again for s in checks])
+            self.phase(ctx, "confirm", [x for pr in again for x in both_ways(checks, pr, n)], p.at_once)
 
     def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
         """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
@@ -246,6 +247,14 @@ class Screen:
                 history.add_run(self.dir, history_path)
             except CommstackError as e:
                 outcome.not_run["history"] = str(e)
+
+
+def both_ways(checks: list[SuiteStep], nodes: tuple[str, str], round_: int) -> list[Placed]:
+    """A pair's checks: a one-way check (its benchmark's `sender`) from each node to the other, a round trip
+    once."""
+    a, b = nodes
+    return [Placed(s, hosts, "pairs", round_) for s in checks
+            for hosts in ([(a, b), (b, a)] if benchmarks.get(s.benchmark).sender is not None else [(a, b)])]
 
 
 def _natural(name: str) -> tuple:

@@ -26,6 +26,9 @@ class PairPhase(Strict):
     seed: int = 0
     all_pairs_up_to: Annotated[int, Field(ge=0)] = 0        # every pair (mpiGraph's rounds) up to this many nodes
     confirm: bool = True   # a node slow with every partner is measured again against a node found good
+    #: pair checks at once (default: the screen's max_steps): fewer where the "nodes" share cores, so that a
+    #: figure is the link's and not the share of the cores its step got
+    at_once: Annotated[int, Field(ge=1)] | None = None
 
     @field_validator("checks")
     @classmethod
@@ -55,7 +58,8 @@ class Rule(Strict):
 
     evidence: PositiveInt = 2          # bad measurements a node or a pair needs before it is called bad
     slower_by: Annotated[float, Field(gt=0, lt=1)] = 0.3   # worse than the peers' median by this fraction...
-    mads: Annotated[float, Field(ge=0)] = 4.0              # ...and by more than this many MADs of the peers
+    #: ...and by more than this many MADs of the peers (3 or more: a figure inside the healthy spread is not slow)
+    mads: Annotated[float, Field(ge=3)] = 4.0
 
 
 class ScreenFile(Strict):

@@ -2,17 +2,26 @@
 its record: degraded, fail) and against the allocation's own peers: per check and size, the median of every
 measurement of that check and the median absolute deviation (MAD) around it. A figure is slow when it is worse
 than the peers' median, at its headline size (the largest of a rate, the smallest of a time), by more than the
-rule's fraction (`slower_by`: bandwidths below (1-f)·median, times
-above median/(1-f)) and by more than `mads` MADs.
+rule's fraction (`slower_by`: bandwidths below (1-f)·median, times above median/(1-f)) and by more than
+`mads` MADs.
 
-- a node slow (or failing) with every partner it met, at least two, is a bad node;
+A one-way check (osu_bw, ucx_perftest tag_bw: the benchmark's `sender`) runs both ways on every pair, and its
+record names the node that sent (`screen_from`); a round trip (fi_pingpong, osu_latency) is one figure for both
+directions. A node is judged in each role apart: what it sends, what it receives, its round trips.
+
+- a node slow (or failing) with every partner it met in one role, at least two, is a bad node, slow in that
+  direction (sending, receiving, both ways; a round trip alone cannot tell which);
 - a pair slow together whose nodes are not bad is a bad link (or path);
 - a node failing a one-node check, or whose facts show a layer missing, is bad at the lowest such layer;
-- nothing is called bad on fewer than `evidence` bad measurements (the rule's): one slow figure is noise.
+- nothing is called bad on fewer than `evidence` bad measurements (the rule's): one slow figure is noise;
+- a check whose healthy spread is so wide that `mads` MADs reach past `slower_by` cannot tell the rule's
+  slowdown here, and says which it can (`osu_bw: spread 47 % at 256 KiB: cannot tell a 2.5x slowdown here;
+  only 17x or worse`).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -25,13 +34,29 @@ from commstack.tools.base import LAYERS
 
 #: verdicts of a measurement that say nothing about the nodes (the screen was interrupted, a binary was missing)
 SILENT = ("not-run",)
+#: the roles a node is judged in, and what a bad node is called for each
+SENDING, RECEIVING, ROUND_TRIP = "sending", "receiving", "round trip"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The peers of one check and size: their median, MAD and count."""
+
+    median: float
+    mad: float
+    count: int
+
+    @property
+    def relative(self) -> float:
+        """MAD / median: the healthy spread of the check in this allocation."""
+        return self.mad / self.median if self.median > 0 else float("inf")
 
 
 @dataclass
 class Peers:
     """Per check and size: the peers' median and MAD, from every measurement of that check that ran."""
 
-    stats: dict[tuple[str, int], tuple[float, float, int]] = field(default_factory=dict)
+    stats: dict[tuple[str, int], Spread] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: list[Record]) -> "Peers":
@@ -44,8 +69,15 @@ class Peers:
         out = {}
         for key, vs in values.items():
             med = statistics.median(vs)
-            out[key] = (med, statistics.median(abs(v - med) for v in vs), len(vs))
+            out[key] = Spread(med, statistics.median(abs(v - med) for v in vs), len(vs))
         return cls(out)
+
+    def told(self, check: str, size: int, higher: bool, rule: Rule) -> float:
+        """The smallest slowdown (x times) a figure of this check must show to read slow: the rule's, or more
+        where `mads` MADs of the healthy spread reach past it; inf where they reach past zero (a rate)."""
+        reach = rule.mads * self.stats[(check, size)].relative
+        by_spread = (1 / (1 - reach) if reach < 1 else math.inf) if higher else 1 + reach
+        return max(1 / (1 - rule.slower_by), by_spread)
 
     def slow(self, r: Record, rule: Rule) -> str | None:
         """The first slow figure of `r`, as a person reads it, or None."""
@@ -53,14 +85,29 @@ class Peers:
         if size is None:
             return None
         value = r.medians()[size][0]
-        med, mad, n = self.stats.get((check_of(r), size), (None, 0.0, 0))
-        if med is None or n < 3 or med <= 0:  # fewer than 3 figures: no majority to hold it against
+        s = self.stats.get((check_of(r), size))
+        if s is None or s.count < 3 or s.median <= 0:  # fewer than 3 figures: no majority to hold it against
             return None
         higher = METRICS[r.metric].higher_is_better
-        worse = value < med * (1 - rule.slower_by) if higher else value > med / (1 - rule.slower_by)
-        if worse and abs(value - med) > rule.mads * mad:
-            return f"{figure(r, size, value)} vs {figure(r, size, med, bare=True)} peer median"
+        worse = value < s.median * (1 - rule.slower_by) if higher else value > s.median / (1 - rule.slower_by)
+        if worse and abs(value - s.median) > rule.mads * s.mad:
+            return f"{figure(r, size, value)} vs {figure(r, size, s.median, bare=True)} peer median"
         return None
+
+    def blunt(self, records: list[Record], rule: Rule) -> dict[str, str]:
+        """check -> what it cannot tell, where its healthy spread hides the rule's slowdown (at its headline size)."""
+        out = {}
+        for r in records:
+            size, check = headline(r), check_of(r)
+            if size is None or check in out or (check, size) not in self.stats:
+                continue
+            told = self.told(check, size, METRICS[r.metric].higher_is_better, rule)
+            wanted = 1 / (1 - rule.slower_by)
+            if told > wanted:
+                out[check] = (f"spread {self.stats[(check, size)].relative:.0%} at {size_text(size)}: cannot tell a "
+                              f"{wanted:.3g}x slowdown here; " +
+                              (f"only {told:.3g}x or worse" if told < math.inf else "no slowdown at all"))
+        return out
 
 
 def headline(r: Record) -> int | None:
@@ -74,6 +121,12 @@ def headline(r: Record) -> int | None:
 
 def check_of(r: Record) -> str:
     return r.tags.get("screen_check", r.step)
+
+
+def sender_of(r: Record) -> str | None:
+    """The node that sent, in a one-way check's record; None for a round trip."""
+    sender = r.tags.get("screen_from")
+    return sender if isinstance(sender, str) and sender in r.nodelist else None
 
 
 def figure(r: Record, size: int, value: float, bare: bool = False) -> str:
@@ -94,6 +147,46 @@ def why_bad(r: Record, peers: Peers, rule: Rule) -> str | None:
     return peers.slow(r, rule)
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """One pair check's record, as the verdict reads it: its pair, who sent (one-way) and why it is bad."""
+
+    record: Record
+    pair: Pair
+    sender: str | None
+    why: str | None
+
+    def role(self, node: str) -> str:
+        if self.sender is None:
+            return ROUND_TRIP
+        return SENDING if self.sender == node else RECEIVING
+
+    def partner(self, node: str) -> str:
+        a, b = self.pair
+        return b if a == node else a
+
+    @property
+    def shown(self) -> str | None:
+        """The reason with its direction, for a pair's list: `node2->node7: osu_bw ...`."""
+        if self.why is None or self.sender is None:
+            return self.why
+        return f"{self.sender}->{self.partner(self.sender)}: {self.why}"
+
+
+@dataclass
+class Role:
+    """A node in one role: the partners it met so, those it was slow with, and the bad figures."""
+
+    partners: set[str] = field(default_factory=set)
+    slow_with: set[str] = field(default_factory=set)
+    whys: list[str] = field(default_factory=list)
+
+    @property
+    def every(self) -> bool:
+        """Slow with every partner it met in this role (one or more)."""
+        return bool(self.partners) and self.slow_with == self.partners
+
+
 @dataclass
 class NodeVerdict:
     node: str
@@ -101,9 +194,11 @@ class NodeVerdict:
     reason: str = ""
     partners: list[str] = field(default_factory=list)
     slow_with: list[str] = field(default_factory=list)
+    #: the roles it was slow in with every partner it met so (sending, receiving, round trip)
+    slow_in: list[str] = field(default_factory=list)
 
     def line(self, width: int) -> str:
-        """`node3  ok`, `node5  slow: osu_bw ...`: a bad node's reason says how it is bad."""
+        """`node3  ok`, `node5  slow sending: osu_bw ...`: a bad node's reason says how it is bad."""
         head = self.reason if self.status == "bad" else self.status + (f": {self.reason}" if self.reason else "")
         return f"{self.node:<{width}}  {head}"
 
@@ -114,21 +209,62 @@ class Findings:
     bad_pairs: dict[Pair, list[str]]      # pair -> why, measurement by measurement
     suspect_pairs: dict[Pair, list[str]]
     peers: Peers
+    blunt: dict[str, str] = field(default_factory=dict)   # check -> the slowdown its spread hides
 
     @property
     def bad_nodes(self) -> list[str]:
         return [n for n, v in self.nodes.items() if v.status == "bad"]
 
 
+def slowness(roles: dict[str, Role]) -> str:
+    """What a node slow with every partner is called, from the roles it was so in."""
+    if SENDING in roles and RECEIVING in roles:
+        return "slow both ways"
+    if SENDING in roles or RECEIVING in roles:
+        return f"slow {SENDING if SENDING in roles else RECEIVING}"
+    return "slow (round trip)"
+
+
+def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str]], rule: Rule) -> NodeVerdict:
+    roles: dict[str, Role] = {}
+    for m in measured:
+        role = roles.setdefault(m.role(n), Role())
+        role.partners.add(m.partner(n))
+        if m.why:
+            role.slow_with.add(m.partner(n))
+            role.whys.append(m.why)
+    partners = sorted({m.partner(n) for m in measured})
+    slow_with = sorted({p for r in roles.values() for p in r.slow_with})
+    v = NodeVerdict(n, "ok", "", partners, slow_with, [name for name, r in roles.items() if r.every])
+    # a role counts against the node when it met two partners or more and was slow with each
+    bad = {name: r for name, r in roles.items() if r.every and len(r.partners) >= 2}
+    evidence = {name: len(r.whys) + len(own_bad) for name, r in bad.items()}
+    proven = {name: r for name, r in bad.items() if evidence[name] >= rule.evidence}
+    if proven:
+        first = next((proven[x] for x in (SENDING, RECEIVING, ROUND_TRIP) if x in proven))
+        v.status = "bad"
+        v.reason = f"{slowness(proven)}: {first.whys[0]} ({len(first.slow_with)} of {len(first.partners)} partners)"
+    elif own_bad and len(own_bad) >= rule.evidence:
+        v.status, v.reason = "bad", f"fails on its own: {own_bad[0][1]}" + \
+            (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
+    elif bad or own_bad:
+        count = max(evidence.values(), default=len(own_bad))
+        if bad:
+            name, r = next(iter(bad.items()))
+            what = f"{slowness({name: r})}: {r.whys[0]} ({len(r.slow_with)} of {len(r.partners)} partners)"
+        else:
+            what = own_bad[0][1]
+        v.status = "suspect"
+        v.reason = f"{what}; {count} bad measurement{'s' if count != 1 else ''}, {rule.evidence} needed"
+    return v
+
+
 def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record], pair_records: list[Record],
               facts_problems: dict[str, str], rule: Rule) -> Findings:
     """The verdict of every node and the bad pairs, from the one-node and the pair measurements."""
     peers = Peers.of(pair_records + node_records)
-    by_pair: dict[Pair, list[tuple[Record, str | None]]] = {}
-    for r in pair_records:
-        if r.verdict in SILENT or len(set(r.nodelist)) != 2:
-            continue
-        by_pair.setdefault(pair(*r.nodelist), []).append((r, why_bad(r, peers, rule)))
+    measured: list[Measurement] = [Measurement(r, pair(*r.nodelist), sender_of(r), why_bad(r, peers, rule))
+                                   for r in pair_records if r.verdict not in SILENT and len(set(r.nodelist)) == 2]
     own: dict[str, list[tuple[int, str]]] = {}   # node -> (layer index, why) of its bad one-node measurements
     for r in node_records:
         why = why_bad(r, peers, rule)
@@ -143,43 +279,31 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         if n in down:
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
             continue
-        mine = {p: ms for p, ms in by_pair.items() if n in p}
-        partners = sorted({a if a != n else b for a, b in mine})
-        bad = {(a if a != n else b): [why for _, why in ms if why] for (a, b), ms in mine.items()}
-        slow_with = sorted(p for p, whys in bad.items() if whys)
-        whys = [w for p in slow_with for w in bad[p]]
-        own_bad = sorted(own.get(n, []))
-        every = len(partners) >= 2 and len(slow_with) == len(partners)
-        v = NodeVerdict(n, "ok", "", partners, slow_with)
-        evidence = len(whys) * every + len(own_bad)
-        if every and evidence >= rule.evidence:
-            v.status, v.reason = "bad", f"slow: {whys[0]} ({len(slow_with)} of {len(partners)} partners)"
-        elif own_bad and evidence >= rule.evidence:
-            v.status, v.reason = "bad", f"fails on its own: {own_bad[0][1]}" + \
-                (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
-        elif every or own_bad:
-            v.status = "suspect"
-            v.reason = (own_bad[0][1] if own_bad else f"{whys[0]} ({len(slow_with)} of {len(partners)} partners)") + \
-                f"; {evidence} bad measurement{'s' if evidence != 1 else ''}, {rule.evidence} needed"
-        elif not partners and not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
+        v = judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
+        if v.status == "ok" and not v.partners and \
+                not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
             v.status, v.reason = "not-run", "no check ran on it"
         out[n] = v
+    by_pair: dict[Pair, list[str]] = {}
+    for m in measured:
+        if m.why:
+            by_pair.setdefault(m.pair, []).append(m.shown)
     bad_pairs, suspect_pairs = {}, {}
-    for p, ms in by_pair.items():
-        whys = [w for _, w in ms if w]
-        if not whys or any(out[x].status == "bad" for x in p):
+    for p, whys in by_pair.items():
+        if any(out[x].status == "bad" for x in p):
             continue
         (bad_pairs if len(whys) >= rule.evidence else suspect_pairs)[p] = whys
     for (a, b), whys in bad_pairs.items():
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
-    return Findings(out, bad_pairs, suspect_pairs, peers)
+    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(pair_records + node_records, rule))
 
 
 def suspects(f: Findings) -> list[str]:
-    """Nodes slow with every partner they met: each is measured again against a good node (matching.confirm)."""
-    return [n for n, v in f.nodes.items() if v.partners and len(v.slow_with) == len(v.partners)]
+    """Nodes slow with every partner they met in a role: each is measured again against a good node
+    (matching.confirm)."""
+    return [n for n, v in f.nodes.items() if v.slow_in]
 
 
 def good(f: Findings) -> list[str]:

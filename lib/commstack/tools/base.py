@@ -158,6 +158,9 @@ class Benchmark:
     mem_limit_per_rank: bool = False
     sized: bool = True                 # False: one row without a message size (barrier)
     line_rate_factor: int | None = None  # NICs' line rate one pair may use (bibw: both ways at once)
+    #: the rank whose data the figure carries, in a one-way test of two ranks (osu_bw: 0 sends; ucx_perftest
+    #: tag_bw: 1, the client); None: a round trip or both ways at once, one figure for both directions
+    sender: int | None = None
     #: OSU reductions that count MPI_FLOATs (5.3 - 7.0, xccl): their sweep starts at (lo // 4, at least 1) floats
     elements_v5: int = 1
 

@@ -311,7 +311,8 @@ TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, PLACEHOLDER, program, 
             facts=(InSpec("ucx", "bin/ucx_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
+    # the client (rank 1, pair.py) sends: slowing its node's egress slows the figure, its ingress does not
     f"{NAME}-tag_bw": Benchmark(f"{NAME}-tag_bw", TOOL, (f"{NAME}-tag_bw",), "bandwidth_MBps", SizeFlags(),
-                                line_rate_factor=1),
+                                line_rate_factor=1, sender=1),
 }
 UNNAMED = Benchmark(NAME, TOOL, (), "latency_us", SizeFlags())

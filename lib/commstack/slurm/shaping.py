@@ -1,10 +1,12 @@
 """The namespace cluster as a fabric, and real faults on it, with `tc` (root), for the screen's tests and by hand:
 
-    python tests/slurm/tc_faults.py line node1 ... node8 200mbit       # every node's link: a line rate
-    python tests/slurm/tc_faults.py node node3 rate 10mbit             # node3's link, both ways
-    python tests/slurm/tc_faults.py link node2 node7 rate 10mbit       # only between node2 and node7, both ways
-    python tests/slurm/tc_faults.py node node3 delay 10ms              # netem: where the kernel has sch_netem
-    python tests/slurm/tc_faults.py clear                              # every rule of ours gone
+    python -m commstack.slurm.shaping line node1 ... node8 200mbit     # every node's link: a line rate
+    python -m commstack.slurm.shaping node node3 rate 10mbit           # node3's link, both ways
+    python -m commstack.slurm.shaping node node3 rate 10mbit out       # ... only what it sends (egress)
+    python -m commstack.slurm.shaping node node3 rate 10mbit in        # ... only what it receives (ingress)
+    python -m commstack.slurm.shaping link node2 node7 rate 10mbit     # only between node2 and node7, both ways
+    python -m commstack.slurm.shaping node node3 delay 10ms            # netem: where the kernel has sch_netem
+    python -m commstack.slurm.shaping clear                            # every rule of ours gone
 
 A veth has no line rate: two ranks that get both cores copy GB/s, two that share them with other steps tens of
 MB/s, and a screen's peers would spread over two orders of magnitude. A line rate (an htb class every packet
@@ -47,9 +49,16 @@ def has_netem() -> bool:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def _ends(node: str) -> list[tuple[str | None, str]]:
+#: which way of a node's link a fault slows: what it sends (its eth0), what it receives (its veth's host end)
+DIRECTIONS = ("both", "out", "in")
+
+
+def _ends(node: str, direction: str = "both") -> list[tuple[str | None, str]]:
     """Where a node's traffic is shaped: its eth0 (what it sends), its veth's host end (what it receives)."""
-    return [(namespaces.netns(node), "eth0"), (None, namespaces.veth(node))]
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
+    return [end for way, end in (("out", (namespaces.netns(node), "eth0")), ("in", (None, namespaces.veth(node))))
+            if direction in ("both", way)]
 
 
 def _class(netns: str | None, dev: str, classid: str, kind: str, value: str, change: bool = False) -> None:
@@ -68,10 +77,10 @@ def line(nodes: list[str], rate: str) -> None:
             _class(ns, dev, "1:20", "rate", rate)
 
 
-def degrade_node(node: str, kind: str, value: str) -> None:
-    """The node's link: its line rate class lowered (rate) or delayed or lossy (netem); a node without a line
-    rate gets one class of its own."""
-    for ns, dev in _ends(node):
+def degrade_node(node: str, kind: str, value: str, direction: str = "both") -> None:
+    """The node's link, both ways or one (`out`: what it sends, `in`: what it receives): its line rate class
+    lowered (rate) or delayed or lossy (netem); a node without a line rate gets one class of its own."""
+    for ns, dev in _ends(node, direction):
         shaped = "htb 1:" in tc(ns, "qdisc", "show", "dev", dev).stdout
         if not shaped:
             tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
@@ -100,7 +109,7 @@ if __name__ == "__main__":
     what, *rest = sys.argv[1:] or ["usage"]
     if what == "line" and len(rest) >= 2:
         line(rest[:-1], rest[-1])
-    elif what == "node" and len(rest) == 3:
+    elif what == "node" and len(rest) in (3, 4):
         degrade_node(*rest)
     elif what == "link" and len(rest) == 4:
         degrade_link(*rest)
