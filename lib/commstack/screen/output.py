@@ -25,8 +25,9 @@ def node_lines(f: Findings) -> list[str]:
 
 
 def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
-    out = [f"bad nodes: {', '.join(f.bad_nodes) or 'none'}",
-           f"bad pairs: {', '.join(f'{a}-{b}' for a, b in f.bad_pairs) or 'none'}"]
+    out = [f"bad nodes: {', '.join(f.bad_nodes) or 'none'}"]
+    out += [f"down mid-screen: {', '.join(f.lost)}"] if f.lost else []
+    out += [f"bad pairs: {', '.join(f'{a}-{b}' for a, b in f.bad_pairs) or 'none'}"]
     out += [f"  {a}-{b}: {'; '.join(whys)}" for (a, b), whys in f.bad_pairs.items()]
     if f.suspect_pairs:
         out.append(f"suspect pairs (one bad measurement, not called bad): "
@@ -129,6 +130,7 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
            "nodes": {n: {"status": v.status, "reason": v.reason, "partners": v.partners, "slow_with": v.slow_with}
                      for n, v in f.nodes.items()},
            "bad_nodes": f.bad_nodes,
+           "lost": f.lost,
            "bad_pairs": [{"nodes": list(p), "why": whys} for p, whys in f.bad_pairs.items()],
            "suspect_pairs": [{"nodes": list(p), "why": whys} for p, whys in f.suspect_pairs.items()],
            "not_run": not_run,
@@ -175,6 +177,7 @@ figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head
 <h1>commstack screen: {e(screen['system'])}, {len(f.nodes)} nodes</h1>
 <p>screen {e(screen['screen'])}, run {e(screen['run_id'])}, {screen['wall_s']:.0f} s, exit {screen['exit']}</p>
 <h2>Bad nodes: {e(', '.join(f.bad_nodes) or 'none')}</h2>
+{f"<h2>Down mid-screen: {e(', '.join(f.lost))}</h2>" if f.lost else ''}
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
 {f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}

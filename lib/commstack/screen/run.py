@@ -43,7 +43,7 @@ class Outcome:
 
     @property
     def exit(self) -> int:
-        return 1 if self.findings.bad_nodes or self.findings.bad_pairs else 0
+        return 1 if self.findings.bad_nodes or self.findings.bad_pairs or self.findings.lost else 0
 
 
 def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:
@@ -64,6 +64,16 @@ def unavailable(state: str) -> bool:
     return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
 
 
+def unavailable_of(nodes: list[str], states: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """node -> `state (reason)` of those of `nodes` that a screen cannot use."""
+    out = {}
+    for n in nodes:
+        state, reason = states.get(n, ("unknown", "not in sinfo"))
+        if unavailable(state):
+            out[n] = f"{state}" + (f" ({reason})" if reason and reason != "none" else "")
+    return out
+
+
 class Screen:
     def __init__(self, system: System, screen: ScreenFile, run_dir: Path, binaries: Binaries, slurm: str = "auto",
                  cluster_nodes: int | None = None, max_steps: int | None = None, progress: Progress | None = None):
@@ -74,7 +84,8 @@ class Screen:
         self.cleanup = contextlib.ExitStack()
         self.records: list[Record] = []
         self.not_run: dict[str, str] = {}
-        self.down: dict[str, str] = {}
+        self.down: dict[str, str] = {}   # node -> its state, when the screen began
+        self.lost: dict[str, str] = {}   # node -> its state, where it went down since
         self.phases_s: dict[str, float] = {}
         self.interrupted_by = "Ctrl-C"  # or the signal that ended it (cli.screen's CtrlC sets it)
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
@@ -95,10 +106,7 @@ class Screen:
             candidates = alloc.hosts
         else:
             candidates = sorted(states, key=_natural)
-        for n in candidates:
-            state, reason = states.get(n, ("unknown", "not in sinfo"))
-            if unavailable(state):
-                self.down[n] = f"{state}" + (f" ({reason})" if reason and reason != "none" else "")
+        self.down = unavailable_of(candidates, states)
         up = [n for n in candidates if n not in self.down]
         if not up:
             raise SlurmUnavailableError(f"no node to screen: {'; '.join(f'{n} {s}' for n, s in self.down.items())}")
@@ -168,7 +176,8 @@ class Screen:
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:
-                self.groups(ctx, launcher, up)
+                self.groups(ctx, launcher, [n for n in up if n not in self.went_down(up)])
+            self.went_down(up)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -177,6 +186,11 @@ class Screen:
         findings = self.findings(up, facts)
         return Outcome(up + list(self.down), findings, self.not_run, self.records, interrupted=interrupted,
                        wall_s=time.monotonic() - t0, phases_s=self.phases_s)
+
+    def went_down(self, up: list[str]) -> dict[str, str]:
+        """The nodes of `up` that sinfo finds down, drained or not responding now (self.lost)."""
+        self.lost = unavailable_of(up, node_states(self.slurm_variables, self.system.partition))
+        return self.lost
 
     def skipped(self, recs: list[Record]) -> None:
         """Checks of any phase not run on some nodes (no GPUs there, no binary: osu_bw without OSU), once per
@@ -233,7 +247,7 @@ class Screen:
     def findings(self, up: list[str], facts: dict[str, dict]) -> verdict.Findings:
         by_phase = lambda ph: [r for r in self.records if r.tags.get("screen_phase") == ph]  # noqa: E731
         return verdict.attribute(up + list(self.down), self.down, by_phase("per-node"), by_phase("pairs"),
-                                 node_phase.problems(self.system, facts), self.screen.rule)
+                                 node_phase.problems(self.system, facts), self.screen.rule, self.lost)
 
     def write(self, outcome: Outcome, history_path: Path | None) -> None:
         doc = {"run_id": self.dir.name, "system": self.system.name, "screen": self.screen.name,

@@ -13,6 +13,8 @@ directions. A node is judged in each role apart: what it sends, what it receives
   direction (sending, receiving, both ways; a round trip alone cannot tell which);
 - a pair slow together whose nodes are not bad is a bad link (or path);
 - a node failing a one-node check, or whose facts show a layer missing, is bad at the lowest such layer;
+- a node that went down while the screen ran (sinfo says so at its end, or Slurm reported a node failure on
+  every step with it) is down: what was measured with it is left out of its partners' verdicts;
 - nothing is called bad on fewer than `evidence` bad measurements (the rule's): one slow figure is noise;
 - a check whose healthy spread is so wide that `mads` MADs reach past `slower_by` cannot tell the rule's
   slowdown here, and says which it can (`osu_bw: spread 47 % at 256 KiB: cannot tell a 2.5x slowdown here;
@@ -211,6 +213,8 @@ class Findings:
     peers: Peers
     blunt: dict[str, str] = field(default_factory=dict)   # check -> the slowdown its spread hides
 
+    lost: list[str] = field(default_factory=list)           # nodes that went down while the screen ran
+
     @property
     def bad_nodes(self) -> list[str]:
         return [n for n, v in self.nodes.items() if v.status == "bad"]
@@ -259,9 +263,20 @@ def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str
     return v
 
 
+def went_down(v: NodeVerdict, measured: list[Measurement], state: str | None) -> str | None:
+    """Why a node counts as gone mid-screen: sinfo says so now (`state`), or it failed with every partner and
+    every failure was one Slurm calls a node failure; None otherwise."""
+    failed = [m for m in measured if m.why]
+    if state is None and not (v.status == "bad" and failed and all(m.record.error_kind == "node-failure" for m in failed)):
+        return None
+    return f"went down mid-screen ({state or 'Slurm reported a node failure on every step with it'}); " \
+           f"{len(failed)} of its {len(measured)} pair measurements failed, none counted against its partners"
+
+
 def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record], pair_records: list[Record],
-              facts_problems: dict[str, str], rule: Rule) -> Findings:
-    """The verdict of every node and the bad pairs, from the one-node and the pair measurements."""
+              facts_problems: dict[str, str], rule: Rule, lost: dict[str, str] | None = None) -> Findings:
+    """The verdict of every node and the bad pairs, from the one-node and the pair measurements; `down`: nodes
+    not screened (their state when it began), `lost`: nodes that sinfo finds down since."""
     peers = Peers.of(pair_records + node_records)
     measured: list[Measurement] = [Measurement(r, pair(*r.nodelist), sender_of(r), why_bad(r, peers, rule))
                                    for r in pair_records if r.verdict not in SILENT and len(set(r.nodelist)) == 2]
@@ -275,11 +290,19 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
     for node, problem in facts_problems.items():
         own.setdefault(node, []).append((0, f"facts: {problem} (the fabric)"))
     out: dict[str, NodeVerdict] = {}
+    gone: dict[str, NodeVerdict] = {}
+    for n in nodes:   # first the nodes that went down: what was measured with them says nothing of the others
+        if n not in down:
+            v = judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
+            if why := went_down(v, [m for m in measured if n in m.pair], (lost or {}).get(n)):
+                v.status, v.reason, v.slow_in = "down", why, []
+                gone[n] = v
+    measured = [m for m in measured if not set(m.pair) & set(gone)]
     for n in nodes:
         if n in down:
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
             continue
-        v = judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
+        v = gone.get(n) or judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
         if v.status == "ok" and not v.partners and \
                 not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
             v.status, v.reason = "not-run", "no check ran on it"
@@ -297,7 +320,7 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
-    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(pair_records + node_records, rule))
+    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(pair_records + node_records, rule), list(gone))
 
 
 def suspects(f: Findings) -> list[str]:
