@@ -190,11 +190,11 @@ def test_plan_for_2048_and_10000_nodes():
     assert out.returncode == 0, out.stderr
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[2:]}
     assert rows["per"][2:4] == ["1", "6144"]          # 3 one-node checks on 2048 nodes, one round
-    assert rows["pairs"][2:4] == ["2", "6144"]        # 2 rounds x 1024 pairs x 3 checks
+    assert rows["pairs"][2:4] == ["2", "8192"]        # 2 rounds x 1024 pairs x 4 steps (osu_bw each way)
     assert "alps-gh200 references osu_bw-host-inter" in out.stdout
     out = subprocess.run([str(TOP / "bin" / "commstack"), "screen", "--plan", "--nodes", "10000", "--system",
                           "alps-gh200"], capture_output=True, text=True)
-    assert "pairs (random)  2       30000" in out.stdout
+    assert "pairs (random)  2       40000" in out.stdout
 
 
 def test_apply_without_drain_is_refused():

@@ -6,8 +6,8 @@ steps, how many run at once, and the expected time, from
 - the benchmark's own time on the target system: the bytes (or round trips) a check's arguments ask for at the
   figures of the system's references (alps-gh200: the seeds' osu_bw and osu_latency tables).
 
-A round's checks run one after another on each pair, every pair at once, at most max_steps steps at a time, and
-no faster than the controller starts steps.
+A round's checks run one after another on each pair (a one-way check once each way), every pair at once, at most
+max_steps steps at a time (pairs.at_once), and no faster than the controller starts steps.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from commstack import benchmarks
 from commstack.config import StepSpec, System
 from commstack.errors import ConfigError
 from commstack.paths import TOP
@@ -105,8 +106,9 @@ def plan(screen: ScreenFile, system: System, n: int, max_steps: int | None = Non
     if screen.pairs and n >= 2:
         p = screen.pairs
         rounds = len(matching.rounds_for([f"n{i}" for i in range(n)], p.rounds, p.matching, p.seed, p.all_pairs_up_to))
+        both_ways = [s for s in p.checks for _ in range(1 if benchmarks.get(s.benchmark).sender is None else 2)]
         phase("pairs" + (" (all pairs)" if n <= p.all_pairs_up_to else f" ({p.matching})"), rounds, n // 2,
-              p.checks)
+              both_ways, min(at_once, p.at_once or at_once))
     if screen.groups:
         rows.append(["groups", "", "1 per leaf switch", "", "", "not planned: the switches come from scontrol"])
     rows.append(["total", "", str(total_steps), "", f"{total_s:.0f}", ""])
