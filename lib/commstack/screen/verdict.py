@@ -192,7 +192,7 @@ class Role:
 @dataclass
 class NodeVerdict:
     node: str
-    status: str                 # ok, bad, down (not screened), suspect (one measurement), not-run
+    status: str                 # ok, bad, down (not screened, or gone mid-screen), suspect, not-run
     reason: str = ""
     partners: list[str] = field(default_factory=list)
     slow_with: list[str] = field(default_factory=list)
@@ -212,7 +212,6 @@ class Findings:
     suspect_pairs: dict[Pair, list[str]]
     peers: Peers
     blunt: dict[str, str] = field(default_factory=dict)   # check -> the slowdown its spread hides
-
     lost: list[str] = field(default_factory=list)           # nodes that went down while the screen ran
 
     @property
@@ -230,6 +229,7 @@ def slowness(roles: dict[str, Role]) -> str:
 
 
 def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str]], rule: Rule) -> NodeVerdict:
+    """One node from its pair measurements, role by role, and its own bad one-node measurements."""
     roles: dict[str, Role] = {}
     for m in measured:
         role = roles.setdefault(m.role(n), Role())
