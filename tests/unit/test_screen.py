@@ -158,6 +158,9 @@ def test_report_has_a_heatmap_per_pair_check_and_the_node_table(tmp_path):
     assert (tmp_path / "report" / "heatmap-osu_bw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = page.read_text()
     assert "<tr class='bad'><td>node3</td>" in html and "<b>node2–node7</b>" in html
+    spread = f.peers.stats[("osu_bw", 262144)]
+    assert f"<tr><td>osu_bw</td><td>256 KiB</td><td>{spread.median:.4g} MB/s</td><td>{spread.mad:.3g}</td>" \
+           f"<td>{spread.relative:.0%}</td><td>{spread.count}</td></tr>" in html
     saved = json.loads((tmp_path / "screen.json").read_text())
     assert saved["bad_nodes"] == ["node3"] and saved["bad_pairs"][0]["nodes"] == ["node2", "node7"]
     m, size = output.matrix(NODES, rs, "osu_bw", f)

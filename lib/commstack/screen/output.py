@@ -165,10 +165,11 @@ def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[s
                    f"</figure>" for check, name in maps)
     skipped = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in not_run.items())
     blunt = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in f.blunt.items())
-    headline_sizes = {(check_of(r), headline(r)) for r in records}
-    spread_rows = "".join(f"<tr><td>{e(p['check'])}</td><td>{e(size_text(p['size']))}</td><td>{p['median']:.4g}</td>"
-                          f"<td>{p['mad']:.3g}</td><td>{p['spread']:.0%}</td><td>{p['count']}</td></tr>"
-                          for p in spreads(f) if (p["check"], p["size"]) in headline_sizes)
+    unit = {(check_of(r), headline(r)): r.unit for r in records}   # the size each check is judged at
+    spread_rows = "".join(f"<tr><td>{e(p['check'])}</td><td>{e(size_text(p['size']))}</td>"
+                          f"<td>{p['median']:.4g} {e(unit[p['check'], p['size']])}</td><td>{p['mad']:.3g}</td>"
+                          f"<td>{p['spread']:.0%}</td><td>{p['count']}</td></tr>"
+                          for p in spreads(f) if (p["check"], p["size"]) in unit)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>commstack screen {e(screen['run_id'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} tr.bad td{{background:#f4b6b6;font-weight:bold}}
