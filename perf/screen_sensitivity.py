@@ -15,8 +15,11 @@ screen x fault x rate: runs named correctly, runs with a false alarm (another no
 wrong direction), median wall time, and the load average (1 min) around the runs. `--keep DIR` keeps each
 screen's results directory there (screen.json, records, report).
 
-  COMMSTACK_OSU_PREFIX=/opt/omb72 .venv/bin/python perf/screen_sensitivity.py [--screens local fabric]
-      [--rates 20mbit 200mbit] [--runs 3] [--healthy 6] [--line-rate 1gbit] [--keep DIR]
+  COMMSTACK_OSU_PREFIX=/opt/omb72 flock /run/commstack/namespace-cluster.tests.lock \
+      .venv/bin/python perf/screen_sensitivity.py [--screens local fabric] [--rates 20mbit 200mbit]
+      [--faults egress ingress both link] [--runs 3] [--healthy 6] [--line-rate 1gbit] [--keep DIR]
+
+(the lock is the one the multinode tests take: the namespace cluster is one per machine).
 """
 
 from __future__ import annotations
