@@ -107,7 +107,8 @@ def main() -> int:
     rows = []
     try:
         for name in args.screens:
-            cases = [("healthy", "-", args.healthy)] + [(f, r, args.runs) for f in args.faults for r in args.rates]
+            cases = [("healthy", "-", args.healthy)] * bool(args.healthy) + \
+                [(f, r, args.runs) for f in args.faults for r in args.rates]
             for fault, rate, runs in cases:
                 apply(fault, rate)
                 right = alarms = 0
