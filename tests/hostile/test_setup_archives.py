@@ -46,54 +46,52 @@ def copy(tmp_path) -> dict:
     return without_osu(tmp_path, dict(os.environ))
 
 
-def nothing_written(copy: dict) -> bool:
-    return not (Path(copy["COMMSTACK_HOME"]) / ".spack").exists()
+def refused(copy: dict, *args: str) -> str:
+    """set-up's stderr, once it has exited 2 having written nothing (no .spack/ in the copy)."""
+    proc = setup(copy, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert not (Path(copy["COMMSTACK_HOME"]) / ".spack").exists()
+    return proc.stderr
+
+
+def mirror_of(tmp_path: Path, spack: Path, packages: Path) -> tuple[Path, Path]:
+    """A mirror directory laid out as docs/ci.md says (its tarballs named by the pinned tags), and its Spack's."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    spack = spack.rename(mirror / f"spack-{SPACK['tag']}.tar.gz")
+    packages.rename(mirror / f"spack-packages-{PACKAGES['tag']}.tar.gz")
+    return mirror, spack
 
 
 def test_a_spack_tarball_of_another_commit_is_refused_naming_both(tmp_path, copy):
     tarball, commit = git_archive(tmp_path, "spack")
-    proc = setup(copy, "--spack-source", str(tarball))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (f"commstack setup: error: --spack-source {tarball} is commit {commit}; toolchain.yaml pins "
-            f"{SPACK['tag']} = {SPACK['commit']}") in proc.stderr
-    assert nothing_written(copy)
+            f"{SPACK['tag']} = {SPACK['commit']}") in refused(copy, "--spack-source", str(tarball))
 
 
 def test_a_packages_tarball_of_no_commit_is_refused_naming_the_pin(tmp_path, copy):
     """`git archive` of a tree (not a commit) has no commit in its header."""
     tarball, _ = git_archive(tmp_path, "spack-packages", "HEAD^{tree}")
-    proc = setup(copy, "--packages", str(tarball))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (f"commstack setup: error: --packages {tarball} has no commit in its header (not `git archive` of a "
-            f"commit); toolchain.yaml pins {PACKAGES['tag']} = {PACKAGES['commit']}") in proc.stderr
-    assert nothing_written(copy)
+            f"commit); toolchain.yaml pins {PACKAGES['tag']} = {PACKAGES['commit']}") in refused(
+        copy, "--packages", str(tarball))
 
 
 def test_a_mirror_whose_spack_tarball_is_another_commit_is_refused(tmp_path, copy):
-    """A mirror directory laid out as docs/ci.md says, its tarballs named by the pinned tags, but made elsewhere."""
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
+    """Named by the pinned tags, but made elsewhere."""
     spack, commit = git_archive(tmp_path, "spack")
-    spack.rename(mirror / f"spack-{SPACK['tag']}.tar.gz")
-    git_archive(tmp_path, "spack-packages")[0].rename(mirror / f"spack-packages-{PACKAGES['tag']}.tar.gz")
-    proc = setup(copy, "--mirror", str(mirror))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert (f"commstack setup: error: --spack-source {mirror / ('spack-' + SPACK['tag'] + '.tar.gz')} is commit "
-            f"{commit}; toolchain.yaml pins {SPACK['tag']} = {SPACK['commit']}") in proc.stderr
-    assert nothing_written(copy)
+    mirror, spack = mirror_of(tmp_path, spack, git_archive(tmp_path, "spack-packages")[0])
+    assert (f"commstack setup: error: --spack-source {spack} is commit {commit}; toolchain.yaml pins "
+            f"{SPACK['tag']} = {SPACK['commit']}") in refused(copy, "--mirror", str(mirror))
 
 
 def test_a_mirror_with_a_wrong_checksum_is_refused(tmp_path, copy):
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    for name in (f"spack-{SPACK['tag']}.tar.gz", f"spack-packages-{PACKAGES['tag']}.tar.gz"):
-        (mirror / name).write_bytes(b"not what SHA256SUMS says")
-    (mirror / "SHA256SUMS").write_text(f"{'0' * 64}  spack-{SPACK['tag']}.tar.gz\n")
-    proc = setup(copy, "--mirror", str(mirror))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"{mirror / ('spack-' + SPACK['tag'] + '.tar.gz')}: sha256 " in proc.stderr
-    assert f", {mirror / 'SHA256SUMS'} says {'0' * 64}" in proc.stderr
-    assert nothing_written(copy)
+    for name in ("spack", "packages"):
+        (tmp_path / name).write_bytes(b"not what SHA256SUMS says")
+    mirror, spack = mirror_of(tmp_path, tmp_path / "spack", tmp_path / "packages")
+    (mirror / "SHA256SUMS").write_text(f"{'0' * 64}  {spack.name}\n")
+    stderr = refused(copy, "--mirror", str(mirror))
+    assert f"{spack}: sha256 " in stderr and f", {mirror / 'SHA256SUMS'} says {'0' * 64}" in stderr
 
 
 def test_a_tarball_with_the_pinned_commit_that_writes_outside_its_folder_is_refused(tmp_path, copy):
