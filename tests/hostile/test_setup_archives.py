@@ -81,7 +81,7 @@ def test_a_mirror_whose_spack_tarball_is_another_commit_is_refused(tmp_path, cop
     """Named by the pinned tags, but made elsewhere."""
     spack, commit = git_archive(tmp_path, "spack")
     mirror, spack = mirror_of(tmp_path, spack, git_archive(tmp_path, "spack-packages")[0])
-    assert (f"commstack setup: error: --spack-source {spack} is commit {commit}; toolchain.yaml pins "
+    assert (f"commstack setup: error: --mirror {spack} is commit {commit}; toolchain.yaml pins "
             f"{SPACK['tag']} = {SPACK['commit']}") in refused(copy, "--mirror", str(mirror))
 
 

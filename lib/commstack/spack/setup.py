@@ -58,12 +58,13 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
                           f"spack-packages-{p['spack_packages']['tag']}.tar.gz) nor a mirror made by "
                           f"`bin/commstack mirror create` ({MIRROR_RECORD})")
     signed = mirror_signed(where) if made else False
+    options = {"spack": "--spack-source" if spack_source else "--mirror",
+               "packages": "--packages" if packages else "--mirror"}
     if sources:  # an option given as well wins over the mirror's tarball
         spack_source, packages = spack_source or str(sources.spack), packages or str(sources.packages)
     # a tarball is checked against its pin before anything is written
-    commits = {what: archive.check_commit(Path(f), pin, opt)
-               for what, f, pin, opt in (("spack", spack_source, p["spack"], "--spack-source"),
-                                         ("packages", packages, p["spack_packages"], "--packages"))
+    commits = {what: archive.check_commit(Path(f), pin, options[what])
+               for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"]))
                if f and Path(f).is_file()}
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
