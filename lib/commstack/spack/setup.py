@@ -214,10 +214,12 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool, archived: 
                 f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
                 "--packages /path/to/spack-packages (a checkout or local git mirror), or --mirror DIR "
                 "(a directory of their `git archive` tarballs).") from None
-    head = _commit(dest)
+    head, state = _commit(dest)
     if not head.startswith(pin["commit"]):
-        raise SetupError(f"{dest}: its commit is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
-                         + (" (kept from an earlier setup: remove it to set it up again)" if present else ""))
+        kept = "a tree unpacked by an earlier setup: remove it to unpack again" if archive.kept_commit(dest) \
+            else "a checkout kept from an earlier setup: remove it to clone again"
+        raise SetupError(f"{dest}: {state}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+                         + (f" ({kept})" if present else ""))
 
 
 def verify(pin: dict, tree: Path, what: str, force: bool) -> None:
@@ -230,19 +232,22 @@ def verify(pin: dict, tree: Path, what: str, force: bool) -> None:
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != tree.resolve():  # not one, or inside another
             print(f"setup: {what} {tree}: unverified: not a git checkout (pinned: {pin['tag']} = {pin['commit']})")
             return
-    head = _commit(tree)
+    head, state = _commit(tree)
     if head.startswith(pin["commit"]):
         return
-    mismatch = f"{what} {tree}: its commit is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+    mismatch = f"{what} {tree}: {state}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
     if not force:
         raise SetupError(f"{mismatch}; check out {pin['tag']} there, or use --force to go on anyway")
     print(f"setup: {mismatch}; used anyway (--force)")
 
 
-def _commit(tree: Path) -> str:
-    """The commit of a tree: the tarball's it was unpacked from, else its git HEAD."""
-    return archive.kept_commit(tree) or _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT,
-                                             f"git -C {tree} rev-parse").strip()
+def _commit(tree: Path) -> tuple[str, str]:
+    """The commit of a tree, and how it is known: the tarball's it was unpacked from, else its git HEAD."""
+    kept = archive.kept_commit(tree)
+    if kept:
+        return kept, f"unpacked from commit {kept}"
+    head = _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {tree} rev-parse").strip()
+    return head, f"HEAD is {head}"
 
 
 def _run(argv: list[str], timeout: int, what: str) -> str:
