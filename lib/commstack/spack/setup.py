@@ -171,6 +171,10 @@ def detect_externals(spack: Spack, out: Path) -> None:
         if not found.exists():
             raise SetupError("spack external find detected nothing (no compiler, no MPI?)")
         conf = yaml.safe_load(found.read_text())
+    for entry in conf["packages"].values():  # one install found twice, through two PATH entries that are one
+        # directory (/bin -> /usr/bin): `spack audit configs` calls that "Multiple externals share the same spec"
+        found_twice = entry.get("externals") or []
+        entry["externals"] = [e for i, e in enumerate(found_twice) if e not in found_twice[:i]]
     conf["packages"].update(detect_ucx())
     write_atomic(out, "# written by `bin/commstack setup` (spack external find, ucx_info); --detect redoes it\n"
                  + yaml.safe_dump(conf, sort_keys=False))
