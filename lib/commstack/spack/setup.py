@@ -8,7 +8,6 @@ optional file, so an env reads the same pinned checkouts and mirror wherever it 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +20,7 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.spack import RECORDED_ROOT, Spack, archive, environment
 from commstack.spack.mirror import RECORD as MIRROR_RECORD
+from commstack.spack.preflight import VersionReadError, read_ucx
 from commstack.spack.mirror import signed as mirror_signed
 
 TOOLCHAIN = TOP / "toolchain.yaml"
@@ -33,8 +33,6 @@ PROBE_TIMEOUT = 60  # `spack --version`
 #: what the local env takes from the machine: compilers and MPI, then the usual build tools
 #: (`spack external find` searches either named packages or tags, not both at once)
 DETECT = (("gcc", "llvm", "openmpi", "mpich", "libfabric"), ("--tag", "build-tools", "--tag", "core-packages"))
-#: `ucx_info -v`'s first line; builtin's ucx recipe has no detection, so set-up reads it itself
-UCX_VERSION = re.compile(r"# (?:Library )?[Vv]ersion:? (?P<version>[0-9][0-9.]*)")
 
 
 class SetupError(CommstackError):
@@ -177,23 +175,23 @@ def detect_externals(spack: Spack, out: Path) -> None:
         entry["externals"] = [e for i, e in enumerate(found_twice) if e not in found_twice[:i]]
     conf["packages"].update(detect_ucx())
     write_atomic(out, "# written by `bin/commstack setup` (spack external find, ucx_info); --detect redoes it\n"
-                 + yaml.safe_dump(conf, sort_keys=False))
+                 + yaml.safe_dump(conf, sort_keys=False, width=1 << 16))  # one line a spec, as Spack writes
     names = sorted(conf["packages"])
     print(f"setup: {len(names)} externals of this machine in {out}: {', '.join(names)}")
 
 
 def detect_ucx() -> dict:
-    """This machine's UCX as an external ({} where it has no ucx_info): its version from `ucx_info -v`, its
-    prefix ucx_info's bin/'s parent."""
+    """This machine's UCX as an external ({} where it has no ucx_info on PATH): builtin's recipe has no
+    detection, so its version is `ucx_info -v`'s (preflight's reader), its prefix ucx_info's bin/'s parent."""
     exe = shutil.which("ucx_info")
     if exe is None:
         return {}
-    first = (_run([exe, "-v"], PROBE_TIMEOUT, f"{exe} -v").splitlines() or [""])[0]
-    m = UCX_VERSION.fullmatch(first)
-    if not m:
-        raise SetupError(f"{exe} -v: its first line is not `# Version X.Y.Z`: {first!r}")
     prefix = Path(exe).resolve().parent.parent
-    return {"ucx": {"externals": [{"spec": f"ucx@{m['version']}", "prefix": str(prefix)}]}}
+    try:
+        version = read_ucx(prefix).version
+    except VersionReadError as e:
+        raise SetupError(f"this machine's UCX: {e}") from None
+    return {"ucx": {"externals": [{"spec": f"ucx@{version}", "prefix": str(prefix)}]}} if version else {}
 
 
 def checkout(pin: dict, dest: Path, local: str | None, present: bool, archived: str | None = None) -> None:
