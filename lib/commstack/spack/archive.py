@@ -84,7 +84,10 @@ def unpack(tarball: Path, dest: Path, commit: str | None) -> None:
                                "not one folder")
         if commit:
             write_atomic(tops[0] / MARKER, f"{commit}\n")
-        tops[0].rename(dest)
+        try:
+            tops[0].rename(dest)
+        except OSError as e:  # made meanwhile by another set-up
+            raise ArchiveError(f"{tarball}: cannot put it in place at {dest}: {e}") from None
 
 
 def checksums(mirror: Path) -> None:
