@@ -51,7 +51,9 @@ def commstack(*args: str, env: dict | None = None, timeout: int = 900) -> subpro
 def local_env_with_pingpong(spack) -> Path:
     """The local env with mpi-pingpong installed by Spack from src/ (offline: our recipe fetches this
     repository's own git history; the compiler and MPI are externals from `bin/commstack setup`)."""
-    spack("install", "--fail-fast", "mpi-pingpong", env_dir=TOP, timeout=1800)
+    # libfabric and UCX are the system's (externals): installing them registers them in Spack's database, which
+    # is what "installed" means to an env; without it their steps are not-run ("partly installed")
+    spack("install", "--fail-fast", "mpi-pingpong", "libfabric", "ucx", env_dir=TOP, timeout=1800)
     return TOP
 
 
@@ -60,7 +62,7 @@ def local_env_with_osu(spack, local_env_with_pingpong) -> Path:
     """The local env with OSU 7.5.1 too, built by our recipe from the source tree set-up registered (offline)."""
     if osu_tree() is None:
         pytest.skip(NO_OSU_TREE)
-    spack("install", "--fail-fast", "osu-micro-benchmarks", env_dir=TOP, timeout=3600)
+    spack("install", "--fail-fast", env_dir=TOP, timeout=3600)  # the whole env, as a user installs it
     return TOP
 
 
