@@ -47,12 +47,14 @@ def main() -> int:
     times = junit(path)
     print(f"{path}: {len(times)} tests")
     print(f"{'tier':<14} {'tests':>6} {'in the XML':>10} {'skipped':>8} {'time':>10}")
+    rows = []
     for tier, markers in TIERS.items():
         ids = collected(markers)
         ran = [times[i] for i in ids if i in times]
-        seconds = sum(t for t, _ in ran)
-        print(f"{tier:<14} {len(ids):>6} {len(ran):>10} {sum(s for _, s in ran):>8} "
-              f"{int(seconds // 60):>4} min {seconds % 60:>2.0f} s")
+        rows.append((tier, len(ids), len(ran), sum(s for _, s in ran), sum(t for t, _ in ran)))
+    rows.append(("all", *(sum(r[i] for r in rows) for i in range(1, 5))))
+    for tier, tests, ran, skipped, seconds in rows:
+        print(f"{tier:<14} {tests:>6} {ran:>10} {skipped:>8} {int(seconds // 60):>4} min {seconds % 60:>2.0f} s")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Fixtures shared by the tiers that start a local Slurm of their own (tests/slurm, tests/faults), and
-COMMSTACK_REQUIRE_FAULTS=1 (CI): there a skipped fault test is a failure, so that the tier cannot pass
-by skipping."""
+COMMSTACK_REQUIRE_FAULTS=1 and COMMSTACK_REQUIRE_SPACK=1 (CI): there a skipped fault test, or a spack test
+skipped for want of Spack, is a failure, so that the tier cannot pass by skipping."""
 
 import os
 import shutil
@@ -10,6 +10,7 @@ import pytest
 from waits import queue_empties
 
 from commstack.errors import SlurmUnavailableError
+from commstack.spack import NO_SPACK
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.config import free_ports
 
@@ -72,9 +73,14 @@ def own_slurm(pytestconfig, tmp_path_factory):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    if report.skipped and item.get_closest_marker("faults") and os.environ.get("COMMSTACK_REQUIRE_FAULTS") == "1":
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        reason = reason.removeprefix("Skipped: ")
+    if not report.skipped:
+        return report
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if item.get_closest_marker("faults") and os.environ.get("COMMSTACK_REQUIRE_FAULTS") == "1":
         report.outcome = "failed"
         report.longrepr = f"COMMSTACK_REQUIRE_FAULTS=1: the faults tier may not skip here: {reason}"
+    elif item.get_closest_marker("spack") and NO_SPACK in reason and os.environ.get("COMMSTACK_REQUIRE_SPACK") == "1":
+        report.outcome = "failed"
+        report.longrepr = f"COMMSTACK_REQUIRE_SPACK=1: the spack tier may not skip for want of Spack here: {reason}"
     return report

@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkouts import without_osu
 
 from commstack.results.records import read_run
 from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS
+from commstack.spack import find_spack
+from commstack.spack.install import location
 
 pytestmark = pytest.mark.slurm
 OSU = os.environ.get("COMMSTACK_OSU_PREFIX")
@@ -23,7 +26,8 @@ def commstack(*args: str, env: dict | None = None) -> subprocess.CompletedProces
 
 
 def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: Path, slurm_variables):
-    env = {k: v for k, v in slurm_variables.items() if k != "COMMSTACK_OSU_PREFIX"}
+    """On a checkout with no OSU in reach (this one's local env may have OSU installed: checkouts.without_osu)."""
+    env = without_osu(tmp_path, slurm_variables)
     proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--no-build", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=900, env=env)
     records = {r.step: r for r in read_run(tmp_path / "r")}
@@ -46,14 +50,19 @@ def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm
     """Without an OSU install, run sets up Spack when there is none and installs OSU in the local env,
     one line per package; offline, without a mirror, the OSU steps are not-run with the fixing command."""
     env = {k: v for k, v in slurm_variables.items() if k != "COMMSTACK_OSU_PREFIX"}
+    spack = find_spack()
+    installed = location(spack, "osu-micro-benchmarks") if spack else None  # by an earlier run or test
     proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=3600, env=env)
     records = read_run(tmp_path / "r")
     osu = [r for r in records if r.tool == "osu"]
     assert len(osu) == 4
     log = tmp_path / "r" / "build" / "spack-install.log"
-    if proc.returncode == EXIT_PASS:  # a connected machine: Spack built OSU 7.5.1
-        assert "spack: osu-micro-benchmarks ready in " in proc.stdout and all(r.version == "7.5.1" for r in osu)
+    if proc.returncode == EXIT_PASS:  # Spack built OSU 7.5.1: online, or from set-up's source tree (.ci/run)
+        # OSU 7.5.1 (the 7.5-1 release) titles its tables v7.5
+        assert all(r.version == "7.5" and r.binary["from"] == "the local env's osu-micro-benchmarks" for r in osu)
+        assert [r.verdict for r in records] == ["pass"] * 7
+        assert ("spack: osu-micro-benchmarks ready in " in proc.stdout) == (installed is None), proc.stdout
         return
     assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
     assert {r.verdict for r in osu} == {"not-run"}

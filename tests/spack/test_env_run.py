@@ -1,29 +1,44 @@
 """`commstack run --env ENV`: the benchmarks from an installed env's view, as a user types it.
 
-The offline chain CI can run (no source to fetch): plain `spack -e <repo> install mpi-pingpong` builds our
+The offline chain CI runs (no source to fetch): plain `spack -e <repo> install mpi-pingpong` builds our
 ping-pong from src/ in the local env, and `bin/commstack run --env <repo>` runs it from the env's view under
-the local Slurm; the record names the env, its lock and the spec. Bad envs are refused before anything is
-launched, each with its named error and the command that fixes it."""
+the local Slurm; the record names the env, its lock and the spec. Where `bin/commstack setup --mirror DIR` gave
+the local env OSU's source tree (as CI's .ci/run does), OSU 7.5.1 is built from it by our recipe too, and the
+whole smoke suite passes from the env. Bad envs are refused before anything is launched, each with its named
+error and the command that fixes it."""
 
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from commstack.paths import TOP
 from commstack.results.records import read_run
 from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
 from commstack.spack.envs import stage
+from commstack.spack.setup import LOCAL_DEVELOP
 
 pytestmark = pytest.mark.spack
 COMMSTACK = TOP / "bin" / "commstack"
 VIEW = TOP / ".spack-env" / "view"
-OSU = os.environ.get("COMMSTACK_OSU_PREFIX")
+
+def osu_tree() -> Path | None:
+    """The OSU source tree `bin/commstack setup --mirror DIR` registered as a `spack develop` tree of the local env."""
+    if not LOCAL_DEVELOP.is_file():
+        return None
+    develop = yaml.safe_load(LOCAL_DEVELOP.read_text())["develop"]
+    return Path(develop["osu-micro-benchmarks"]["path"]) if "osu-micro-benchmarks" in develop else None
+
+
+NO_OSU_TREE = ("no OSU source tree for the local env: `bin/commstack setup --mirror DIR` with a source mirror "
+               "that holds osu-micro-benchmarks-7.5.1-src.tar.gz (docs/getting-spack.md) registers one")
 
 
 def commstack(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -36,8 +51,28 @@ def commstack(*args: str, env: dict | None = None, timeout: int = 900) -> subpro
 def local_env_with_pingpong(spack) -> Path:
     """The local env with mpi-pingpong installed by Spack from src/ (offline: our recipe fetches this
     repository's own git history; the compiler and MPI are externals from `bin/commstack setup`)."""
-    spack("install", "--fail-fast", "mpi-pingpong", env_dir=TOP, timeout=1800)
+    # libfabric and UCX are the system's (externals): installing them registers them in Spack's database, which
+    # is what "installed" means to an env; without it their steps are not-run ("partly installed")
+    spack("install", "--fail-fast", "mpi-pingpong", "libfabric", "ucx", env_dir=TOP, timeout=1800)
     return TOP
+
+
+@pytest.fixture(scope="module")
+def local_env_with_osu(spack, local_env_with_pingpong) -> Path:
+    """The local env with OSU 7.5.1 too, built by our recipe from the source tree set-up registered (offline)."""
+    if osu_tree() is None:
+        pytest.skip(NO_OSU_TREE)
+    spack("install", "--fail-fast", env_dir=TOP, timeout=3600)  # the whole env, as a user installs it
+    return TOP
+
+
+@pytest.fixture(scope="module")
+def osu_prefix(request, spack) -> str:
+    """An OSU install prefix: COMMSTACK_OSU_PREFIX's, else the local env's install of it (not its view)."""
+    if os.environ.get("COMMSTACK_OSU_PREFIX"):
+        return os.environ["COMMSTACK_OSU_PREFIX"]
+    request.getfixturevalue("local_env_with_osu")
+    return spack("location", "-i", "osu-micro-benchmarks", env_dir=TOP).stdout.strip()
 
 
 @pytest.mark.slurm
@@ -59,10 +94,13 @@ def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingp
     assert pp.binary["mpi"].startswith("openmpi@")  # the local env's MPI: the system's, an external
     assert pp.commands[0][0] == "srun" and str(VIEW / "bin" / "mpi-pingpong") in pp.commands[0]
     assert pp.repeats[0][-1]["size"] == 1 << 20
-    # the lower layers: the local env has no libfabric nor UCX; the spec that would provide each is named
-    for bench, spec in (("fi_pingpong", "libfabric"), ("ucx_perftest-tag_lat", "ucx")):
-        assert records[bench].verdict == "not-run"
-        assert f"env {TOP} has no {spec}, the spec that provides" in records[bench].reason
+    # the lower layers: the system's libfabric and UCX, externals of the local env (in their prefix, not the view)
+    for bench, spec, program in (("fi_pingpong", "libfabric", "fi_pingpong"), ("ucx_perftest-tag_lat", "ucx",
+                                                                                "ucx_perftest")):
+        h = next(h for h, s in locked.items() if s["name"] == spec)
+        assert records[bench].verdict == "pass", records[bench].reason
+        assert records[bench].binary["spec"] == f"{spec}@{locked[h]['version']}/{h[:7]}"
+        assert records[bench].binary["path"] == f"{locked[h]['external']['path']}/bin/{program}"
     # OSU from the env either way: its view's, or not-run naming the env (offline: OSU never installed here)
     osu = [r for r in records.values() if r.tool == "osu"]
     assert osu
@@ -80,15 +118,40 @@ def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingp
 
 
 @pytest.mark.slurm
-@pytest.mark.skipif(not OSU, reason="no OSU install: set COMMSTACK_OSU_PREFIX")
+def test_the_smoke_suite_passes_from_the_local_env_with_osu_built_by_our_recipe(local_env_with_osu, slurm_variables,
+                                                                                 tmp_path):
+    """CI's offline chain (.ci/run): OSU 7.5.1 built by our recipe (namespace commstack) from the source tree set-up
+    registered (its dev_path: no archive, no checksum) on the system's Open MPI; every smoke step passes on the env's
+    binaries, and each record names the spec its binary came from."""
+    proc = commstack("run", "--env", str(TOP), "--results", str(tmp_path / "r"),
+                     env={**slurm_variables, "COMMSTACK_OSU_PREFIX": None})
+    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert re.search(r"^7 steps in [0-9.]+ s: 7 pass$|^7 steps in \d+ min \d+ s: 7 pass$", proc.stdout, re.M), proc.stdout
+    locked = {s["name"]: (h, s) for h, s in json.loads((TOP / "spack.lock").read_text())["concrete_specs"].items()}
+    osu = locked["osu-micro-benchmarks"][1]
+    assert (osu["version"], osu["namespace"], osu["parameters"]["dev_path"]) == ("7.5.1", "commstack", str(osu_tree()))
+    mpi_hash, mpi = locked["openmpi"]
+    assert mpi["external"], mpi  # the system's Open MPI
+    records = read_run(tmp_path / "r")
+    assert [r.verdict for r in records] == ["pass"] * 7
+    for r in records:
+        name = r.binary["spec"].split("@")[0]
+        h, node = locked[name]
+        assert r.binary["spec"] == f"{name}@{node['version']}/{h[:7]}" and r.binary["env"] == str(TOP), r.binary
+    assert {r.binary["spec"].split("@")[0] for r in records} == {"libfabric", "ucx", "mpi-pingpong",
+                                                                  "osu-micro-benchmarks"}
+    assert {r.binary["mpi"] for r in records if r.tool == "osu"} == {f"openmpi@{mpi['version']}/{mpi_hash[:7]}"}
+
+
+@pytest.mark.slurm
 def test_an_explicit_osu_prefix_wins_over_the_env_and_the_record_says_so(
-        local_env_with_pingpong, slurm_variables, tmp_path):
-    proc = commstack("suite", "smoke", "--env", str(TOP), "--osu-prefix", OSU, "--results", str(tmp_path / "r"),
-                     "--allow-not-run", env=slurm_variables)
+        local_env_with_pingpong, osu_prefix, slurm_variables, tmp_path):
+    proc = commstack("suite", "smoke", "--env", str(TOP), "--osu-prefix", osu_prefix, "--results",
+                     str(tmp_path / "r"), "--allow-not-run", env=slurm_variables)
     records = {r.benchmark: r for r in read_run(tmp_path / "r")}
     assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
     bw = records["osu_bw"]
-    assert bw.verdict == "pass" and bw.binary["path"] == f"{OSU}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
+    assert bw.verdict == "pass" and bw.binary["path"] == f"{osu_prefix}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
     assert bw.binary["from"] == "--osu-prefix, which wins over the env" and bw.binary["env"] == str(TOP)
     assert "spec" not in bw.binary
     assert records["mpi-pingpong"].binary["spec"].startswith("mpi-pingpong@")  # the rest still from the env

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from commstack.paths import TOP
 from commstack.spack import RECORDED_ROOT
@@ -94,8 +95,9 @@ def test_an_external_spack_cannot_find_fails(spack, tmp_path):
     externals = copy / ".spack" / "externals.yaml"
     empty = tmp_path / "empty-prefix"
     (empty / "bin").mkdir(parents=True)
-    externals.write_text(externals.read_text()
-                         + f"  libfabric:\n    externals:\n    - spec: libfabric@1.22.0\n      prefix: {empty}\n")
+    conf = yaml.safe_load(externals.read_text())
+    conf["packages"]["libfabric"] = {"externals": [{"spec": "libfabric@1.22.0", "prefix": str(empty)}]}
+    externals.write_text(yaml.safe_dump(conf))
     checks = by_name(preflight(spack, copy))
     assert checks["libfabric"].problems == [
         f"expected 1.22.0, found none: Spack's detection of libfabric at {empty}"]

@@ -8,13 +8,13 @@ import pytest
 import yaml
 
 from commstack.spack.preflight import (ExternalCheck, VersionReadError, agrees, check_version, parse_ldd,
-                                       parse_nccl_header, parse_nvcc, parse_sinfo, read_cuda, read_glibc,
-                                       read_nccl, read_slurm)
+                                       parse_nccl_header, parse_nvcc, parse_sinfo, parse_ucx_info, read_cuda,
+                                       read_glibc, read_nccl, read_slurm)
 
 DATA = Path(__file__).parents[1] / "data" / "preflight"
 INDEX = yaml.safe_load((DATA / "index.yaml").read_text())
 PARSERS = {"ldd-version": parse_ldd, "sinfo-V": parse_sinfo, "ptxas-version": parse_nvcc,
-           "nccl-2.25.1": parse_nccl_header}
+           "nccl-2.25.1": parse_nccl_header, "ucx_info-v": parse_ucx_info}
 
 
 def parser(name: str):
@@ -32,6 +32,8 @@ def test_recorded_outputs_give_their_version(name):
     ("ldd-version.debian12.stdout", 4, "ldd --version: unknown line 'Written by Roland McGrath and Ulrich two'"),
     ("sinfo-V.debian12.stdout", 0, "sinfo -V: unknown first line 'slurm-wlm two'"),
     ("ptxas-version.cuda12.8.stdout", 3, "nvcc --version: unknown line 'Cuda compilation tools, release 12.8, two'"),
+    ("ucx_info-v.debian12.stdout", 0, "ucx_info -v: unknown first line '# Version two'"),
+    ("ucx_info-v.debian12.stdout", 1, "ucx_info -v: unknown line \"# Git branch '<unknown>', revision two\""),
 ])
 def test_a_changed_line_is_quoted(name, line, message):
     lines = (DATA / name).read_text().splitlines()

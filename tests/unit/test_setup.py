@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from commstack.paths import TOP
-from commstack.spack import find_spack
+from commstack.spack import archive, find_spack
 
 
 def harness_copy(tmp: Path, tag: str | None = None) -> Path:
@@ -100,7 +100,9 @@ def test_setup_with_a_local_packages_checkout(tmp_path):
     assert "setup: using Spack 1.1.0" in proc.stdout
     assert f"; . {find_spack().parents[1]}/share/spack/setup-env.sh\n" in proc.stdout  # how to use it by hand
     for what, tree in (("--packages", checkout), ("SPACK_ROOT", find_spack().parents[1])):
-        if not (tree / ".git").exists():  # an archive of a tag, not a clone: setup says it cannot verify the pin
+        if (tree / ".git").exists() or (tree / archive.MARKER).is_file():  # a clone, or unpacked by setup: verified
+            assert f"setup: {what} {tree}: unverified" not in proc.stdout
+        else:  # a copy of unknown origin: setup says it cannot verify the pin
             assert f"setup: {what} {tree}: unverified: not a git checkout (pinned: v" in proc.stdout
     repos = yaml.safe_load((copy / ".spack" / "repos.yaml").read_text())["repos"]
     assert list(repos) == ["commstack", "builtin"] and repos["builtin"] == builtin
@@ -119,7 +121,8 @@ def test_a_directory_that_is_not_a_mirror_is_refused_first(tmp_path):
     copy = harness_copy(tmp_path / "copy")
     proc = setup(copy, "--mirror", str(tmp_path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"{tmp_path} has no commstack-mirror.yaml: not a mirror made by `bin/commstack mirror create`" in proc.stderr
+    assert (f"--mirror {tmp_path}: neither a source mirror (spack-v1.1.0.tar.gz, spack-packages-v2025.11.0.tar.gz) "
+            "nor a mirror made by `bin/commstack mirror create` (commstack-mirror.yaml)") in proc.stderr
     assert not (copy / ".spack" / "repos.yaml").exists()
 
 

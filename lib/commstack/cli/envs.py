@@ -18,13 +18,17 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def add_setup(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--spack-source", help="local path or git mirror of Spack (offline)")
-    s.add_argument("--packages", help="local spack-packages checkout or mirror (offline)")
+    s.add_argument("--spack-source", help="local path or git mirror of Spack, or a `git archive` tarball of the "
+                                          "pinned commit (offline)")
+    s.add_argument("--packages", help="local spack-packages checkout or git mirror, or a `git archive` tarball of "
+                                      "the pinned commit (offline)")
     s.add_argument("--force", action="store_true",
                    help="accept a SPACK_ROOT of another major.minor, or a git checkout (SPACK_ROOT, --packages) "
                         "at another commit than the pinned one")
     s.add_argument("--detect", action="store_true", help="detect this machine's externals again")
-    s.add_argument("--mirror", help="a mirror made by `commstack mirror create`: every env uses it (offline)")
+    s.add_argument("--mirror", help="offline: a directory of `git archive` tarballs (spack-TAG.tar.gz, "
+                                    "spack-packages-TAG.tar.gz, NAME-VERSION-src.tar.gz source trees for the local "
+                                    "env), and/or a mirror made by `commstack mirror create`, which every env uses")
 
 
 def cmd_lock(args: argparse.Namespace, extra: list[str]) -> int:

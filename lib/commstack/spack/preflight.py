@@ -3,7 +3,7 @@ env names exist here (prefix or module), at the version it claims?
 
 The versions Spack's detection cannot read, or reads wrong, come from the tool a user would ask
 (glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`,
-cray-mpich: the Cray PE's version directory that holds its library);
+cray-mpich: the Cray PE's version directory that holds its library, UCX: `ucx_info -v`);
 every other external's from Spack's own detection at its prefix. Finding no version is a failure."""
 
 from __future__ import annotations
@@ -70,6 +70,17 @@ def parse_sinfo(text: str) -> str:
     if len(lines) != 1:
         raise VersionReadError(f"sinfo -V: one line expected, got {len(lines)}: {text.strip()[:200]!r}")
     return _first_line(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", "sinfo -V").group(1)
+
+
+#: under `ucx_info -v`'s version line: the source it was built from, its configure line
+UCX_KNOWN = (r"# Git branch '[^']*', revision [0-9a-f]+", r"# Configured with: .*")
+
+
+def parse_ucx_info(text: str) -> str:
+    """`ucx_info -v`: '# Version 1.13.1', the git branch and revision, the configure line."""
+    version = _first_line(text, r"# Version (\d+\.\d+\.\d+)", "ucx_info -v").group(1)
+    _known_lines(text, UCX_KNOWN, "ucx_info -v")
+    return version
 
 
 #: the banner's first line, the tool named as it was called: nvcc's, or ptxas's (the same toolkit's banner)
@@ -154,6 +165,14 @@ def read_slurm(prefix: Path) -> Found:
         return Found(parse_sinfo(_run([str(sinfo), "-V"], {"SLURM_CONF": str(conf)})), f"{sinfo} -V")
 
 
+def read_ucx(prefix: Path) -> Found:
+    """Spack's ucx recipe has no detection (no `executables`): ucx_info says the version."""
+    ucx_info = _tool(prefix, "ucx_info")
+    if ucx_info is None:
+        return Found(None, f"no {prefix}/bin/ucx_info")
+    return Found(parse_ucx_info(_run([str(ucx_info), "-v"])), f"{ucx_info} -v")
+
+
 def read_cuda(prefix: Path) -> Found:
     nvcc = _tool(prefix, "nvcc")
     if nvcc is None:
@@ -195,7 +214,7 @@ def read_cray_mpich(prefix: Path) -> Found:
 
 READERS: dict[str, Callable[[Path], Found]] = {
     "glibc": read_glibc, "slurm": read_slurm, "cuda": read_cuda, "nccl": read_nccl,
-    "cray-mpich": read_cray_mpich}
+    "cray-mpich": read_cray_mpich, "ucx": read_ucx}
 
 
 def agrees(claim: str, found: str) -> bool:

@@ -8,26 +8,31 @@ optional file, so an env reads the same pinned checkouts and mirror wherever it 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
 
-from commstack.errors import CommstackError
+from commstack.errors import CommstackError, ConfigError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.spack import RECORDED_ROOT, Spack, environment
+from commstack.spack import RECORDED_ROOT, Spack, archive, environment
+from commstack.spack.mirror import RECORD as MIRROR_RECORD
+from commstack.spack.preflight import VersionReadError, read_ucx
 from commstack.spack.mirror import signed as mirror_signed
 
 TOOLCHAIN = TOP / "toolchain.yaml"
 TEMPLATES = TOP / "containers" / "templates"
+#: the local env's `spack develop` trees, from a source mirror's NAME-VERSION-src.tar.gz (spack.yaml includes it)
+LOCAL_DEVELOP = TOP / ".spack" / "local-develop.yaml"
 GIT_TIMEOUT = 900   # a clone of spack-packages over a slow link
 PROBE_TIMEOUT = 60  # `spack --version`
 
 #: what the local env takes from the machine: compilers and MPI, then the usual build tools
 #: (`spack external find` searches either named packages or tags, not both at once)
-DETECT = (("gcc", "llvm", "openmpi", "mpich"), ("--tag", "build-tools", "--tag", "core-packages"))
+DETECT = (("gcc", "llvm", "openmpi", "mpich", "libfabric"), ("--tag", "build-tools", "--tag", "core-packages"))
 
 
 class SetupError(CommstackError):
@@ -41,12 +46,29 @@ def pins() -> dict:
 def setup(spack_source: str | None = None, packages: str | None = None, force: bool = False,
           detect: bool = False, mirror: str | None = None) -> int:
     p = pins()
-    signed = mirror_signed(Path(mirror).resolve()) if mirror else False  # a wrong DIR fails first
+    # --mirror DIR: a source mirror (Spack's and spack-packages' tarballs, package source trees), a mirror
+    # made by `commstack mirror create` (package sources and binaries), or both in one; a wrong DIR fails first
+    where = Path(mirror).resolve() if mirror else None
+    sources = archive.SourceMirror.read(where, p) if where else None
+    made = bool(where and (where / MIRROR_RECORD).is_file())
+    if where and not (sources or made):
+        raise ConfigError(f"--mirror {where}: neither a source mirror (spack-{p['spack']['tag']}.tar.gz, "
+                          f"spack-packages-{p['spack_packages']['tag']}.tar.gz) nor a mirror made by "
+                          f"`bin/commstack mirror create` ({MIRROR_RECORD})")
+    signed = mirror_signed(where) if made else False
+    options = {"spack": "--spack-source" if spack_source else "--mirror",
+               "packages": "--packages" if packages else "--mirror"}
+    if sources:  # an option given as well wins over the mirror's tarball
+        spack_source, packages = spack_source or str(sources.spack), packages or str(sources.packages)
+    # a tarball is checked against its pin before anything is written
+    commits = {what: archive.check_commit(Path(f), pin, options[what])
+               for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"]))
+               if f and Path(f).is_file()}
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
     dest.mkdir(exist_ok=True)
-    # --packages: a checkout is used in place (its commit verified); anything else (a local git mirror) is
-    # cloned from
+    # --packages: a checkout is used in place (its commit verified); a tarball is unpacked, anything else (a
+    # local git mirror) is cloned from
     given = Path(packages) if packages else None
     in_place = bool(given and (given / p["spack_packages"]["builtin"]).is_dir())
     if in_place:
@@ -64,12 +86,13 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
                              f"(major.minor differ); use --force to go on anyway")
     else:
         exe = dest / "spack" / "bin" / "spack"
-        checkout(p["spack"], dest / "spack", spack_source, exe.is_file())
+        checkout(p["spack"], dest / "spack", spack_source, exe.is_file(), commits.get("spack"))
     if in_place:
         tree = given
     else:
         tree = dest / "spack-packages"
-        checkout(p["spack_packages"], tree, packages, (tree / p["spack_packages"]["builtin"]).is_dir())
+        checkout(p["spack_packages"], tree, packages, (tree / p["spack_packages"]["builtin"]).is_dir(),
+                 commits.get("packages"))
     builtin = (tree / p["spack_packages"]["builtin"]).resolve()
     # every env includes this file (optional), so builtin is our pinned checkout, never a download;
     # commstack is in it too for commands outside an env (`spack -C .spack ...`)
@@ -85,8 +108,10 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
           f". {root}/share/spack/setup-env.sh\n"
           f"setup: repos in {dest / 'repos.yaml'}: commstack={repos['commstack']}, builtin={builtin}")
     register_user_scope(spack, builtin)
-    if mirror:
-        use_mirror(spack, Path(mirror).resolve(), dest / "mirrors.yaml", signed)
+    if made:
+        use_mirror(spack, where, dest / "mirrors.yaml", signed)
+    if sources and sources.trees:
+        archive.develop_trees(sources.trees, dest / "sources", LOCAL_DEVELOP)
     externals = dest / "externals.yaml"
     if detect or not externals.exists():
         detect_externals(spack, externals)
@@ -143,16 +168,42 @@ def detect_externals(spack: Spack, out: Path) -> None:
         found = Path(scratch) / "packages.yaml"
         if not found.exists():
             raise SetupError("spack external find detected nothing (no compiler, no MPI?)")
-        text = found.read_text()
-    write_atomic(out, "# written by `bin/commstack setup` (spack external find); --detect redoes it\n" + text)
-    names = sorted((yaml.safe_load(text).get("packages") or {}))
+        conf = yaml.safe_load(found.read_text())
+    for entry in conf["packages"].values():  # one install found twice, through two PATH entries that are one
+        # directory (/bin -> /usr/bin): `spack audit configs` calls that "Multiple externals share the same spec"
+        found_twice = entry.get("externals") or []
+        entry["externals"] = [e for i, e in enumerate(found_twice) if e not in found_twice[:i]]
+    conf["packages"].update(detect_ucx())
+    write_atomic(out, "# written by `bin/commstack setup` (spack external find, ucx_info); --detect redoes it\n"
+                 + yaml.safe_dump(conf, sort_keys=False, width=1 << 16))  # one line a spec, as Spack writes
+    names = sorted(conf["packages"])
     print(f"setup: {len(names)} externals of this machine in {out}: {', '.join(names)}")
 
 
-def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
-    """The pinned tag at dest: cloned when missing; when present (kept from an earlier setup), its
-    HEAD is verified against the pinned commit all the same."""
-    if not present:
+def detect_ucx() -> dict:
+    """This machine's UCX as an external ({} where it has no ucx_info on PATH): builtin's recipe has no
+    detection, so its version is `ucx_info -v`'s (preflight's reader), its prefix ucx_info's bin/'s parent."""
+    exe = shutil.which("ucx_info")
+    if exe is None:
+        return {}
+    prefix = Path(exe).resolve().parent.parent
+    try:
+        version = read_ucx(prefix).version
+    except VersionReadError as e:
+        raise SetupError(f"this machine's UCX: {e}") from None
+    return {"ucx": {"externals": [{"spec": f"ucx@{version}", "prefix": str(prefix)}]}} if version else {}
+
+
+def checkout(pin: dict, dest: Path, local: str | None, present: bool, archived: str | None = None) -> None:
+    """The pinned tag at dest: unpacked from a tarball of the pinned commit (`archived`, checked already) or
+    cloned, when missing; when present (kept from an earlier setup), its commit is verified against the
+    pinned one all the same."""
+    if not present and archived:
+        if dest.exists():
+            raise SetupError(f"{dest} exists but holds no Spack tree: remove it to unpack {local} there")
+        archive.unpack(Path(local), dest, archived)
+        print(f"setup: {local} (commit {archived}) unpacked into {dest}")
+    elif not present:
         source = local or pin["url"]
         print(f"setup: cloning {source} at {pin['tag']} into {dest}")
         try:
@@ -163,33 +214,42 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
                 f"cannot clone {source} ({e.__cause__ or e})."
                 " Offline? Either point SPACK_ROOT at an existing Spack "
                 f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
-                "--packages /path/to/spack-packages (a checkout or local git mirror).") from None
-    head = _head(dest)
+                "--packages /path/to/spack-packages (a checkout or local git mirror), or --mirror DIR "
+                "(a directory of their `git archive` tarballs).") from None
+    head, state = _commit(dest)
     if not head.startswith(pin["commit"]):
-        raise SetupError(f"{dest}: HEAD is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
-                         + (" (a checkout kept from an earlier setup: remove it to clone again)" if present else ""))
+        kept = "a tree unpacked by an earlier setup: remove it to unpack again" if archive.kept_commit(dest) \
+            else "a checkout kept from an earlier setup: remove it to clone again"
+        raise SetupError(f"{dest}: {state}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+                         + (f" ({kept})" if present else ""))
 
 
 def verify(pin: dict, tree: Path, what: str, force: bool) -> None:
-    """A tree given for a pin (SPACK_ROOT, --packages): a git checkout must be at the pinned commit
-    (--force: said, and used); a plain directory (a git archive, a tarball) cannot be verified, and is
-    used, saying so."""
-    top = subprocess.run(["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                         timeout=PROBE_TIMEOUT)
-    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != tree.resolve():  # not one, or inside another
-        print(f"setup: {what} {tree}: unverified: not a git checkout (pinned: {pin['tag']} = {pin['commit']})")
-        return
-    head = _head(tree)
+    """A tree given for a pin (SPACK_ROOT, --packages): a git checkout, or a tree an earlier set-up unpacked
+    from a tarball, must be at the pinned commit (--force: said, and used); any other directory (a copy of
+    unknown origin) cannot be verified, and is used, saying so."""
+    if archive.kept_commit(tree) is None:
+        top = subprocess.run(["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != tree.resolve():  # not one, or inside another
+            print(f"setup: {what} {tree}: unverified: not a git checkout (pinned: {pin['tag']} = {pin['commit']})")
+            return
+    head, state = _commit(tree)
     if head.startswith(pin["commit"]):
         return
-    mismatch = f"{what} {tree}: HEAD is {head}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
+    mismatch = f"{what} {tree}: {state}, toolchain.yaml pins {pin['tag']} = {pin['commit']}"
     if not force:
         raise SetupError(f"{mismatch}; check out {pin['tag']} there, or use --force to go on anyway")
     print(f"setup: {mismatch}; used anyway (--force)")
 
 
-def _head(tree: Path) -> str:
-    return _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {tree} rev-parse").strip()
+def _commit(tree: Path) -> tuple[str, str]:
+    """The commit of a tree, and how it is known: the tarball's it was unpacked from, else its git HEAD."""
+    kept = archive.kept_commit(tree)
+    if kept:
+        return kept, f"unpacked from commit {kept}"
+    head = _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {tree} rev-parse").strip()
+    return head, f"HEAD is {head}"
 
 
 def _run(argv: list[str], timeout: int, what: str) -> str:
