@@ -15,6 +15,8 @@ from commstack.tools import TOOLS
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
 DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
+# a job log's line that starts with its date and time (an orchestrator's status, Python's logging): no row does
+LOG_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 
 
 def is_title(line: str) -> bool:
@@ -32,7 +34,8 @@ def _outside(line: str) -> bool:
     """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
     or the benchmark's own failure line (those belong to the table before them); known lines stay where
     they are, notes of the table they stand in (commstack.results.lines)."""
-    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
+    return bool(line.strip()) and not line.lstrip().startswith("#") \
+        and (not DATA_ROW.match(line) or bool(LOG_TIME.match(line))) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
         and noise.crash(line) is None \
