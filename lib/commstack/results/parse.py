@@ -21,21 +21,26 @@ from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import noise, settle
-from commstack.results.lines import Sweep, own_lines, validation_failed
+from commstack.results.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
 from commstack.results.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 
 
 def identify(text: str) -> Benchmark:
-    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it."""
-    lineno, line = own_lines(text).lines[0]
+    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it; where no
+    tool reads a title there, from the lines a tool prints after its title (Tool.untitled: a title cut off)."""
+    lines = own_lines(text).lines
+    lineno, line = lines[0]
     for tool in TOOLS.values():
         try:
             bench = tool.title(line)
         except UnknownFormatError as e:
             raise UnknownFormatError(e.message, line, lineno) from None
         if bench:
+            return bench
+    for tool in TOOLS.values():
+        if tool.untitled and (bench := tool.untitled(lines)):
             return bench
     labels = [t.label for t in TOOLS.values()]
     raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
@@ -56,7 +61,7 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
     if printed and printed[0] in sweep.meta:
         return (sweep.meta[printed[0]] if lo is None else lo), (sweep.meta[printed[1]] if hi is None else hi)
     if lo is None or hi is None:
-        default = bench.defaults(sweep.version)
+        default = bench.defaults(sweep.version, sweep.meta.get(TITLE_MISSING, False))
         if default is None:
             raise UnknownFormatError(f"{bench.name} v{sweep.version}: its default sizes are not known here; "
                                      f"give its size arguments ({' '.join(bench.sizes.args('LO', 'HI'))})",
@@ -145,7 +150,7 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
         return "failed"
     checked = any(v == "Pass" for r in sweep.rows for v in r.values()) \
         or any(r.get(c) is not None for r in sweep.rows for c in wrong) or sweep.meta.get("validation") == 1
-    return "yes" if checked else "no"
+    return "yes" if checked and not sweep.meta.get(TITLE_MISSING) else "no"
 
 
 def _named(table: Table) -> Benchmark | None:
@@ -352,7 +357,7 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
         for r in results:
             rows = r.sweep.rows if r.sweep else []
             sizes = f", {rows[0]['size']}..{rows[-1]['size']} B" if rows else ""
-            what = f"{r.benchmark} ({r.sweep.title})" if r.sweep else (r.benchmark or "no table")
+            what = f"{r.benchmark} ({r.sweep.title or 'no title'})" if r.sweep else (r.benchmark or "no table")
             print(f"lines {r.first}-{r.last}: {what}: {len(rows)} rows{sizes}, {r.verdict}, validated: {r.validated}"
                   + (f"; {len(r.notes)} note(s)" if r.notes else ""))
             for line in summary(r.notes):

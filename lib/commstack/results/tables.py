@@ -30,6 +30,23 @@ def is_title(line: str) -> bool:
     return False
 
 
+UNTITLED_HEAD = 8  # lines a table prints between its title and its header (OSU's datatype and window lines)
+
+
+def untitled_start(lines: list[str]) -> int | None:
+    """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
+    one (Tool.untitled); None where none does."""
+    for i in range(len(lines)):
+        head = list(enumerate(lines[i:i + UNTITLED_HEAD], i + 1))
+        for tool in TOOLS.values():
+            try:
+                if tool.untitled and tool.untitled(head):
+                    return i
+            except UnknownFormatError:
+                return i
+    return None
+
+
 def _outside(line: str) -> bool:
     """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
     or the benchmark's own failure line (those belong to the table before them); known lines stay where
@@ -107,6 +124,8 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
                 rows = False
         elif starts and DATA_ROW.match(line) and noise.classify(line) is None:
             rows = True
+    if not starts and (untitled := untitled_start(lines)) is not None:
+        starts.append(untitled)
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))

@@ -16,8 +16,8 @@ import re
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
-                                     cut_number, cut_row, number, own_lines)
+from commstack.results.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Sweep, Text, assign_warnings,
+                                     check_last_line, count, cut_number, cut_row, number, own_lines)
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
@@ -41,29 +41,67 @@ def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
     return bench, m
 
 
-def _untitled(line: str, lineno: int, prelude: dict[str, Any]) -> Sweep | None:
-    """The table a header starts where no title came: a 7.4+ xccl point-to-point run (after `#Using NCCL`)
-    prints none; the header tells latency from bandwidth, and bw from bibw nothing does."""
-    cols = header_columns(line) if "xccl" in prelude else None
-    if cols is None:
+def header_benchmarks(cols: list[str], meta: dict[str, Any], xccl: bool) -> list[Benchmark]:
+    """The benchmarks whose table has these columns where no title names one: a figure column is a benchmark's
+    metric (osu_mbw_mr's MB/s beside its Messages/s); one-sided ones print their window lines before it; an
+    xccl run (`#Using NCCL`) without one is a 7.4+ point-to-point xccl benchmark (its collectives print theirs)."""
+    def prints(b: Benchmark) -> bool:
+        if b.directory == "startup" or b.sized != (cols[0] == "size") \
+                or b.directory.endswith("one-sided") != ("window_creation" in meta) \
+                or xccl and not (b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")):
+            return False
+        return b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr"
+    return [b for b in BENCHMARKS.values() if prints(b)]
+
+
+UNTITLED_NAMED = 6  # the benchmarks an error names that a table without a title may be; the rest counted
+
+
+def untitled_benchmark(line: str, lineno: int, meta: dict[str, Any]) -> Benchmark | None:
+    """The one benchmark a header with no title before it can be (None: the line is no header); where several
+    print the same table, an error naming them."""
+    cols = header_columns(line)
+    if not cols:
         return None
-    if "latency_us" not in cols:
-        raise UnknownFormatError("an xccl bandwidth table without a title: osu_xccl_bw and osu_xccl_bibw print the "
-                                 "same; run one of them by name", line, lineno)
-    return Sweep(TOOL.name, "osu_xccl_latency", "", None, "ROCM" if prelude["xccl"] == "RCCL" else "CUDA", [],
-                 meta=dict(prelude), title_line=(lineno, line))
+    named = header_benchmarks(cols, meta, "xccl" in meta)
+    if len(named) != 1:
+        names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
+            len(named) > UNTITLED_NAMED)
+        listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "no OSU benchmark"
+        raise UnknownFormatError(f"a table without a title: {listed} print{'s' * (len(names) < 2)} the same; run "
+                                 f"one of them by name, or give its title", line, lineno)
+    return named[0]
+
+
+def _untitled(t: Text, line: str, lineno: int, prelude: dict[str, Any]) -> Sweep | None:
+    """The table a header starts where no title came: a 7.4+ xccl point-to-point run (after `#Using NCCL`) prints
+    none, and the header tells latency from bandwidth; any other table whose title is cut is read where one
+    benchmark prints its header (and window lines), its title's loss a note (`validated` is then no)."""
+    bench = untitled_benchmark(line, lineno, prelude)
+    if bench is None:
+        return None
+    if "xccl" in prelude:
+        return Sweep(TOOL.name, bench.name, "", None, "ROCM" if prelude["xccl"] == "RCCL" else "CUDA", [],
+                     meta=dict(prelude), title_line=(lineno, line))
+    t.notes.append(Note(lineno, line, "osu", f"no title before the header: read as {bench.name}, the one benchmark "
+                                             "that prints it"))
+    return Sweep(TOOL.name, bench.name, "", None, None, [], meta={**prelude, TITLE_MISSING: True},
+                 title_line=(lineno, line))
 
 
 def _osu_tables(t: Text) -> list[Sweep]:
     sweeps: list[Sweep] = []
     cur: Sweep | None = None
     prelude: dict[str, Any] = {}  # lines that belong to the table whose title follows
+    orphans: list[tuple[int, str]] = []  # header lines before any title
     for lineno, line in t.lines:
         try:
             titled = title_match(line)
         except UnknownFormatError as e:
             raise UnknownFormatError(e.message, line, lineno) from None
         if titled:
+            if orphans:
+                raise UnknownFormatError("text before any OSU title", *orphans[0][::-1])
             bench, m = titled
             if cur and not cur.columns and not cur.rows and line == cur.title_line[1]:
                 continue  # 6.2 and 7.2 osu_mbw_mr print their title twice
@@ -71,6 +109,10 @@ def _osu_tables(t: Text) -> list[Sweep]:
                         title_line=(lineno, line))
             prelude = {}
             sweeps.append(cur)
+            continue
+        if cur is None and (meta := matched_meta(OSU_META, line)) is not None:
+            orphans.append((lineno, line))  # a cut title's lines (`# Datatype:`, window lines) before its header
+            prelude.update(meta)
             continue
         if (meta := matched_meta(OSU_PRELUDE, line)) is not None:
             if cur is None or cur.rows:
@@ -82,11 +124,13 @@ def _osu_tables(t: Text) -> list[Sweep]:
             if "xccl" in prelude and (meta := matched_meta(OSU_META, line)) is not None:
                 prelude.update(meta)  # 7.4+ xccl point-to-point: `# Send Buffer on ...` before the header
                 continue
-            if (untitled := _untitled(line, lineno, prelude)) is None:
+            if (untitled := _untitled(t, line, lineno, prelude)) is None:
                 raise UnknownFormatError("text before any OSU title" if cur is None else
                                          "text between two OSU tables", line, lineno)
-            cur, prelude = untitled, {}
+            cur, prelude, orphans = untitled, {}, []
             sweeps.append(cur)
+            _header(sweeps, cur, line, lineno)
+            continue
         if VALIDATION_ERROR.match(line):
             cur.error_lines.append((lineno, line))
             continue
@@ -209,6 +253,17 @@ def title(line: str) -> Benchmark | None:
     return None
 
 
+def untitled(lines: list[tuple[int, str]]) -> Benchmark | None:
+    """The benchmark an output without a title is: the header after its `# Datatype:` and window lines, where one
+    benchmark prints it."""
+    meta: dict[str, Any] = {}
+    for lineno, line in lines:
+        if (found := matched_meta(OSU_META, line)) is None:
+            return untitled_benchmark(line, lineno, meta)
+        meta.update(found)
+    return None
+
+
 def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     """The first size a sweep from `lo` prints, as OSU's loops go: a table without a `# Datatype:` line counts
     bytes (from 0 up), its reductions whole floats (`lo / 4`, at least one: 5.x - 7.0, xccl); with one (7.1+),
@@ -246,8 +301,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return [exe, *p.args, *p.size_args]
 
 
-TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, native=native,
-            planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
+TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, untitled=untitled,
+            native=native, planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
             last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
 
