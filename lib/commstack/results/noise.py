@@ -218,10 +218,12 @@ PREFIXES: tuple[Pattern, ...] = (
     # src/api/step_io.c _write_label: `%*d: `, the task id padded to the width of the largest (` 0: ` of 16
     # tasks), `P%u %*d: ` in a heterogeneous job
     _p("slurm", "srun --label prefix", r"(?:P\d+ )? *\d+:(?: |$)", " 0: # OSU MPI Latency Test v5.3"),
-    # SkyPilot (sky/skylet: run_bash_command_with_log): each node's output after `(node, rank=N, pid=P[, ip=A]) `,
-    # `(task, pid=P) ` on one node, `(setup pid=P[, ip=A]) `, in cyan where the terminal took colours
+    # SkyPilot (sky/skylet: run_bash_command_with_log; its Go sky-exec: ip before pid): each node's output after
+    # `(node, rank=N, pid=P[, ip=A]) `, `(task, pid=P) ` on one node, `(setup pid=P[, ip=A]) `, in cyan where the
+    # terminal took colours
     _p("skypilot", "node and rank prefix",
-       r"(?:\x1b\[\d+m)?\((?:setup pid=\d+|[\w.-]+, (?:rank=\d+, )?pid=\d+)(?:, ip=[\d.:a-f]+)?\)(?:\x1b\[0m)?(?: |$)",
+       r"(?:\x1b\[\d+m)?\((?:setup |[\w.-]+, (?:rank=\d+, )?)(?:ip=[\d.:a-f]+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)"
+       r"(?:\x1b\[0m)?(?: |$)",
        "(head, rank=0, pid=2178) # nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5"),
     # `kubectl logs --timestamps`: each line after its RFC 3339 time
     _p("kubernetes", "kubectl logs --timestamps prefix",
