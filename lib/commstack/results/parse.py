@@ -27,9 +27,10 @@ from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 
 
-def identify(text: str) -> Benchmark:
-    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it; where no
-    tool reads a title there, from the lines a tool prints after its title (Tool.untitled: a title cut off)."""
+def identify(text: str, untitled: bool = False) -> Benchmark:
+    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it; with
+    `untitled` (a job log's), where no tool reads a title there, from the lines a tool prints after its title
+    (Tool.untitled: a title cut off when pasted)."""
     lines = own_lines(text).lines
     lineno, line = lines[0]
     for tool in TOOLS.values():
@@ -39,7 +40,7 @@ def identify(text: str) -> Benchmark:
             raise UnknownFormatError(e.message, line, lineno) from None
         if bench:
             return bench
-    for tool in TOOLS.values():
+    for tool in TOOLS.values() if untitled else ():
         if tool.untitled and (bench := tool.untitled(lines)):
             return bench
     labels = [t.label for t in TOOLS.values()]
@@ -169,7 +170,7 @@ def _named(table: Table) -> Benchmark | None:
     return None
 
 
-def _partial(table: Table, error: ParseError) -> Sweep | None:
+def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
     """The rows of a table read before the line its error quotes: the table up to its last data row
     above that line, parsed (its last sweep); None where that cut text fails too (ucx_perftest's, which
     has no Final row)."""
@@ -179,7 +180,7 @@ def _partial(table: Table, error: ParseError) -> Sweep | None:
         return None
     text = "\n".join(lines[:data[-1] + 1]) + "\n"
     try:
-        sweeps = identify(text).tool.parse(text)
+        sweeps = identify(text, lenient).tool.parse(text)
     except CommstackError:
         return None
     return sweeps[-1] if sweeps else None
@@ -207,7 +208,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
         if lenient and k == len(tables) - 1:
             table = without_trailer(table)
         try:
-            bench = identify(table.text)
+            bench = identify(table.text, lenient)
         except ParseError as e:
             # a crash or Slurm's end: the title still names the benchmark; a table with no (known) title does not
             bench = None if isinstance(e, UnknownFormatError) else _named(table)
@@ -218,7 +219,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
         try:
             sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
         except ParseError as e:
-            partial = _partial(table, e)
+            partial = _partial(table, e, lenient)
             partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
@@ -250,7 +251,7 @@ def without_trailer(table: Table) -> Table:
     """The last table of a job log, less the lines after it that its parser refuses and a job script
     prints (Table.trailer)."""
     try:
-        tool = identify(table.text).tool
+        tool = identify(table.text, untitled=True).tool
     except CommstackError:
         return table  # no title: nothing is after a table
     try:

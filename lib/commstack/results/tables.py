@@ -111,7 +111,8 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     is a note only when `lenient` (a job log read by `commstack parse`: the job script's lines around
     the benchmark; those after the last table are the ones its parser refuses: Table.trailer); otherwise
     it is that table's, an unknown line there an error, as inside a table (a step's own output, which
-    commstack launched itself: nothing but the benchmark prints there)."""
+    commstack launched itself: nothing but the benchmark prints there). A job log with no title has its table
+    start where a tool reads a table whose title was cut (untitled_start)."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
@@ -124,7 +125,7 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
                 rows = False
         elif starts and DATA_ROW.match(line) and noise.classify(line) is None:
             rows = True
-    if not starts and (untitled := untitled_start(lines)) is not None:
+    if not starts and lenient and (untitled := untitled_start(lines)) is not None:
         starts.append(untitled)
     if not starts:
         return [Table(1, len(raw), text)]
