@@ -30,7 +30,8 @@ for argv in json.loads(sys.stdin.read()):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         cli.main(argv)
-    print(json.dumps([(t["benchmark"], t["verdict"], t["validated"], len(t["rows"])) for t in json.loads(out.getvalue())]))
+    tables = json.loads(out.getvalue())
+    print(json.dumps([(t["benchmark"], t["verdict"], t["validated"], len(t["rows"])) for t in tables]))
 """
 
 

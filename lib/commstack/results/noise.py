@@ -114,8 +114,8 @@ PATTERNS: tuple[Pattern, ...] = (
     # src/debug.cc: `host:pid:tid ` then `[dev] NCCL INFO `, `[dev] file:line (func) NCCL WARN ` (2.2x; before it
     # no `(func)`), `NCCL CALL ` or `[dev] ms func:line NCCL TRACE `; NCCL_DEBUG_TIMESTAMP_LEVELS' stamp before it
     # (`[%F %T] ` by default, on WARN lines from 2.23). aws-ofi-nccl and the other plugins log through it
-    _p("nccl", "NCCL_DEBUG line", r"(?:\[[^\]]*\] )?[^\s:]+:\d+:\d+ (?:\[\d+\] (?:\S+:\d+ (?:\(\w*\) )?|\d+\.\d+ \S+:\d+ )?)?"
-       r"[NR]CCL (?:INFO|WARN|TRACE|CALL) .*",
+    _p("nccl", "NCCL_DEBUG line", r"(?:\[[^\]]*\] )?[^\s:]+:\d+:\d+ "
+       r"(?:\[\d+\] (?:\S+:\d+ (?:\(\w*\) )?|\d+\.\d+ \S+:\d+ )?)?[NR]CCL (?:INFO|WARN|TRACE|CALL) .*",
        "server2:23920:24013 [7] NCCL INFO comm 0x7f5780001ca0 rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE"),
     # ------------------------------------------------------------------ ssh, X11
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",

@@ -24,7 +24,7 @@ from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNT
                                         OSU_PRELUDE, OSU_TITLE, OSU_USAGE, OSU_VALIDATION, PT2PT_SIZES, REDUCE_SIZES,
                                         STARTUP_COLUMNS, XCCL_COLL_SIZES, XCCL_LAT_SIZES, XCCL_PT2PT_SIZES,
                                         XCCL_REDUCE_SIZES, XCCL_USING, family, header_columns, matched_meta,
-                                        release_numbers)
+                                        release_numbers, untitled_benchmark)
 from commstack.tools.osu_install import MPI_DIR, NAME, native
 
 
@@ -41,43 +41,11 @@ def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
     return bench, m
 
 
-def header_benchmarks(cols: list[str], meta: dict[str, Any], xccl: bool) -> list[Benchmark]:
-    """The benchmarks whose table has these columns where no title names one: a figure column is a benchmark's
-    metric (osu_mbw_mr's MB/s beside its Messages/s); one-sided ones print their window lines before it; an
-    xccl run (`#Using NCCL`) without one is a 7.4+ point-to-point xccl benchmark (its collectives print theirs)."""
-    def prints(b: Benchmark) -> bool:
-        if b.directory == "startup" or b.sized != (cols[0] == "size") \
-                or b.directory.endswith("one-sided") != ("window_creation" in meta) \
-                or xccl and not (b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")):
-            return False
-        return b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr"
-    return [b for b in BENCHMARKS.values() if prints(b)]
-
-
-UNTITLED_NAMED = 6  # the benchmarks an error names that a table without a title may be; the rest counted
-
-
-def untitled_benchmark(line: str, lineno: int, meta: dict[str, Any]) -> Benchmark | None:
-    """The one benchmark a header with no title before it can be (None: the line is no header); where several
-    print the same table, an error naming them."""
-    cols = header_columns(line)
-    if not cols:
-        return None
-    named = header_benchmarks(cols, meta, "xccl" in meta)
-    if len(named) != 1:
-        names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
-            len(named) > UNTITLED_NAMED)
-        listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "no OSU benchmark"
-        raise UnknownFormatError(f"a table without a title: {listed} print{'s' * (len(names) < 2)} the same; run "
-                                 f"one of them by name, or give its title", line, lineno)
-    return named[0]
-
-
 def _untitled(t: Text, line: str, lineno: int, prelude: dict[str, Any]) -> Sweep | None:
     """The table a header starts where no title came: a 7.4+ xccl point-to-point run (after `#Using NCCL`) prints
     none, and the header tells latency from bandwidth; any other table whose title is cut is read where one
     benchmark prints its header (and window lines), its title's loss a note (`validated` is then no)."""
-    bench = untitled_benchmark(line, lineno, prelude)
+    bench = untitled_benchmark(BENCHMARKS.values(), line, lineno, prelude)
     if bench is None:
         return None
     if "xccl" in prelude:
@@ -259,7 +227,7 @@ def untitled(lines: list[tuple[int, str]]) -> Benchmark | None:
     meta: dict[str, Any] = {}
     for lineno, line in lines:
         if (found := matched_meta(OSU_META, line)) is None:
-            return untitled_benchmark(line, lineno, meta)
+            return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
         meta.update(found)
     return None
 
