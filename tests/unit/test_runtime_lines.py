@@ -13,8 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from commstack import benchmarks
+from commstack.errors import UnknownFormatError
 from commstack.results import noise
-from commstack.results.parse import parse_arguments, parse_results
+from commstack.results.lines import TITLE_MISSING, Sweep
+from commstack.results.parse import parse_arguments, parse_results, validated
+from commstack.tools import osu
+from commstack.tools.osu_format import header_benchmarks, header_columns, untitled_benchmark
 
 from test_corpus import CORPUS, INDEX
 from test_joblogs import BAD, EXIT, parse, tables
@@ -228,3 +233,90 @@ def test_no_runtime_line_before_after_or_between_the_rows_turns_a_bad_output_int
     assert any(r.error for r in results), f"{name} passes with {lines}"
     if all(t.validated != "yes" for t in entry.tables):
         assert all(r.validated != "yes" for r in results), f"{name} validated"
+
+
+# ------------------------------------------------------------------ in process: what a header without a title leaves
+
+HEADERS = {"bw": "# Size      Bandwidth (MB/s)", "mbw": "# Size                  MB/s        Messages/s",
+           "lat": "# Size          Latency (us)", "avg": "# Avg Latency(us)",
+           "nbc": "# Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)",
+           "nbc sized": "# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)"}
+WINDOW = {"window_creation": "MPI_Win_allocate", "synchronization": "MPI_Win_flush"}
+
+
+@pytest.mark.parametrize("header,meta,xccl,named", [
+    ("bw", {}, False, {"osu_bw", "osu_bibw", "osu_xccl_bw", "osu_xccl_bibw", "osu_nccl_bw", "osu_nccl_bibw"}),
+    ("bw", WINDOW, False, {"osu_put_bw", "osu_get_bw", "osu_put_bibw"}),
+    ("bw", {}, True, {"osu_xccl_bw", "osu_xccl_bibw"}),
+    ("mbw", {"pairs": 1, "window_size": 64}, False, {"osu_mbw_mr"}),
+    ("mbw", WINDOW, False, set()),
+    ("lat", {}, True, {"osu_xccl_latency"}),
+    ("avg", {}, False, {"osu_barrier"}),
+    ("nbc", {}, False, {"osu_ibarrier"}),
+    ("nbc sized", {}, False, {b.name for b in osu.BENCHMARKS.values() if b.metric == "overall_us" and b.sized}),
+])
+def test_the_benchmarks_that_print_a_header_without_a_title(header, meta, xccl, named):
+    assert {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), header_columns(HEADERS[header]), meta,
+                                              xccl)} == named
+    lat = {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), ["size", "latency_us"], {}, False)}
+    assert {"osu_latency", "osu_allreduce", "osu_nccl_bcast"} <= lat and not lat & {"osu_put_latency", "osu_init"}
+
+
+def test_an_untitled_header_names_the_benchmarks_it_may_be():
+    many = osu.BENCHMARKS.values()
+    assert untitled_benchmark(many, "garbage", 3, {}) is None
+    assert untitled_benchmark(many, HEADERS["mbw"], 3, {}).name == "osu_mbw_mr"
+    with pytest.raises(UnknownFormatError, match=r"^a table without a title: osu_put_bw, osu_get_bw and osu_put_bibw "
+                                                 r"print the same; run one") as e:
+        untitled_benchmark(many, HEADERS["bw"], 3, WINDOW)
+    assert (e.value.lineno, e.value.line) == (3, HEADERS["bw"])
+    with pytest.raises(UnknownFormatError, match=r": osu_latency, osu_multi_lat, osu_latency_mt, osu_latency_mp, "
+                                                 r"osu_allreduce, osu_alltoall and 25 more print the same"):
+        untitled_benchmark(many, HEADERS["lat"], 3, {})
+    with pytest.raises(UnknownFormatError, match=r": no OSU benchmark prints the same"):
+        untitled_benchmark(many, HEADERS["mbw"], 3, WINDOW)
+    assert untitled_benchmark(many, HEADERS["avg"], 3, {}).name == "osu_barrier"
+
+
+def test_the_lines_before_an_untitled_header_each_once():
+    lines = list(enumerate(["Job 1", "# [ pairs: 1 ] [ window size: 64 ]", "# Datatype: MPI_CHAR.", HEADERS["mbw"]], 1))
+    assert osu.untitled(lines, 0) is None and osu.untitled(lines, 1).name == "osu_mbw_mr"
+    assert osu.untitled(lines, 2).name == "osu_mbw_mr" and osu.untitled(lines, 3).name == "osu_mbw_mr"
+    twice = lines[:2] + [(3, lines[1][1])] + lines[3:]
+    assert osu.untitled(twice, 1) is None and osu.untitled(lines[1:3], 0) is None  # no header after them
+
+
+MBW_ROWS = "".join(f"{1 << k:<10d}{k + 1.5:>18.2f}{k + 100.25:>18.2f}\n" for k in range(23))  # 1 B to 4 MiB
+MBW = "# [ pairs: 1 ] [ window size: 64 ]\n" + HEADERS["mbw"] + "\n" + MBW_ROWS
+
+
+def test_an_untitled_table_in_process_job_logs_only():
+    """Its defaults are those every release shares (osu_mbw_mr: 1 B to 4 MiB); a step's own output reads none; a
+    job script's line after it and an error inside it keep what `commstack parse` keeps of a titled one."""
+    [r] = parse_results("Loading mpi/hpcx\n" + MBW + "Done.\n", [], lenient=True)
+    assert (r.benchmark, r.verdict, r.validated, len(r.sweep.rows), r.sweep.meta[TITLE_MISSING]) == \
+        ("osu_mbw_mr", "complete", "no", 23, True)
+    assert [n.what for n in r.notes][-1].endswith("after the last table") and r.first == 2
+    [strict] = parse_results(MBW, [], lenient=False)
+    assert (strict.verdict, strict.error.message[:18]) == ("unknown-format", "no benchmark title")
+    broken = MBW.replace("\n32 ", "\n32x ")
+    [r] = parse_results(broken, [], lenient=True)
+    assert (r.benchmark, r.verdict, len(r.sweep.rows)) == ("osu_mbw_mr", "bad-number", 5)
+    [r] = parse_results("# Datatype: MPI_CHAR.\n# OSU MPI Bandwidth Test v7.2\n" + HEADERS["bw"] + "\n1  1.00\n",
+                        ["-m", "1:1"], lenient=True)
+    assert (r.verdict, r.error.lineno, r.error.message[:18]) == ("unknown-format", 1, "no benchmark title")
+    [r] = parse_results(HEADERS["bw"] + "\n1                       1.00\n", ["-m", "1:1"], lenient=True)
+    assert (r.benchmark, r.error.lineno) == (None, 1) and "osu_bw, osu_bibw" in r.error.message
+
+
+def test_a_missing_title_leaves_a_benchmarks_check_unvouched_for():
+    get = benchmarks.get
+    assert get("osu_mbw_mr").defaults(None, title_missing=True) == (1, 4194304)
+    assert get("osu_mbw_mr").defaults(None) is None and get("osu_latency").defaults(None, title_missing=True) is None
+    passed = Sweep("osu", "osu_barrier", "", None, None, ["size", "latency_us", "validation"],
+                   [{"size": 0, "latency_us": 1.0, "validation": "Pass"}])
+    assert validated(passed) == "yes"
+    passed.meta[TITLE_MISSING] = True
+    assert validated(passed) == "no"
+    passed.rows[0]["validation"] = "Fail"
+    assert validated(passed) == "failed"

@@ -41,7 +41,7 @@ def identify(text: str, untitled: bool = False) -> Benchmark:
         if bench:
             return bench
     for tool in TOOLS.values() if untitled else ():
-        if tool.untitled and (bench := tool.untitled(lines)):
+        if tool.untitled and (bench := tool.untitled(lines, 0)):
             return bench
     labels = [t.label for t in TOOLS.values()]
     raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)

@@ -30,17 +30,14 @@ def is_title(line: str) -> bool:
     return False
 
 
-UNTITLED_HEAD = 8  # lines a table prints between its title and its header (OSU's datatype and window lines)
-
-
 def untitled_start(lines: list[str]) -> int | None:
     """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
     one (Tool.untitled); None where none does."""
+    numbered = list(enumerate(lines, 1))
     for i in range(len(lines)):
-        head = list(enumerate(lines[i:i + UNTITLED_HEAD], i + 1))
         for tool in TOOLS.values():
             try:
-                if tool.untitled and tool.untitled(head):
+                if tool.untitled and tool.untitled(numbered, i):
                     return i
             except UnknownFormatError:
                 return i

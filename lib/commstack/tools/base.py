@@ -205,9 +205,9 @@ class Tool:
     parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
     #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
     title: Callable[[str], Benchmark | None]
-    #: the benchmark an output whose title is missing is, from its first own lines ((lineno, line)); None: not
-    #: this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never read so)
-    untitled: Callable[[list[tuple[int, str]]], Benchmark | None] | None = None
+    #: the benchmark an output whose title is missing is, from its own lines ((lineno, line)) from an index on;
+    #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
+    untitled: Callable[[list[tuple[int, str]], int], Benchmark | None] | None = None
     #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how
     native: Callable[[Any], str] | None = None
     #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)

@@ -61,15 +61,12 @@ def _osu_tables(t: Text) -> list[Sweep]:
     sweeps: list[Sweep] = []
     cur: Sweep | None = None
     prelude: dict[str, Any] = {}  # lines that belong to the table whose title follows
-    orphans: list[tuple[int, str]] = []  # header lines before any title
     for lineno, line in t.lines:
         try:
             titled = title_match(line)
         except UnknownFormatError as e:
             raise UnknownFormatError(e.message, line, lineno) from None
         if titled:
-            if orphans:
-                raise UnknownFormatError("text before any OSU title", *orphans[0][::-1])
             bench, m = titled
             if cur and not cur.columns and not cur.rows and line == cur.title_line[1]:
                 continue  # 6.2 and 7.2 osu_mbw_mr print their title twice
@@ -79,8 +76,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
             sweeps.append(cur)
             continue
         if cur is None and (meta := matched_meta(OSU_META, line)) is not None:
-            orphans.append((lineno, line))  # a cut title's lines (`# Datatype:`, window lines) before its header
-            prelude.update(meta)
+            prelude.update(meta)  # a cut title's lines (`# Datatype:`, window lines) before its header
             continue
         if (meta := matched_meta(OSU_PRELUDE, line)) is not None:
             if cur is None or cur.rows:
@@ -95,7 +91,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
             if (untitled := _untitled(t, line, lineno, prelude)) is None:
                 raise UnknownFormatError("text before any OSU title" if cur is None else
                                          "text between two OSU tables", line, lineno)
-            cur, prelude, orphans = untitled, {}, []
+            cur, prelude = untitled, {}
             sweeps.append(cur)
             _header(sweeps, cur, line, lineno)
             continue
@@ -221,14 +217,20 @@ def title(line: str) -> Benchmark | None:
     return None
 
 
-def untitled(lines: list[tuple[int, str]]) -> Benchmark | None:
-    """The benchmark an output without a title is: the header after its `# Datatype:` and window lines, where one
-    benchmark prints it."""
+def untitled(lines: list[tuple[int, str]], start: int = 0) -> Benchmark | None:
+    """The benchmark an output without a title is, from lines[start] on: the header after its `# Datatype:` and
+    window lines, where one benchmark prints it."""
     meta: dict[str, Any] = {}
-    for lineno, line in lines:
-        if (found := matched_meta(OSU_META, line)) is None:
+    seen: set[re.Pattern] = set()
+    for k in range(start, len(lines)):
+        lineno, line = lines[k]
+        kind = next(((pattern, read) for pattern, read in OSU_META if pattern.match(line)), None)
+        if kind is None:
             return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
-        meta.update(found)
+        if kind[0] in seen:
+            return None  # a kind of line twice: no one table's head
+        seen.add(kind[0])
+        meta.update(kind[1](kind[0].match(line)))
     return None
 
 
