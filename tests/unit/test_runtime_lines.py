@@ -90,6 +90,45 @@ def test_ucx_protocol_tables_between_the_rows_recorded_here_are_notes(name, benc
     assert {s for s, _ in got.values()} == {"ucx"}
 
 
+# the shapes the libraries' own code and documents give (each named in results/noise.py), not lines of the corpus
+FORMATS = [
+    # NCCL src/debug.cc: INFO; WARN with file:line (func), the default `[%F %T] ` stamp of 2.23+; CALL; TRACE
+    ("nccl", "gpu-07:41263:41263 [3] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.13.2-aws"),
+    ("nccl", "[2025-06-12 09:14:01] gpu-07:41263:41311 [3] misc/socket.cc:50 (ncclSocketConnect) NCCL WARN Net : "
+             "Connection closed by remote peer"),
+    ("nccl", "gpu-07:41263:41263 [3] transport/net.cc:1034 NCCL WARN NET/Plugin: No plugin found"),
+    ("nccl", "gpu-07:41263:41263 NCCL CALL ncclAllReduce(0x7f, 0x7f, 8, 7, 0, 0x55, 0x55)"),
+    ("nccl", "gpu-07:41263:41290 [3] 1021.402893 ncclProxyProgress:1240 NCCL TRACE progress opCount 12"),
+    # Intel MPI Developer Reference, I_MPI_DEBUG: `[rank] `, `[rank#pid@host] ` with a `+` before the level
+    ("intel-mpi", "[0#3520@clusternode1] MPI startup(): Multi-threaded optimized library"),
+    ("intel-mpi", "[12] MPI startup(): threading: mode: direct"),
+    # UCX ucs/debug/log.c: a log line (1.15+'s used transports: `<context> self cfg#0 ...`), a compact line
+    ("ucx", "[1738722441.247410] [node1:41263:0]     ucp_worker.c:1855 UCX  INFO  0x55f9c3a1e2c0 self cfg#0 "
+            "tag(ud_verbs/ibp3s0:1)"),
+    ("ucx", "[1738722441.247410] [node1:41263:0]   |                 0..2038 | eager short | rc_mlx5/mlx5_0:1 |"),
+    # Lmod's MT.lua `%3d)` entries in columns, its legend; EasyBuild's `== `; EESSI's init script
+    ("lmod", "  9) hwloc/2.9.2-GCCcore-13.2.0    10) libfabric/1.19.0-GCCcore-13.2.0 (g)  11) PMIx/4.2.6"),
+    ("lmod", "Currently Loaded Modules Matching: gcc"),
+    ("easybuild", "== Temporary log file(s) /tmp/eb-1a2b3c/easybuild-4d5e6f.log* have been removed."),
+    ("eessi", "Found EESSI repo @ /cvmfs/software.eessi.io/versions/2023.06!"),
+]
+
+
+@pytest.mark.parametrize("source,line", FORMATS)
+def test_the_libraries_formats_are_known_lines(source, line):
+    assert noise.classify(line).source == source
+
+
+@pytest.mark.parametrize("line", [
+    "[1738722441.247410] [node1:41263:0]     ucp_worker.c:1855 UCX  ERROR ep_cfg[0]: no transports",  # a crash line
+    "[1738722441.247410] [node1:41263:0]   ucp_worker.c:1855 UCX  ERROR ep_cfg[0]: no transports",
+    "1024                 12345.67",  # a row
+    "  9) 1024   12.50",
+])
+def test_a_crash_line_or_a_row_is_no_runtime_line(line):
+    assert noise.classify(line) is None
+
+
 # ------------------------------------------------------------------ 2. a prefix on every line
 
 @pytest.mark.parametrize("name,plain", [
