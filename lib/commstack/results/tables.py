@@ -11,7 +11,7 @@ from commstack.errors import ParseError, UnknownFormatError, cut
 from commstack.results import noise
 from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
 from commstack.results.noise import Note
-from commstack.tools import TOOLS
+from commstack.tools import TOOLS, Tool
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
 DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
@@ -33,15 +33,17 @@ def is_title(line: str) -> bool:
 def untitled_start(lines: list[str]) -> int | None:
     """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
     one (Tool.untitled); None where none does."""
-    numbered = list(enumerate(lines, 1))
-    for i in range(len(lines)):
-        for tool in TOOLS.values():
-            try:
-                if tool.untitled and tool.untitled(numbered, i):
-                    return i
-            except UnknownFormatError:
-                return i
-    return None
+    numbered = list(enumerate(lines))  # their numbers go into no message: an error here only marks the start
+    return next((i for i in range(len(lines)) if any(_untitled_at(tool, numbered, i) for tool in TOOLS.values())),
+                None)
+
+
+def _untitled_at(tool: Tool, numbered: list[tuple[int, str]], i: int) -> bool:
+    """Whether `tool` reads a table whose title is cut from numbered[i] on (several benchmarks printing it too)."""
+    try:
+        return bool(tool.untitled and tool.untitled(numbered, i))
+    except UnknownFormatError:
+        return True
 
 
 def _outside(line: str) -> bool:
