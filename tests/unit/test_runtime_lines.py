@@ -314,6 +314,11 @@ def test_an_untitled_header_names_the_benchmarks_it_may_be():
         untitled_benchmark(many, HEADERS["lat"], 3, {})
     with pytest.raises(UnknownFormatError, match=r": no OSU benchmark prints the same"):
         untitled_benchmark(many, HEADERS["mbw"], 3, WINDOW)
+    with pytest.raises(UnknownFormatError, match=r": osu_bw, osu_bibw, osu_xccl_bw, osu_xccl_bibw, osu_nccl_bw and "
+                                                 r"osu_nccl_bibw print the same"):  # six: all named
+        untitled_benchmark(many, HEADERS["bw"], 3, {})
+    with pytest.raises(UnknownFormatError, match=r": osu_xccl_bw and osu_xccl_bibw print the same"):
+        untitled_benchmark(many, HEADERS["bw"], 3, {"xccl": "NCCL"})
     assert untitled_benchmark(many, HEADERS["avg"], 3, {}).name == "osu_barrier"
 
 
@@ -321,6 +326,8 @@ def test_the_lines_before_an_untitled_header_each_once():
     lines = list(enumerate(["Job 1", "# [ pairs: 1 ] [ window size: 64 ]", "# Datatype: MPI_CHAR.", HEADERS["mbw"]], 1))
     assert osu.untitled(lines, 0) is None and osu.untitled(lines, 1).name == "osu_mbw_mr"
     assert osu.untitled(lines, 2).name == "osu_mbw_mr" and osu.untitled(lines, 3).name == "osu_mbw_mr"
+    with pytest.raises(UnknownFormatError, match="no OSU benchmark prints"):  # osu_mbw_mr prints no window lines
+        osu.untitled([(1, "# Window creation: MPI_Win_allocate"), (2, HEADERS["mbw"])], 0)
     twice = lines[:2] + [(3, lines[1][1])] + lines[3:]
     assert osu.untitled(twice, 1) is None and osu.untitled(lines[1:3], 0) is None  # no header after them
 
@@ -336,6 +343,8 @@ def test_an_untitled_table_in_process_job_logs_only():
     assert (r.benchmark, r.verdict, r.validated, len(r.sweep.rows), r.sweep.meta[TITLE_MISSING]) == \
         ("osu_mbw_mr", "complete", "no", 23, True)
     assert [n.what for n in r.notes][-1].endswith("after the last table") and r.first == 2
+    [cut] = [n for n in r.notes if n.source == "osu"]
+    assert (cut.lineno, cut.line) == (3, HEADERS["mbw"]) and cut.what.startswith("no title before the header")
     [strict] = parse_results(MBW, [], lenient=False)
     assert (strict.verdict, strict.error.message[:18]) == ("unknown-format", "no benchmark title")
     broken = MBW.replace("\n32 ", "\n32x ")
@@ -344,8 +353,10 @@ def test_an_untitled_table_in_process_job_logs_only():
     [r] = parse_results("# Datatype: MPI_CHAR.\n# OSU MPI Bandwidth Test v7.2\n" + HEADERS["bw"] + "\n1  1.00\n",
                         ["-m", "1:1"], lenient=True)
     assert (r.verdict, r.error.lineno, r.error.message[:18]) == ("unknown-format", 1, "no benchmark title")
-    [r] = parse_results(HEADERS["bw"] + "\n1                       1.00\n", ["-m", "1:1"], lenient=True)
-    assert (r.benchmark, r.error.lineno) == (None, 1) and "osu_bw, osu_bibw" in r.error.message
+    for before in ("", "Loading mpi/hpcx\n"):  # the job script's line before it is a note: the header is quoted
+        [r] = parse_results(before + HEADERS["bw"] + "\n1                       1.00\n", ["-m", "1:1"], lenient=True)
+        assert (r.benchmark, r.error.lineno, r.error.line) == (None, 1 + bool(before), HEADERS["bw"])
+        assert "osu_bw, osu_bibw" in r.error.message
 
 
 def test_a_missing_title_leaves_a_benchmarks_check_unvouched_for():

@@ -198,11 +198,10 @@ def header_benchmarks(benchmarks: Iterable[Benchmark], cols: list[str], meta: di
     metric (osu_mbw_mr's MB/s beside its Messages/s); one-sided ones print their window lines before it; an
     xccl run (`#Using NCCL`) without one is a 7.4+ point-to-point xccl benchmark (its collectives print theirs)."""
     def prints(b: Benchmark) -> bool:
-        if b.directory == "startup" or b.sized != (cols[0] == "size") \
-                or b.directory.endswith("one-sided") != ("window_creation" in meta) \
-                or xccl and not (b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")):
-            return False
-        return b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr"
+        return b.directory != "startup" and b.sized == (cols[0] == "size") \
+            and b.directory.endswith("one-sided") == ("window_creation" in meta) \
+            and (not xccl or b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")) \
+            and (b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr")
     return [b for b in benchmarks if prints(b)]
 
 
@@ -217,10 +216,12 @@ def untitled_benchmark(benchmarks: Iterable[Benchmark], line: str, lineno: int, 
     if not cols:
         return None
     named = header_benchmarks(benchmarks, cols, meta, "xccl" in meta)
-    if len(named) != 1:
-        names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
-            len(named) > UNTITLED_NAMED)
-        listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "no OSU benchmark"
-        raise UnknownFormatError(f"a table without a title: {listed} print{'s' * (len(names) < 2)} the same; run "
-                                 f"one of them by name, or give its title", line, lineno)
-    return named[0]
+    if len(named) == 1:
+        (bench,) = named
+        return bench
+    # none, or two and more: the first UNTITLED_NAMED named, the others counted
+    names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
+        len(named) > UNTITLED_NAMED)
+    listed = f"{', '.join(names[:-1])} and {names[-1]} print" if names else "no OSU benchmark prints"
+    raise UnknownFormatError(f"a table without a title: {listed} the same; run one of them by name, or give its "
+                             f"title", line, lineno)
