@@ -353,7 +353,7 @@ def test_an_untitled_table_in_process_job_logs_only():
     [r] = parse_results("# Datatype: MPI_CHAR.\n# OSU MPI Bandwidth Test v7.2\n" + HEADERS["bw"] + "\n1  1.00\n",
                         ["-m", "1:1"], lenient=True)
     assert (r.verdict, r.error.lineno, r.error.message[:18]) == ("unknown-format", 1, "no benchmark title")
-    for before in ("", "Loading mpi/hpcx\n"):  # the job script's line before it is a note: the header is quoted
+    for before in ("", "Job 4242 on node1\n"):  # the job script's line before it is a note: the header is quoted
         [r] = parse_results(before + HEADERS["bw"] + "\n1                       1.00\n", ["-m", "1:1"], lenient=True)
         assert (r.benchmark, r.error.lineno, r.error.line) == (None, 1 + bool(before), HEADERS["bw"])
         assert "osu_bw, osu_bibw" in r.error.message
