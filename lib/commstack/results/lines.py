@@ -22,6 +22,10 @@ from commstack.results import noise
 from commstack.results.noise import Note
 
 
+#: a Sweep's meta key: its table had no title (cut when pasted), so its benchmark is inferred, its check not vouched for
+TITLE_MISSING = "title_missing"
+
+
 @dataclass
 class Sweep:
     """One benchmark's table: rows keyed by canonical column names (its tool's columns)."""

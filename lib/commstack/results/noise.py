@@ -1,10 +1,11 @@
-"""Known launcher and runtime lines: what MPI launchers, Slurm, UCX, libfabric, NCCL, ssh, X11 and job
-scripts print around and inside a benchmark's table (issue 25).
+"""Known launcher and runtime lines: what MPI launchers, Slurm, UCX, libfabric, NCCL, ssh, X11, module systems
+and job scripts print around and inside a benchmark's table (issues 25 and 47), each by the shape its own
+source or documentation gives.
 
 One table, `PATTERNS`: each known whole line with its source and an example line from the corpus
 (tests/data/corpus), which the unit tests match. Three more kinds of knowledge sit beside it:
-`PREFIXES`, per-line prefixes a launcher adds to the program's own lines (strip the prefix, keep the
-line); `FRAMES`, rule lines that frame a block of text (an Open MPI help box, a job script's banner),
+`PREFIXES`, per-line prefixes a launcher or an orchestrator adds to the program's own lines (strip the prefix,
+keep the line); `FRAMES`, rule lines that frame a block of text (an Open MPI help box, a job script's banner),
 whose every line is the frame's; and nothing else: a line that matches none is unknown, and the
 parser that meets it inside a table quotes it as an error.
 
@@ -45,6 +46,8 @@ def _p(source: str, what: str, regex: str, example: str) -> Pattern:
 
 
 _HOST = r"\[[\w.-]+:\d+\]"  # Open MPI's [host:pid]
+_IMPI_ID = r"\[-?\d+(?:#\d+@[\w.-]+)?\]"  # Intel MPI's [rank] or [rank#pid@host]
+_UCX_TIME = r"\[\d+\.\d+\]"  # UCX's [seconds.microseconds]
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d"
 
 PATTERNS: tuple[Pattern, ...] = (
@@ -71,10 +74,11 @@ PATTERNS: tuple[Pattern, ...] = (
        r"|=+ +JOB MAP +=+|Data for node: .+|\tProcess OMPI jobid: .+|=+)",
        " ========================   JOB MAP   ========================"),
     # ------------------------------------------------------------------ Intel MPI (I_MPI_DEBUG)
-    _p("intel-mpi", "I_MPI_DEBUG startup line", r"\[-?\d+\] MPI startup\(\): .*",
+    # `[<identifier>] <routine>(): <message>` (Intel MPI Developer Reference, I_MPI_DEBUG): the identifier is the
+    # rank, or `rank#pid@host` with a `+` before the level; the routine is `MPI startup` or a function's name
+    _p("intel-mpi", "I_MPI_DEBUG startup line", _IMPI_ID + r" MPI startup\(\): .*",
        "[0] MPI startup(): Intel(R) MPI Library, Version 5.1.3  Build 20160120 (build id: 14053)"),
-    _p("intel-mpi", "I_MPI_DEBUG internal function line",
-       r"\[\d+\] (?:MPID\w*|init_tmi_\w+|MPIU\w*|DAPL startup)\(\): .*",
+    _p("intel-mpi", "I_MPI_DEBUG internal function line", _IMPI_ID + r" (?:\w+|DAPL startup)\(\): .*",
        "[1] MPID_nem_tmi_init(): pg=0x61e740, pg_rank=1"),
     # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
@@ -92,15 +96,27 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("slurm", "srun, salloc or sbatch message", r"(?:srun|salloc|sbatch): (?!error: ).+",
        "srun: job 4123 queued and waiting for resources"),
     # ------------------------------------------------------------------ UCX, libfabric
-    _p("ucx", "UCX log line", r"\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
+    # ucs/debug/log.c: `[sec.usec] [host:pid:thread] file.c:line UCX LEVEL message` (ucs_info: UCX_LOG_LEVEL=info,
+    # whose endpoint configuration lines are `ep_cfg[0]: tag(...)` to 1.14, `<context> self cfg#0 tag(...)` after)
+    _p("ucx", "UCX log line", _UCX_TIME + r" \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
        "[1738722441.247410] [3ccd0b10e5b5:8    :0]            sock.c:515  UCX  WARN  unable to read somaxconn "
        "value from /proc/sys/net/core/somaxconn file"),
+    # ucs_log_print_compact: the same time and process, then the text (UCX_PROTO_INFO's tables, the lanes of an
+    # endpoint); a line with a level after them is a log line above, or an error (CRASHES)
+    _p("ucx", "UCX compact log line (protocol and lane tables)",
+       _UCX_TIME + r" \[[^\]]+:\s*\d+\s*:[^\]]*\] {2,3}(?!\s*\S+:\d+ +UCX +[A-Z]+ )\S.*",
+       "[1700000000.123456] [node1:12345:0]   | ucp_context_0 inter-node cfg#2 | tagged message by ucp_tag_send* "
+       "from host memory |"),
     _p("libfabric", "libfabric log line",
        r"libfabric:[^<]*<(?:warn|info|debug|trace)> .*",
        "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
     # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
-    _p("nccl", "NCCL_DEBUG line", r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?[NR]CCL (?:INFO|WARN|TRACE) .*",
+    # src/debug.cc: `host:pid:tid ` then `[dev] NCCL INFO `, `[dev] file:line (func) NCCL WARN ` (2.2x; before it
+    # no `(func)`), `NCCL CALL ` or `[dev] ms func:line NCCL TRACE `; NCCL_DEBUG_TIMESTAMP_LEVELS' stamp before it
+    # (`[%F %T] ` by default, on WARN lines from 2.23). aws-ofi-nccl and the other plugins log through it
+    _p("nccl", "NCCL_DEBUG line", r"(?:\[[^\]]*\] )?[^\s:]+:\d+:\d+ "
+       r"(?:\[\d+\] (?:\S+:\d+ (?:\(\w*\) )?|\d+\.\d+ \S+:\d+ )?)?[NR]CCL (?:INFO|WARN|TRACE|CALL) .*",
        "server2:23920:24013 [7] NCCL INFO comm 0x7f5780001ca0 rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE"),
     # ------------------------------------------------------------------ ssh, X11
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",
@@ -126,8 +142,23 @@ PATTERNS: tuple[Pattern, ...] = (
        'Lmod is automatically replacing "gnu/9.3.0" with "intel/19.1.3".'),
     _p("lmod", "modules reloaded or inactive", r"The following have been (?:reloaded with a version change|"
        r"reloaded|inactivated|activated)?:?|Due to MODULEPATH changes, the following have been reloaded:"
-       r"|Inactive Modules:|  \d+\) \S+(?: => \S+)?(?:\s+\d+\) \S+(?: => \S+)?)*",
+       r"|Inactive Modules:",
        "Due to MODULEPATH changes, the following have been reloaded:"),
+    # `module list` (Lmod's cmdfuncs.lua List, Environment Modules' the same): its head, then its entries in
+    # columns, each `%3d) name` (MT.lua list_w_property) with its properties `(g)`, then their legend
+    _p("lmod", "module list head", r"Currently Loaded (?:Modules|Modulefiles)(?: Matching: .+|:)|No modules loaded",
+       "Currently Loaded Modules:"),
+    _p("lmod", "module list entries", r"(?: *\d+\) [^\s()]+(?:\([^)\s]*\))?(?: => \S+)?(?: +\([\w:,]+\))?)+ *",
+       " 10) libfabric/1.19.0-GCCcore-13.2.0"),
+    _p("lmod", "module list legend", r"  Where:|   \w{1,3}:  \S.*", "   g:  built for GPU"),
+    # EasyBuild's print_msg (`== ` before each message) and EESSI's init script, sourced by a job script
+    _p("easybuild", "EasyBuild message", r"== \S.*",
+       "== Temporary log file in case of crash /tmp/eb-1a2b3c/easybuild-4d5e6f.log"),
+    _p("eessi", "EESSI init message", r"Found EESSI (?:pilot )?repo @ \S+!|archdetect says \S+"
+       r"|archdetect could not detect any accelerators|Using \S+ as (?:the )?\S.*\.|Found Lmod \S+ file at \S+"
+       r"|Found libcurl CAs file at .+|Initializing Lmod\.\.\.|Prepending (?:site path )?\S+ to \$MODULEPATH\.\.\."
+       r"|Environment set up to use EESSI .+, have fun!|EESSI/\S+ loaded successfully",
+       "Environment set up to use EESSI (2023.06), have fun!"),
     _p("modules", "module load message", r"Loading (?:requirement: )?[\w.+-]+(?:/[\w.+-]+)*",
        "Loading mpi/hpcx"),
 )
@@ -185,7 +216,20 @@ PREFIXES: tuple[Pattern, ...] = (
     PRRTE_NUL,
     _p("open-mpi", "--tag-output / --output tag prefix", r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?",
        "[1,0]<stdout>:# OSU MPI Latency Test v7.1"),
-    _p("slurm", "srun --label prefix", r"\d+: ", "0: # OSU MPI Latency Test v5.3"),
+    # src/api/step_io.c _write_label: `%*d: `, the task id padded to the width of the largest (` 0: ` of 16
+    # tasks), `P%u %*d: ` in a heterogeneous job
+    _p("slurm", "srun --label prefix", r"(?:P\d+ )? *\d+:(?: |$)", " 0: # OSU MPI Latency Test v5.3"),
+    # SkyPilot (sky/skylet: run_bash_command_with_log; its Go sky-exec: ip before pid): each node's output after
+    # `(node, rank=N, pid=P[, ip=A]) `, `(task, pid=P) ` on one node, `(setup pid=P[, ip=A]) `, in cyan where the
+    # terminal took colours
+    _p("skypilot", "node and rank prefix",
+       r"(?:\x1b\[\d+m)?\((?:setup |[\w.-]+, (?:rank=\d+, )?)(?:ip=[\d.:a-f]+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)"
+       r"(?:\x1b\[0m)?(?: |$)",
+       "(head, rank=0, pid=2178) # nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5"),
+    # `kubectl logs --timestamps`: each line after its RFC 3339 time
+    _p("kubernetes", "kubectl logs --timestamps prefix",
+       r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)(?: |$)",
+       "2025-03-04T10:12:01.123456789Z # OSU MPI Bandwidth Test v7.4"),
 )
 
 #: rule lines that open and close a block of text: the block's lines are the frame's

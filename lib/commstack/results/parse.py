@@ -21,21 +21,27 @@ from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import noise, settle
-from commstack.results.lines import Sweep, own_lines, validation_failed
+from commstack.results.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
 from commstack.results.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 
 
-def identify(text: str) -> Benchmark:
-    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it."""
-    lineno, line = own_lines(text).lines[0]
+def identify(text: str, untitled: bool = False) -> Benchmark:
+    """The benchmark whose output `text` is, from its first own line (the title), as its tool reads it; with
+    `untitled` (a job log's), where no tool reads a title there, from the lines a tool prints after its title
+    (Tool.untitled: a title cut off when pasted)."""
+    lines = own_lines(text).lines
+    lineno, line = lines[0]
     for tool in TOOLS.values():
         try:
             bench = tool.title(line)
         except UnknownFormatError as e:
             raise UnknownFormatError(e.message, line, lineno) from None
         if bench:
+            return bench
+    for tool in TOOLS.values() if untitled else ():
+        if tool.untitled and (bench := tool.untitled(lines, 0)):
             return bench
     labels = [t.label for t in TOOLS.values()]
     raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
@@ -56,7 +62,7 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
     if printed and printed[0] in sweep.meta:
         return (sweep.meta[printed[0]] if lo is None else lo), (sweep.meta[printed[1]] if hi is None else hi)
     if lo is None or hi is None:
-        default = bench.defaults(sweep.version)
+        default = bench.defaults(sweep.version, sweep.meta.get(TITLE_MISSING, False))
         if default is None:
             raise UnknownFormatError(f"{bench.name} v{sweep.version}: its default sizes are not known here; "
                                      f"give its size arguments ({' '.join(bench.sizes.args('LO', 'HI'))})",
@@ -145,7 +151,7 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
         return "failed"
     checked = any(v == "Pass" for r in sweep.rows for v in r.values()) \
         or any(r.get(c) is not None for r in sweep.rows for c in wrong) or sweep.meta.get("validation") == 1
-    return "yes" if checked else "no"
+    return "yes" if checked and not sweep.meta.get(TITLE_MISSING) else "no"
 
 
 def _named(table: Table) -> Benchmark | None:
@@ -164,7 +170,7 @@ def _named(table: Table) -> Benchmark | None:
     return None
 
 
-def _partial(table: Table, error: ParseError) -> Sweep | None:
+def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
     """The rows of a table read before the line its error quotes: the table up to its last data row
     above that line, parsed (its last sweep); None where that cut text fails too (ucx_perftest's, which
     has no Final row)."""
@@ -174,7 +180,7 @@ def _partial(table: Table, error: ParseError) -> Sweep | None:
         return None
     text = "\n".join(lines[:data[-1] + 1]) + "\n"
     try:
-        sweeps = identify(text).tool.parse(text)
+        sweeps = identify(text, lenient).tool.parse(text)
     except CommstackError:
         return None
     return sweeps[-1] if sweeps else None
@@ -202,7 +208,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
         if lenient and k == len(tables) - 1:
             table = without_trailer(table)
         try:
-            bench = identify(table.text)
+            bench = identify(table.text, lenient)
         except ParseError as e:
             # a crash or Slurm's end: the title still names the benchmark; a table with no (known) title does not
             bench = None if isinstance(e, UnknownFormatError) else _named(table)
@@ -213,7 +219,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
         try:
             sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
         except ParseError as e:
-            partial = _partial(table, e)
+            partial = _partial(table, e, lenient)
             partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
@@ -245,7 +251,7 @@ def without_trailer(table: Table) -> Table:
     """The last table of a job log, less the lines after it that its parser refuses and a job script
     prints (Table.trailer)."""
     try:
-        tool = identify(table.text).tool
+        tool = identify(table.text, untitled=True).tool
     except CommstackError:
         return table  # no title: nothing is after a table
     try:
@@ -352,7 +358,7 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
         for r in results:
             rows = r.sweep.rows if r.sweep else []
             sizes = f", {rows[0]['size']}..{rows[-1]['size']} B" if rows else ""
-            what = f"{r.benchmark} ({r.sweep.title})" if r.sweep else (r.benchmark or "no table")
+            what = f"{r.benchmark} ({r.sweep.title or 'no title'})" if r.sweep else (r.benchmark or "no table")
             print(f"lines {r.first}-{r.last}: {what}: {len(rows)} rows{sizes}, {r.verdict}, validated: {r.validated}"
                   + (f"; {len(r.notes)} note(s)" if r.notes else ""))
             for line in summary(r.notes):

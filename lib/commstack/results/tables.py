@@ -11,10 +11,12 @@ from commstack.errors import ParseError, UnknownFormatError, cut
 from commstack.results import noise
 from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
 from commstack.results.noise import Note
-from commstack.tools import TOOLS
+from commstack.tools import TOOLS, Tool
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
 DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
+# a job log's line that starts with its date and time (an orchestrator's status, Python's logging): no row does
+LOG_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 
 
 def is_title(line: str) -> bool:
@@ -28,11 +30,28 @@ def is_title(line: str) -> bool:
     return False
 
 
+def untitled_start(lines: list[str]) -> int | None:
+    """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
+    one (Tool.untitled); None where none does."""
+    numbered = list(enumerate(lines))  # their numbers go into no message: an error here only marks the start
+    return next((i for i in range(len(lines)) if any(_untitled_at(tool, numbered, i) for tool in TOOLS.values())),
+                None)
+
+
+def _untitled_at(tool: Tool, numbered: list[tuple[int, str]], i: int) -> bool:
+    """Whether `tool` reads a table whose title is cut from numbered[i] on (several benchmarks printing it too)."""
+    try:
+        return bool(tool.untitled and tool.untitled(numbered, i))
+    except UnknownFormatError:
+        return True
+
+
 def _outside(line: str) -> bool:
     """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
     or the benchmark's own failure line (those belong to the table before them); known lines stay where
     they are, notes of the table they stand in (commstack.results.lines)."""
-    return bool(line.strip()) and not line.lstrip().startswith("#") and not DATA_ROW.match(line) \
+    return bool(line.strip()) and not line.lstrip().startswith("#") \
+        and (not DATA_ROW.match(line) or bool(LOG_TIME.match(line))) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
         and noise.crash(line) is None \
@@ -91,7 +110,8 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     is a note only when `lenient` (a job log read by `commstack parse`: the job script's lines around
     the benchmark; those after the last table are the ones its parser refuses: Table.trailer); otherwise
     it is that table's, an unknown line there an error, as inside a table (a step's own output, which
-    commstack launched itself: nothing but the benchmark prints there)."""
+    commstack launched itself: nothing but the benchmark prints there). A job log with no title has its table
+    start where a tool reads a table whose title was cut (untitled_start)."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
@@ -104,6 +124,8 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
                 rows = False
         elif starts and DATA_ROW.match(line) and noise.classify(line) is None:
             rows = True
+    if not starts and lenient and (untitled := untitled_start(lines)) is not None:
+        starts.append(untitled)
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))

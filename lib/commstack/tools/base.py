@@ -172,10 +172,14 @@ class Benchmark:
             limit = max(plain_bytes(flag, value, value), 1 << 20)
         return limit
 
-    def defaults(self, version: str | None) -> tuple[int, int] | None:
+    def defaults(self, version: str | None, title_missing: bool = False) -> tuple[int, int] | None:
         """The sizes a run without size arguments covers, for this output's version; None when
-        no recorded output of that version family taught it."""
-        return dict(self.default_sizes).get(self.tool.family(version))
+        no recorded output of that version family taught it. A table whose title (and version) was cut has
+        those every family shares, where they agree."""
+        sizes = dict(self.default_sizes)
+        if title_missing and len(set(sizes.values())) == 1:
+            return next(iter(sizes.values()))
+        return sizes.get(self.tool.family(version))
 
 
 def _no_family(version: str | None) -> str:
@@ -204,6 +208,9 @@ class Tool:
     parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
     #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
     title: Callable[[str], Benchmark | None]
+    #: the benchmark an output whose title is missing is, from its own lines ((lineno, line)) from an index on;
+    #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
+    untitled: Callable[[list[tuple[int, str]], int], Benchmark | None] | None = None
     #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how
     native: Callable[[Any], str] | None = None
     #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)

@@ -16,15 +16,15 @@ import re
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
-                                     cut_number, cut_row, number, own_lines)
+from commstack.results.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Sweep, Text, assign_warnings,
+                                     check_last_line, count, cut_number, cut_row, number, own_lines)
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
                                         OSU_PRELUDE, OSU_TITLE, OSU_USAGE, OSU_VALIDATION, PT2PT_SIZES, REDUCE_SIZES,
                                         STARTUP_COLUMNS, XCCL_COLL_SIZES, XCCL_LAT_SIZES, XCCL_PT2PT_SIZES,
                                         XCCL_REDUCE_SIZES, XCCL_USING, family, header_columns, matched_meta,
-                                        release_numbers)
+                                        release_numbers, untitled_benchmark)
 from commstack.tools.osu_install import MPI_DIR, NAME, native
 
 
@@ -41,17 +41,20 @@ def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
     return bench, m
 
 
-def _untitled(line: str, lineno: int, prelude: dict[str, Any]) -> Sweep | None:
-    """The table a header starts where no title came: a 7.4+ xccl point-to-point run (after `#Using NCCL`)
-    prints none; the header tells latency from bandwidth, and bw from bibw nothing does."""
-    cols = header_columns(line) if "xccl" in prelude else None
-    if cols is None:
+def _untitled(t: Text, line: str, lineno: int, prelude: dict[str, Any]) -> Sweep | None:
+    """The table a header starts where no title came: a 7.4+ xccl point-to-point run (after `#Using NCCL`) prints
+    none, and the header tells latency from bandwidth; any other table whose title is cut is read where one
+    benchmark prints its header (and window lines), its title's loss a note (`validated` is then no)."""
+    bench = untitled_benchmark(BENCHMARKS.values(), line, lineno, prelude)
+    if bench is None:
         return None
-    if "latency_us" not in cols:
-        raise UnknownFormatError("an xccl bandwidth table without a title: osu_xccl_bw and osu_xccl_bibw print the "
-                                 "same; run one of them by name", line, lineno)
-    return Sweep(TOOL.name, "osu_xccl_latency", "", None, "ROCM" if prelude["xccl"] == "RCCL" else "CUDA", [],
-                 meta=dict(prelude), title_line=(lineno, line))
+    if "xccl" in prelude:
+        return Sweep(TOOL.name, bench.name, "", None, "ROCM" if prelude["xccl"] == "RCCL" else "CUDA", [],
+                     meta=dict(prelude), title_line=(lineno, line))
+    t.notes.append(Note(lineno, line, "osu", f"no title before the header: read as {bench.name}, the one benchmark "
+                                             "that prints it"))
+    return Sweep(TOOL.name, bench.name, "", None, None, [], meta={**prelude, TITLE_MISSING: True},
+                 title_line=(lineno, line))
 
 
 def _osu_tables(t: Text) -> list[Sweep]:
@@ -72,6 +75,9 @@ def _osu_tables(t: Text) -> list[Sweep]:
             prelude = {}
             sweeps.append(cur)
             continue
+        if cur is None and (meta := matched_meta(OSU_META, line)) is not None:
+            prelude.update(meta)  # a cut title's lines (`# Datatype:`, window lines) before its header
+            continue
         if (meta := matched_meta(OSU_PRELUDE, line)) is not None:
             if cur is None or cur.rows:
                 prelude.update(meta)  # the next table's
@@ -82,11 +88,13 @@ def _osu_tables(t: Text) -> list[Sweep]:
             if "xccl" in prelude and (meta := matched_meta(OSU_META, line)) is not None:
                 prelude.update(meta)  # 7.4+ xccl point-to-point: `# Send Buffer on ...` before the header
                 continue
-            if (untitled := _untitled(line, lineno, prelude)) is None:
+            if (untitled := _untitled(t, line, lineno, prelude)) is None:
                 raise UnknownFormatError("text before any OSU title" if cur is None else
                                          "text between two OSU tables", line, lineno)
             cur, prelude = untitled, {}
             sweeps.append(cur)
+            _header(sweeps, cur, line, lineno)
+            continue
         if VALIDATION_ERROR.match(line):
             cur.error_lines.append((lineno, line))
             continue
@@ -209,6 +217,23 @@ def title(line: str) -> Benchmark | None:
     return None
 
 
+def untitled(lines: list[tuple[int, str]], start: int = 0) -> Benchmark | None:
+    """The benchmark an output without a title is, from lines[start] on: the header after its `# Datatype:` and
+    window lines, where one benchmark prints it."""
+    meta: dict[str, Any] = {}
+    seen: set[re.Pattern] = set()
+    for k in range(start, len(lines)):
+        lineno, line = lines[k]
+        kind = next(((pattern, read) for pattern, read in OSU_META if pattern.match(line)), None)
+        if kind is None:
+            return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
+        if kind[0] in seen:
+            return None  # a kind of line twice: no one table's head
+        seen.add(kind[0])
+        meta.update(kind[1](kind[0].match(line)))
+    return None
+
+
 def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     """The first size a sweep from `lo` prints, as OSU's loops go: a table without a `# Datatype:` line counts
     bytes (from 0 up), its reductions whole floats (`lo / 4`, at least one: 5.x - 7.0, xccl); with one (7.1+),
@@ -246,8 +271,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return [exe, *p.args, *p.size_args]
 
 
-TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, native=native,
-            planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
+TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, untitled=untitled,
+            native=native, planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
             last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
 

@@ -6,9 +6,11 @@ with them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from commstack.tools.base import Column
+from commstack.errors import UnknownFormatError
+from commstack.tools.base import Benchmark, Column
 
 TAIL_PERCENTILES = (50, 75, 90, 95, 99)
 COLUMNS = {
@@ -188,3 +190,38 @@ DATATYPE_BYTES = {"MPI_CHAR": 1, "MPI_SIGNED_CHAR": 1, "MPI_INT": 4, "MPI_FLOAT"
 #: osu_init's and osu_hello's one line, as columns
 STARTUP_COLUMNS = {"osu_init": ["processes", "init_min_ms", "init_max_ms", "init_avg_ms"],
                    "osu_hello": ["processes"]}
+
+
+def header_benchmarks(benchmarks: Iterable[Benchmark], cols: list[str], meta: dict[str, Any], xccl: bool) \
+        -> list[Benchmark]:
+    """The benchmarks whose table has these columns where no title names one: a figure column is a benchmark's
+    metric (osu_mbw_mr's MB/s beside its Messages/s); one-sided ones print their window lines before it; an
+    xccl run (`#Using NCCL`) without one is a 7.4+ point-to-point xccl benchmark (its collectives print theirs)."""
+    def prints(b: Benchmark) -> bool:
+        return b.directory != "startup" and b.sized == (cols[0] == "size") \
+            and b.directory.endswith("one-sided") == ("window_creation" in meta) \
+            and (not xccl or b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")) \
+            and (b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr")
+    return [b for b in benchmarks if prints(b)]
+
+
+UNTITLED_NAMED = 6  # the benchmarks an error names that a table without a title may be; the rest counted
+
+
+def untitled_benchmark(benchmarks: Iterable[Benchmark], line: str, lineno: int, meta: dict[str, Any]) \
+        -> Benchmark | None:
+    """The one of `benchmarks` a header with no title before it can be (None: the line is no header); where
+    several print the same table, an error naming them."""
+    cols = header_columns(line)
+    if not cols:
+        return None
+    named = header_benchmarks(benchmarks, cols, meta, "xccl" in meta)
+    if len(named) == 1:
+        (bench,) = named
+        return bench
+    # none, or two and more: the first UNTITLED_NAMED named, the others counted
+    names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
+        len(named) > UNTITLED_NAMED)
+    listed = f"{', '.join(names[:-1])} and {names[-1]} print" if names else "no OSU benchmark prints"
+    raise UnknownFormatError(f"a table without a title: {listed} the same; run one of them by name, or give its "
+                             f"title", line, lineno)
