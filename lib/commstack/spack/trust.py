@@ -7,12 +7,15 @@ way. What the env names is found by reading its YAML (commstack.yamlfile), never
 the repositories' package.py files to read the env. The binaries and libraries a run takes from the view pass
 the same check on the path they resolve to (commstack.spack.view).
 
-There is no option to trust a group: a file a group may write runs the code of every member of that group
-as whoever runs commstack (root, in CI). A site that keeps envs in group-writable places installs them
+Group write is allowed only where the group holds nobody else (root's group, a user-private group: umask 002).
+There is no option to trust a larger group: a file a group may write runs the code of every member of that
+group as whoever runs commstack (root, in CI). A site that keeps envs in group-writable places installs them
 `chmod -R go-w`, or users copy the env (docs/harness.md)."""
 
 from __future__ import annotations
 
+import functools
+import grp
 import os
 import pwd
 import re
@@ -46,6 +49,17 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
+@functools.lru_cache(maxsize=64)
+def _group_of(gid: int) -> frozenset[str]:
+    """Who is in group `gid`: its members and the users whose primary group it is (a user-private group holds
+    only its user, root's only root: their group write bit opens the file to nobody else)."""
+    try:
+        members = set(grp.getgrgid(gid).gr_mem)
+    except KeyError:
+        return frozenset({f"gid {gid}"})
+    return frozenset(members | {u.pw_name for u in pwd.getpwall() if u.pw_gid == gid})
+
+
 def _refuse(what: str, path: Path, st: os.stat_result, why: str, fix: str) -> UntrustedPathError:
     return UntrustedPathError(
         f"{what}: {path} {why} (owner {_user(st.st_uid)}, uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); commstack runs "
@@ -58,7 +72,8 @@ def _check_entry(what: str, path: Path, st: os.stat_result, last: bool) -> None:
     if stat.S_ISLNK(st.st_mode):
         return  # a link's own mode means nothing: its directory, checked, says who may replace it
     sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and not last
-    if st.st_mode & 0o022 and not sticky_dir:
+    writers = st.st_mode & (0o002 if _group_of(st.st_gid) <= {_user(0), _user(os.geteuid())} else 0o022)
+    if writers and not sticky_dir:
         raise _refuse(what, path, st, "is writable by group or others", f"`chmod go-w {path}`")
 
 
