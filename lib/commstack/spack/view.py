@@ -1,6 +1,7 @@
 """An installed Spack env whose view a run takes its binaries from (`commstack run --env ENV`, a system's
-`install: {env: ...}`), read through Spack itself (scripts/env_view.py: the env's lock, its default view's
-projections, which of its specs are installed), never by guessing paths.
+`install: {env: ...}`), checked to be one nobody else could have changed (commstack.spack.trust), then read
+through Spack itself (scripts/env_view.py: the env's lock, its default view's projections, which of its specs
+are installed; no package code imported), never by guessing paths.
 
 An env a run cannot use is refused before anything is launched, with a named error and the command that
 fixes it: not a Spack env, never concretized, a lock that differs from its spack.yaml, nothing of it
