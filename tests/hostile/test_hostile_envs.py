@@ -87,7 +87,7 @@ def refused(proc: subprocess.CompletedProcess, env: dict[str, Path], part: str, 
     else:
         assert f"{env[part]} is writable by group or others" in said, said
         assert f"`chmod go-w {env[part]}`" in said
-    assert "or copy the env into a directory of your own" in said
+    assert "or copy it into a directory of your own" in said
     assert not env["marker"].exists(), "the planted package.py ran"
 
 

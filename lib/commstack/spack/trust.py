@@ -63,7 +63,7 @@ def _group_of(gid: int) -> frozenset[str]:
 def _refuse(what: str, path: Path, st: os.stat_result, why: str, fix: str) -> UntrustedPathError:
     return UntrustedPathError(
         f"{what}: {path} {why} (owner {_user(st.st_uid)}, uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); commstack runs "
-        f"nothing another user could have changed: {fix}, or copy the env into a directory of your own")
+        f"nothing another user could have changed: {fix}, or copy it into a directory of your own")
 
 
 def _check_entry(what: str, path: Path, st: os.stat_result, last: bool) -> None:
