@@ -19,6 +19,7 @@ from commstack.files import write_atomic
 from commstack.paths import TOP
 from commstack.spack import RECORDED_ROOT, Spack, environment
 from commstack.spack.mirror import signed as mirror_signed
+from commstack.spack.trust import check_tree
 
 TOOLCHAIN = TOP / "toolchain.yaml"
 TEMPLATES = TOP / "containers" / "templates"
@@ -41,6 +42,8 @@ def pins() -> dict:
 def setup(spack_source: str | None = None, packages: str | None = None, force: bool = False,
           detect: bool = False, mirror: str | None = None) -> int:
     p = pins()
+    if mirror:  # its signed build cache brings the keys it is trusted by: another user's would bring theirs
+        check_tree(Path(mirror), "--mirror")
     signed = mirror_signed(Path(mirror).resolve()) if mirror else False  # a wrong DIR fails first
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
@@ -49,13 +52,17 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     # cloned from
     given = Path(packages) if packages else None
     in_place = bool(given and (given / p["spack_packages"]["builtin"]).is_dir())
-    if in_place:
+    if in_place:  # its package.py files run as us, whoever concretizes or installs
+        check_tree(given, "--packages")
         verify(p["spack_packages"], given, "--packages", force)
     spack_root = os.environ.get("SPACK_ROOT")
     if spack_root:
         exe = Path(spack_root) / "bin" / "spack"
         if not exe.is_file():
             raise SetupError(f"SPACK_ROOT={spack_root} has no bin/spack")
+        for code in ("bin", "lib", "etc", "share"):  # Spack's own code and config, run as us from now on
+            if (Path(spack_root) / code).exists():
+                check_tree(Path(spack_root) / code, "SPACK_ROOT")
         verify(p["spack"], Path(spack_root), "SPACK_ROOT", force)
         found = _run([str(exe), "--version"], PROBE_TIMEOUT, f"{exe} --version").split()[0]
         print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
@@ -156,7 +163,10 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool) -> None:
         source = local or pin["url"]
         print(f"setup: cloning {source} at {pin['tag']} into {dest}")
         try:
-            _run(["git", "clone", "-q", "--depth=1", "--branch", pin["tag"], source, str(dest)], GIT_TIMEOUT,
+            # --no-local: a local mirror's objects come through the pack protocol, each hashed and checked
+            # (fsckObjects), never hardlinked: its owner cannot change them under the commit verified below
+            _run(["git", "-c", "transfer.fsckObjects=true", "clone", "-q", "--no-local", "--depth=1", "--branch",
+                  pin["tag"], source, str(dest)], GIT_TIMEOUT,
                  f"git clone {source}")
         except SetupError as e:
             raise SetupError(
