@@ -134,9 +134,21 @@ def check_tree(path: Path, what: str) -> None:
 
 
 def check_env(env: Path) -> None:
-    """The env directory `env` and everything of it Spack reads, checked before Spack reads any of it."""
+    """The env directory `env` and everything of it Spack reads, checked before Spack reads any of it (a missing
+    env is load_env's to name)."""
     what = f"env {env}"
-    env = resolve_trusted(env, what)
+    try:
+        env = resolve_trusted(env, what)
+    except FileNotFoundError:
+        return
+    try:
+        _check_env(env, what)
+    except FileNotFoundError as e:
+        raise UntrustedPathError(f"{what}: {e.filename} does not exist (a dangling link?), so cannot be checked") \
+            from None
+
+
+def _check_env(env: Path, what: str) -> None:
     for name in ("spack.yaml", "spack.lock"):
         if os.path.lexists(env / name):
             resolve_trusted(env / name, f"{what}: its {name}")
@@ -146,7 +158,7 @@ def check_env(env: Path) -> None:
         resolve_trusted(env / ENV_SUBDIR, f"{what}: its {ENV_SUBDIR}")
         if os.path.lexists(env / ENV_SUBDIR / "repos"):
             check_tree(env / ENV_SUBDIR / "repos", f"{what}: its {ENV_SUBDIR}/repos")
-    manifest = read_yaml(env / "spack.yaml")
+    manifest = read_yaml(env / "spack.yaml", aliases=True)
     top = manifest.get("spack") if isinstance(manifest, dict) else None
     if not isinstance(top, dict):
         return  # Spack refuses it, reading no package code
@@ -189,7 +201,7 @@ def _named(env: Path, base: Path, sections: dict, what: str, depth: int) -> Iter
         real = resolve_trusted(found, f"{what}: include {found}")
         files = sorted(real.glob("*.yaml")) if real.is_dir() else [real]
         for file in files:
-            data = read_yaml(file)
+            data = read_yaml(file, aliases=True)
             if isinstance(data, dict):
                 yield from _named(env, file.parent, {_key(k): v for k, v in data.items()}, what, depth + 1)
     repos = sections.get("repos") or []
