@@ -59,9 +59,9 @@ strip_greek() {
 
 prepare() {
   local tree spec submodule step dir
+  sources_checked "$sources"
   : >.spack/develop.yaml.new
   echo "develop:   # ci/build-stack.sh --sources" >>.spack/develop.yaml.new
-  sources_checked "$sources"
   for row in "${STACK[@]}"; do
     IFS='|' read -r tree spec submodule step <<<"$row"
     dir=$sources/$tree

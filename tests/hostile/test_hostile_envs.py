@@ -239,3 +239,29 @@ def test_a_plan_at_the_node_bound_answers(tmp_path):
     proc = commstack("screen", "--plan", "--nodes", str(NODES), "--system", "alps-gh200", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"of {NODES} nodes on alps-gh200" in proc.stdout
+
+
+# ------------------------------------------------------------------------------- the CI scripts' directories
+
+@needs_root
+def test_build_stack_refuses_source_trees_another_user_could_change_and_takes_odd_names(tmp_path):
+    """--sources relative to the caller, starting with a dash, with a space and a '#' (a YAML comment unquoted)."""
+    sources = tmp_path / "-a b #c"
+    (sources / "ompi").mkdir(parents=True)
+    os.chown(sources / "ompi", NOBODY.pw_uid, -1)
+    proc = subprocess.run([str(TOP / "ci" / "build-stack.sh"), "--sources", sources.name, "--prepare-only"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"ci/build-stack.sh: ci/build-stack.sh --sources: {sources / 'ompi'} belongs to another user" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (TOP / ".spack" / "develop.yaml.new").exists()
+
+
+def test_cuda_wheels_takes_a_dash_path_as_a_path_and_refuses_a_directory_others_may_write(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    proc = subprocess.run([str(TOP / "ci" / "cuda-wheels.py"), "--cuda=-x", "--nccl", str(shared / "nccl")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert f"the directory of {shared} has mode 0777, writable by others: chmod go-w {shared}" in proc.stderr
+    assert not (tmp_path / "-x").exists() and not (shared / "nccl").exists()  # nothing made before the checks
