@@ -265,3 +265,14 @@ def test_cuda_wheels_takes_a_dash_path_as_a_path_and_refuses_a_directory_others_
     assert proc.returncode == 1
     assert f"the directory of {shared} has mode 0777, writable by others: chmod go-w {shared}" in proc.stderr
     assert not (tmp_path / "-x").exists() and not (shared / "nccl").exists()  # nothing made before the checks
+
+
+def test_a_screen_file_asking_all_pairs_of_thousands_of_nodes_is_refused_by_its_key(tmp_path):
+    """Unbounded, `all_pairs_up_to: 1000000` with `--plan --nodes 20000` ran on past two minutes."""
+    screen = tmp_path / "s.yaml"
+    text = (TOP / "screens" / "maintenance.yaml").read_text()
+    assert "all_pairs_up_to: 32\n" in text
+    screen.write_text(text.replace("all_pairs_up_to: 32\n", "all_pairs_up_to: 1000000\n"))
+    proc = commstack("screen", str(screen), "--plan", "--nodes", "20000", "--system", "alps-gh200", timeout=60)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert "all_pairs_up_to" in proc.stderr and "1024" in proc.stderr
