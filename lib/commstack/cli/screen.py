@@ -73,7 +73,8 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
             if args.apply:
                 done = client(argv, s.slurm_variables or dict(os.environ))
                 if done.returncode != 0:
-                    print(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}", file=sys.stderr)
+                    print(printable(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}"),
+                          file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
         return EXIT_INTERRUPTED if ctrl.signum in (None, 2) else 128 + ctrl.signum
