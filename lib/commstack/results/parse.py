@@ -341,7 +341,9 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
     failure on stderr. A job log's own lines around its tables are notes, unless `strict` (a step's rule).
     Exit status: 0 when every table is complete, else the first failure's."""
     results, stopped = read_results(Path(path), argv, ranks, strict)
-    quote = any(r.benchmark for r in results)  # a file with no output it knows may be anything: none of it is shown
+    # a file with no benchmark's title in it may be anything (a secret given by mistake): none of it is shown, but
+    # under a step's rule (--strict), which holds the file to be an output and names the line that breaks it
+    quote = strict or not any(isinstance(r.error, NoTitleError) for r in results)
     for r in results:
         if r.error:
             print(f"commstack parse: {path}: {r.error.kind}: {r.error.message}", file=sys.stderr)

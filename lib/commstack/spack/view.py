@@ -116,7 +116,8 @@ class EnvView:
             where = f"view {self.view}" if node.in_view else f"external prefix {node.prefix}"
             raise BinaryNotFoundError(f"env {self.path}: {node.label} is installed, but its {path} is not in its "
                                       f"{where}: `spack -e {self.path} env view regenerate`")
-        self.trusted(Path(node.prefix), f"{node.label}'s prefix")  # the libraries its binaries load
+        if Path(node.prefix).exists():  # the libraries its binaries load (an external's may lie elsewhere)
+            self.trusted(Path(node.prefix), f"{node.label}'s prefix")
         self.trusted(found, f"{node.label}'s {path}")
         self.check_machine(found, node.label)
         return str(found), {"env": str(self.path), "lock_sha256": self.lock_sha256, "spec": node.label}
