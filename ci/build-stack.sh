@@ -11,20 +11,30 @@
 #     SPEC  install only these of the env's specs (and their dependencies); default: all of them
 # The CUDA and NCCL externals of x86-ompi come from ci/cuda-wheels.py (run it first).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 env=x86-ompi sources="" jobs=2 prepare_only=0
 while (($#)); do
   case $1 in
     --env) env=$2; shift 2 ;;
-    --sources) sources=$(realpath "$2"); shift 2 ;;
+    --sources) sources=$(realpath -s -e -- "$2"); shift 2 ;;   # `--`: a DIR may start with a dash
     --jobs) jobs=$2; shift 2 ;;
     --prepare-only) prepare_only=1; shift ;;
     --) shift; break ;;
     *) echo "ci/build-stack.sh: unknown argument '$1' (see the usage at the top of this file)" >&2; exit 2 ;;
   esac
 done
+cd "$(dirname "$0")/.."   # after the arguments: a relative DIR is the caller's
 spack=${SPACK_ROOT:-$PWD/.spack/spack}/bin/spack
 export SPACK_PYTHON=${SPACK_PYTHON:-${COMMSTACK_VENV:-$PWD/.venv}/bin/python}   # clingo from the venv
+
+# The trees' autogen steps and builds run as us: another user's, or one others may write, would run their
+# code (commstack.spack.trust, as for an env); each path goes into develop.yaml as a quoted YAML string.
+sources_checked() {
+  "$SPACK_PYTHON" -c 'import sys; from commstack.spack.trust import check_tree; from pathlib import Path
+try:
+    for tree in sys.argv[1:]: check_tree(Path(tree), "ci/build-stack.sh --sources")
+except Exception as e: sys.exit(f"ci/build-stack.sh: {e}")' "$@"
+}
+yaml_string() { "$SPACK_PYTHON" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
 
 # tree | spack spec (exact version) | submodule that must be present | step a release tarball has had
 STACK=(
@@ -49,8 +59,9 @@ strip_greek() {
 
 prepare() {
   local tree spec submodule step dir
+  sources_checked "$sources"
   : >.spack/develop.yaml.new
-  echo "develop:   # ci/build-stack.sh --sources $sources" >>.spack/develop.yaml.new
+  echo "develop:   # ci/build-stack.sh --sources" >>.spack/develop.yaml.new
   for row in "${STACK[@]}"; do
     IFS='|' read -r tree spec submodule step <<<"$row"
     dir=$sources/$tree
@@ -64,7 +75,7 @@ prepare() {
       echo "ci/build-stack.sh: $tree: $step"
       (cd "$dir" && $step) >"$dir/.autogen.log" 2>&1 || { echo "ci/build-stack.sh: $tree: '$step' failed, see $dir/.autogen.log" >&2; exit 1; }
     fi
-    printf '  %s:\n    spec: %s\n    path: %s\n' "${spec%%@*}" "$spec" "$dir" >>.spack/develop.yaml.new
+    printf '  %s:\n    spec: %s\n    path: %s\n' "${spec%%@*}" "$spec" "$(yaml_string "$dir")" >>.spack/develop.yaml.new
   done
   mv .spack/develop.yaml.new .spack/develop.yaml
 }

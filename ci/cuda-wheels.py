@@ -43,6 +43,19 @@ def fail(message):
     sys.exit(f"ci/cuda-wheels.py: {message}")
 
 
+def trusted(path, what):
+    """`path` (resolved) and the directories above it belong to root or us and nobody else may write them (one
+    above with the sticky bit may: /tmp), as commstack.spack.trust holds an env: what goes into the toolkit and
+    its stubs is loaded by every CUDA build and run that uses it."""
+    path = path.resolve()
+    for p in (path, *path.parents):
+        st = p.stat()
+        if st.st_uid not in (0, os.geteuid()):
+            fail(f"{what} {p} belongs to uid {st.st_uid}: use a directory of your own or root's")
+        if st.st_mode & 0o022 and not (p != path and st.st_mode & 0o1000):
+            fail(f"{what} {p} has mode {st.st_mode & 0o7777:04o}, writable by others: chmod go-w {p}")
+
+
 def fetch(wheels_dir, into):
     pins = [f"{name}=={version}" for name, version in WHEELS.items()]
     source = ["--no-index", "--find-links", str(wheels_dir)] if wheels_dir else []
@@ -105,14 +118,30 @@ def stub(include, soname, header, declaration, error, into):
     return len(names)
 
 
+def absolute(path):
+    return Path(os.path.abspath(path))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheels", type=Path, help="a directory holding the pinned wheels (offline)")
-    parser.add_argument("--cuda", type=Path, default=Path("/opt/commstack/cuda-12.8.1"))
-    parser.add_argument("--nccl", type=Path, default=Path("/opt/commstack/nccl-2.25.1"))
+    # absolute: a path that starts with a dash never reaches gcc or pip as an option
+    parser.add_argument("--wheels", type=absolute, help="a directory holding the pinned wheels (offline)")
+    parser.add_argument("--cuda", type=absolute, default=Path("/opt/commstack/cuda-12.8.1"))
+    parser.add_argument("--nccl", type=absolute, default=Path("/opt/commstack/nccl-2.25.1"))
     args = parser.parse_args()
+    if args.wheels:
+        trusted(args.wheels, "--wheels")
+        for wheel in args.wheels.glob("*.whl"):
+            trusted(wheel, "the wheel")
     for prefix in (args.cuda, args.nccl):
-        if prefix.exists():
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        trusted(prefix.parent, "the directory of")
+        if os.path.lexists(prefix):
+            fail(f"{prefix} exists: remove it to make it anew")
+    for prefix in (args.cuda, args.nccl):
+        try:
+            prefix.mkdir()  # made here, before anything is copied: never a symlink someone planted meanwhile
+        except FileExistsError:
             fail(f"{prefix} exists: remove it to make it anew")
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

@@ -133,8 +133,8 @@ def open_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = Tru
         fd = os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP and not follow_symlinks:
-            raise InputFileError(f"{path}: is a symlink; commstack reads the files it wrote only as regular files") \
-                from None
+            raise InputFileError(f"{path}: is a symlink; commstack reads this file only as a regular file, never "
+                                 "through a link") from None
         raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
     st = os.fstat(fd)  # before fdopen, which refuses a directory with a bare IsADirectoryError
     if not stat.S_ISREG(st.st_mode):

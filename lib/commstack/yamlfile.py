@@ -12,15 +12,8 @@ from commstack.errors import CommstackError, ConfigError
 from commstack.files import read_bounded
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors and aliases (a few lines of `*a` can otherwise expand to
-    gigabytes) and without duplicate keys (YAML keeps the last one, silently)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed")
-        return super().compose_node(parent, index)
+class _OnceLoader(yaml.SafeLoader):
+    """SafeLoader without duplicate keys (YAML keeps the last one, silently)."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen = set()
@@ -32,7 +25,19 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml(path: Path) -> Any:
+class _NoAliasLoader(_OnceLoader):
+    """Nor anchors and aliases (a few lines of `*a` can otherwise expand to gigabytes)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed")
+        return super().compose_node(parent, index)
+
+
+def read_yaml(path: Path, aliases: bool = False) -> Any:
+    """The YAML file `path`, bounded; `aliases`: a file of someone else's format that may hold them (Spack's
+    config), whose reader walks only the keys it needs (an alias is one shared object there, never a copy)."""
     try:
         text = read_bounded(Path(path)).decode()
     except CommstackError as e:
@@ -40,6 +45,6 @@ def read_yaml(path: Path) -> Any:
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_OnceLoader if aliases else _NoAliasLoader)  # noqa: S506 - SafeLoader's
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None

@@ -521,7 +521,8 @@ def test_a_record_or_plan_symlinked_to_dev_zero_is_refused(tmp_path, name):
                                                            str(tmp_path / "h.sqlite")]):
         proc = commstack(*argv, timeout=60)
         assert proc.returncode == 2, (argv, proc.stderr)
-        assert f"{path}: is a symlink; commstack reads the files it wrote only as regular files" in proc.stderr
+        assert f"{path}: is a symlink; commstack reads this file only as a regular file, never through a link" \
+            in proc.stderr
 
 
 # ------------------------------------------------------------------------------------ 12: smaller items

@@ -216,3 +216,17 @@ def test_commstack_osu_prefix_does_not_win_over_the_env(local_env_with_pingpong)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (osu,) = [line for line in proc.stdout.splitlines() if line.startswith("# osu: ")]
     assert f"env {TOP}" in osu and "/nonexistent-osu" not in proc.stdout, proc.stdout
+
+
+def test_a_binary_of_the_view_another_user_could_change_is_refused_by_name(local_env_with_pingpong):
+    """Issue 48: the file the view's link leads to (in the install tree) is what runs, and what is checked."""
+    binary = (VIEW / "bin" / "mpi-pingpong").resolve()
+    mode = binary.stat().st_mode
+    os.chmod(binary, mode | 0o002)
+    try:
+        proc = commstack("run", "--env", str(TOP), "--dry-run")
+    finally:
+        os.chmod(binary, mode)
+    assert f"# mpi-pingpong: env {TOP}: mpi-pingpong@" in proc.stdout, proc.stdout + proc.stderr
+    assert f"{binary} is writable by group or others" in proc.stdout and f"`chmod go-w {binary}`" in proc.stdout
+    assert str(VIEW / "bin" / "mpi-pingpong") not in proc.stdout  # no step launches it

@@ -1093,10 +1093,14 @@ def test_another_benchmarks_cut_output_is_unknown_format_for_a_step():
 
 
 def test_untitled_text_is_one_table_over_all_its_lines(tmp_path, capsys):
-    """`commstack parse` of text no tool titles: one table, lines 1 to the last, refused quoting its first line."""
+    """`commstack parse` of text no tool titles: one table, lines 1 to the last, refused naming its first line but
+    quoting none (issue 48: it may be any file, a secret given by mistake); --strict, a step's rule, quotes it."""
     path = tmp_path / "out.txt"
     path.write_text("Start of job 17\nhostname: node1\nEnd of job 17\n")
     assert main(["parse", str(path), "--json"]) == EXIT["unknown-format"]
     [t] = json.loads(capsys.readouterr()[0])
-    assert (t["lines"], t["verdict"], t["error"]["lineno"], t["error"]["line"]) == \
-        ([1, 3], "unknown-format", 1, "Start of job 17")
+    assert (t["lines"], t["verdict"], t["error"]["lineno"], t["error"]["line"], t["notes"]) == \
+        ([1, 3], "unknown-format", 1, None, [])
+    assert main(["parse", str(path), "--json", "--strict"]) == EXIT["unknown-format"]
+    [t] = json.loads(capsys.readouterr()[0])
+    assert (t["error"]["lineno"], t["error"]["line"]) == (1, "Start of job 17")

@@ -104,6 +104,9 @@ def test_a_degraded_node_and_link_are_named_and_nothing_else():
     assert all(v.status in ("ok", "suspect") for n, v in f.nodes.items() if n != "node3")
     assert output.drain_lines(f) == [["scontrol", "update", "nodename=node3", "state=drain",
                                       f"reason=commstack screen: {f.nodes['node3'].reason}"[:250]]]
+    # a reason that quotes a node's output: one line, its controls escaped, in Slurm's record as on the terminal
+    f.nodes["node3"].reason = "crashed: \x1b]0;PWNED\x07\nstate=resume \u202e"
+    assert output.drain_lines(f)[0][4] == "reason=commstack screen: crashed: \\x1b]0;PWNED\\x07\\x0astate=resume \\u202e"
 
 
 @pytest.mark.parametrize("case, said", [("egress", "slow sending"), ("ingress", "slow receiving")])

@@ -146,7 +146,7 @@ def add_export(s: argparse.ArgumentParser) -> None:
 def cmd_parse(args: argparse.Namespace, extra: list[str]) -> int:
     argv = parse.parse_arguments(args.args, args.ranks)
     with stdout_written():  # its input is read through files.open_bounded: an OSError here is stdout's
-        if Path(args.file).is_dir():
+        if Path(args.file).is_dir() and not Path(args.file).is_symlink():  # a link is refused, never followed
             return parse_directory(Path(args.file), argv, args.json, args.ranks, args.strict)
         return parse.parse_command(args.file, argv, args.json, args.ranks, args.strict)
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from commstack import limits
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
 from commstack.paths import TOP
@@ -32,6 +33,8 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     if args.nodes is not None and args.nodes < least:
         raise CommstackError(f"--nodes {args.nodes}: " + ("at least 1 node to plan for" if args.plan else
                              "the local multi-node cluster has 2 nodes or more (one node: --system local)"))
+    if args.nodes is not None and args.nodes > limits.NODES:
+        raise CommstackError(f"--nodes {args.nodes}: at most {limits.NODES} nodes (commstack.limits)")
     if args.plan:
         if not args.nodes:
             raise CommstackError("--plan needs --nodes N")
@@ -70,7 +73,8 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
             if args.apply:
                 done = client(argv, s.slurm_variables or dict(os.environ))
                 if done.returncode != 0:
-                    print(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}", file=sys.stderr)
+                    print(printable(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}"),
+                          file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
         return EXIT_INTERRUPTED if ctrl.signum in (None, 2) else 128 + ctrl.signum

@@ -315,17 +315,20 @@ PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
     f"{e.exit_code} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
 
 
-def describe(result: Result) -> dict[str, Any]:
+def describe(result: Result, quote: bool = True) -> dict[str, Any]:
     """What `commstack parse --json` prints for one table: its lines, verdict, validation, notes, and the
-    rows read (all of them, or those before the line its error quotes)."""
+    rows read (all of them, or those before the line its error quotes); without `quote` (a file that holds no
+    output commstack knows) no line of the file."""
     s, e = result.sweep, result.error
     return {"benchmark": result.benchmark, "tool": s.tool if s else None, "version": s.version if s else None,
             "title": s.title if s else None, "device": s.device if s else None,
             "lines": [result.first, result.last], "verdict": result.verdict, "validated": result.validated,
-            "error": {"kind": e.kind, "message": e.message, "lineno": e.lineno, "line": e.line} if e else None,
+            "error": {"kind": e.kind, "message": e.message, "lineno": e.lineno, "line": e.line if quote else None}
+            if e else None,
             "columns": [{"name": c, "unit": COLUMNS[c].unit} for c in s.columns] if s else [],
             "rows": s.rows if s else [], "meta": s.meta if s else {},
-            "notes": [{"lineno": n.lineno, "source": n.source, "what": n.what, "line": n.line} for n in result.notes]}
+            "notes": [{"lineno": n.lineno, "source": n.source, "what": n.what, "line": n.line}
+                      for n in result.notes if quote]}
 
 
 def parse_arguments(args: str, ranks: int | None) -> list[str]:
@@ -344,16 +347,19 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
     failure on stderr. A job log's own lines around its tables are notes, unless `strict` (a step's rule).
     Exit status: 0 when every table is complete, else the first failure's."""
     results, stopped = read_results(Path(path), argv, ranks, strict)
+    # a file with no benchmark's title in it may be anything (a secret given by mistake): none of it is shown, but
+    # under a step's rule (--strict), which holds the file to be an output and names the line that breaks it
+    quote = strict or not any(isinstance(r.error, NoTitleError) for r in results)
     for r in results:
         if r.error:
             print(f"commstack parse: {path}: {r.error.kind}: {r.error.message}", file=sys.stderr)
-            if r.error.line is not None:
+            if quote and r.error.line is not None:
                 print(f"  line {r.error.lineno}: {printable(r.error.line)}", file=sys.stderr)
     if stopped:
         print(f"commstack parse: {path}: read {stopped} lines: the failure above settles the verdict, whatever "
               "follows", file=sys.stderr)
     if as_json:
-        print(json.dumps([describe(r) for r in results], indent=1))
+        print(json.dumps([describe(r, quote) for r in results], indent=1))
     else:
         for r in results:
             rows = r.sweep.rows if r.sweep else []
@@ -363,7 +369,7 @@ def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, 
                   + (f"; {len(r.notes)} note(s)" if r.notes else ""))
             for line in summary(r.notes):
                 print(f"  {line}")
-            for n in r.notes:  # a job log's line may hold anything: its escapes shown, never sent raw
+            for n in r.notes if quote else ():  # a job log's line may hold anything: its escapes shown, never raw
                 print(printable(f"  note {n}"))
     return exit_status(results)
 

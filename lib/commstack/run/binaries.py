@@ -71,6 +71,7 @@ class Binaries:
         stubs = Path(cuda.prefix) / "lib64" / "stubs" / "no-driver" if cuda else None
         if not stubs or not (stubs / "libcuda.so.1").exists():
             return {}
+        self.env.trusted(stubs, f"{cuda.label}'s driver stubs", tree=True)  # every library in it is loadable
         mpi = self.env.mpi()
         return {"LD_LIBRARY_PATH": str(stubs), **({"OMPI_MCA_accelerator": "null"}
                                                   if mpi and mpi.name == "openmpi" else {})}
@@ -106,4 +107,7 @@ class Binaries:
         """The env's mpirun (its MPI's), else the one on PATH."""
         mpi = self.env.mpi() if self.env else None
         found = Path(mpi.in_view or mpi.prefix) / "bin" / "mpirun" if mpi else None
-        return str(found) if found and found.is_file() else "mpirun"
+        if not (found and found.is_file()):
+            return "mpirun"
+        self.env.trusted(found, f"{mpi.label}'s mpirun")
+        return str(found)

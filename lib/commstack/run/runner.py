@@ -36,6 +36,7 @@ from commstack.run.pair import repeat_step
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
 from commstack.run.steps import SuiteStep
 from commstack.slurm.cluster import take_slurm
+from commstack.spack.trust import UntrustedPathError
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -103,7 +104,7 @@ def judged(record: Record):
     """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
     try:
         yield
-    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError) as e:
+    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError, UntrustedPathError) as e:
         record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
     except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
         record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 from commstack.benchmarks import METRICS
+from commstack.errors import printable
 from commstack.files import make_dirs, write_atomic
 from commstack.results.diagnosis import size_text
 from commstack.results.records import Record
@@ -56,9 +57,11 @@ def group_lines(records: list[Record]) -> list[str]:
 
 
 def drain_lines(f: Findings) -> list[list[str]]:
-    """`scontrol update` for every bad node, the reason ours and the first bad measurement."""
+    """`scontrol update` for every bad node, the reason ours and the first bad measurement: one line with its
+    controls escaped (a step's reason may quote what a node printed; Slurm keeps it, and `sinfo -R` shows it
+    to whoever reads it), as it is shown here."""
     return [["scontrol", "update", f"nodename={n}", "state=drain",
-             f"reason=commstack screen: {f.nodes[n].reason}"[:250]] for n in f.bad_nodes]
+             printable(f"reason=commstack screen: {f.nodes[n].reason}")[:250]] for n in f.bad_nodes]
 
 
 def shell_line(argv: list[str]) -> str:

@@ -24,7 +24,9 @@ class PairPhase(Strict):
     rounds: Annotated[int, Field(ge=1, le=64)] = 2          # partners each node is measured against, at least
     matching: Literal["rotation", "random"] = "rotation"    # round-robin rotation, or a seeded random matching
     seed: int = 0
-    all_pairs_up_to: Annotated[int, Field(ge=0)] = 0        # every pair (mpiGraph's rounds) up to this many nodes
+    #: every pair (mpiGraph's rounds) up to this many nodes: n-1 rounds of n/2 pairs, so bounded (1024 nodes: 523,776
+    #: pairs, planned in a second; unbounded, `--plan --nodes 20000` ran on past 2 minutes)
+    all_pairs_up_to: Annotated[int, Field(ge=0, le=1024)] = 0
     confirm: bool = True   # a node slow with every partner is measured again against a node found good
     #: pair checks at once (default: the screen's max_steps): fewer where the "nodes" share cores, so that a
     #: figure is the link's and not the share of the cores its step got

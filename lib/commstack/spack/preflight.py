@@ -22,6 +22,7 @@ from commstack.errors import CommstackError
 from commstack.paths import TOP
 from commstack.spack import Spack, script
 from commstack.spack.envs import PURPOSE, env_dir
+from commstack.spack.trust import check_env
 
 
 class VersionReadError(CommstackError):
@@ -262,7 +263,9 @@ def check_version(c: ExternalCheck, detected: list[str] | None) -> None:
 
 
 def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
-    """Check every external an env uses exists on this machine (prefix or module, and version)."""
+    """Check every external an env uses exists on this machine (prefix or module, and version). Spack's detection
+    imports package code: the env's files are checked first (commstack.spack.trust)."""
+    check_env(env)
     with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
         out = Path(tmp) / "preflight.json"
         spack("python", str(script("preflight")), str(out), ",".join(READERS), env_dir=env, timeout=600)

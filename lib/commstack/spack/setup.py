@@ -22,6 +22,7 @@ from commstack.spack import RECORDED_ROOT, Spack, archive, environment
 from commstack.spack.mirror import RECORD as MIRROR_RECORD
 from commstack.spack.preflight import VersionReadError, read_ucx
 from commstack.spack.mirror import signed as mirror_signed
+from commstack.spack.trust import check_tree
 
 TOOLCHAIN = TOP / "toolchain.yaml"
 TEMPLATES = TOP / "containers" / "templates"
@@ -49,6 +50,8 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     # --mirror DIR: a source mirror (Spack's and spack-packages' tarballs, package source trees), a mirror
     # made by `commstack mirror create` (package sources and binaries), or both in one; a wrong DIR fails first
     where = Path(mirror).resolve() if mirror else None
+    if where:  # its tarballs' code and its signed build cache's keys are trusted from here: another user's would be
+        check_tree(where, "--mirror")
     sources = archive.SourceMirror.read(where, p) if where else None
     made = bool(where and (where / MIRROR_RECORD).is_file())
     if where and not (sources or made):
@@ -71,13 +74,17 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
     # local git mirror) is cloned from
     given = Path(packages) if packages else None
     in_place = bool(given and (given / p["spack_packages"]["builtin"]).is_dir())
-    if in_place:
+    if in_place:  # its package.py files run as us, whoever concretizes or installs
+        check_tree(given, "--packages")
         verify(p["spack_packages"], given, "--packages", force)
     spack_root = os.environ.get("SPACK_ROOT")
     if spack_root:
         exe = Path(spack_root) / "bin" / "spack"
         if not exe.is_file():
             raise SetupError(f"SPACK_ROOT={spack_root} has no bin/spack")
+        for code in ("bin", "lib", "etc", "share"):  # Spack's own code and config, run as us from now on
+            if (Path(spack_root) / code).exists():
+                check_tree(Path(spack_root) / code, "SPACK_ROOT")
         verify(p["spack"], Path(spack_root), "SPACK_ROOT", force)
         found = _run([str(exe), "--version"], PROBE_TIMEOUT, f"{exe} --version").split()[0]
         print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
@@ -207,7 +214,10 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool, archived: 
         source = local or pin["url"]
         print(f"setup: cloning {source} at {pin['tag']} into {dest}")
         try:
-            _run(["git", "clone", "-q", "--depth=1", "--branch", pin["tag"], source, str(dest)], GIT_TIMEOUT,
+            # --no-local: a local mirror's objects come through the pack protocol, each hashed and checked
+            # (fsckObjects), never hardlinked: its owner cannot change them under the commit verified below
+            _run(["git", "-c", "transfer.fsckObjects=true", "clone", "-q", "--no-local", "--depth=1", "--branch",
+                  pin["tag"], source, str(dest)], GIT_TIMEOUT,
                  f"git clone {source}")
         except SetupError as e:
             raise SetupError(

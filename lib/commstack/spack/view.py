@@ -1,6 +1,7 @@
 """An installed Spack env whose view a run takes its binaries from (`commstack run --env ENV`, a system's
-`install: {env: ...}`), read through Spack itself (scripts/env_view.py: the env's lock, its default view's
-projections, which of its specs are installed), never by guessing paths.
+`install: {env: ...}`), checked to be one nobody else could have changed (commstack.spack.trust), then read
+through Spack itself (scripts/env_view.py: the env's lock, its default view's projections, which of its specs
+are installed; no package code imported), never by guessing paths.
 
 An env a run cannot use is refused before anything is launched, with a named error and the command that
 fixes it: not a Spack env, never concretized, a lock that differs from its spack.yaml, nothing of it
@@ -22,6 +23,7 @@ from pathlib import Path
 from commstack.errors import BinaryNotFoundError
 from commstack.spack import NO_SPACK, Spack, SpackError, find_spack, script
 from commstack.spack.envs import WrongHostError
+from commstack.spack.trust import check_env, check_tree, resolve_trusted
 
 
 class EnvNotFoundError(SpackError):
@@ -114,8 +116,16 @@ class EnvView:
             where = f"view {self.view}" if node.in_view else f"external prefix {node.prefix}"
             raise BinaryNotFoundError(f"env {self.path}: {node.label} is installed, but its {path} is not in its "
                                       f"{where}: `spack -e {self.path} env view regenerate`")
+        if Path(node.prefix).exists():  # the libraries its binaries load (an external's may lie elsewhere)
+            self.trusted(Path(node.prefix), f"{node.label}'s prefix")
+        self.trusted(found, f"{node.label}'s {path}")
         self.check_machine(found, node.label)
         return str(found), {"env": str(self.path), "lock_sha256": self.lock_sha256, "spec": node.label}
+
+    def trusted(self, path: Path, what: str, tree: bool = False) -> None:
+        """`path` of the view (`tree`: and everything below it) as commstack.spack.trust checks the env: what a run
+        loads from it could otherwise be another user's code."""
+        (check_tree if tree else resolve_trusted)(path, f"env {self.path}: {what}")
 
     def check_machine(self, path: Path, label: str) -> None:
         """ForeignBinaryError where `path` (a file of spec `label`) is an ELF file for another machine."""
@@ -134,7 +144,9 @@ def lock_sha256(path: Path) -> str:
 
 def load_env(path: Path) -> EnvView:
     """The env at `path`, checked to be usable here (see the module's docstring); read once per process
-    (`commstack suite` checks it, then its pytest session uses it)."""
+    (`commstack suite` checks it, then its pytest session uses it). Its files are checked first, every time
+    (commstack.spack.trust): Spack imports the package code the env names."""
+    check_env(path)
     return _load(path.resolve())
 
 

@@ -2,7 +2,7 @@
 in Spack's own terms: the env's roots as spack.yaml has them and as spack.lock has them, its default
 view's root, and every node of the lock with its version, hash, prefix, whether it is installed, its
 target and where the view puts it (the view's projections); the host's target, and which node provides
-MPI."""
+MPI (an edge of the lock that names the virtual: no package.py is imported)."""
 import json
 import sys
 
@@ -21,7 +21,8 @@ for spec in env.all_specs():
         "family": target.family.name, "runs_here": target == host or target in host.ancestors,
         # externals are not linked into a view: their binaries stay under their own prefix
         "in_view": None if view is None or spec.external else view.get_projection_for_spec(spec),
-        "mpi": spec.package.provides("mpi"),
+        # from the lock's edges, not spec.package: reading an env imports none of its package code (issue 48)
+        "mpi": any("mpi" in edge.virtuals for edge in spec.edges_from_dependents()),
         "root": any(spec.dag_hash() == r.dag_hash() for r in env.concrete_roots())})
 out = {"yaml_roots": sorted(str(s) for s in env.user_specs),
        "lock_roots": sorted(str(s) for s in env.concretized_user_specs),
