@@ -176,8 +176,8 @@ def test_the_progress_line_on_a_terminal_is_rewritten_in_place():
     p.show("pairs", 2, 3, 12.4)
     p.end()
     p.end()                          # nothing shown since: no new line
-    assert out.getvalue() == "\r\033[Kscreen: pairs: 1 step running, 0/8 nodes done" \
-                              "\r\033[Kscreen: pairs: 2 steps running, 3/8 nodes done, ~12 s left\n"
+    assert out.getvalue() == ("\r\033[Kscreen: pairs: 1 step running, 0/8 nodes done"
+                              "\r\033[Kscreen: pairs: 2 steps running, 3/8 nodes done, ~12 s left\n")
 
 
 def test_the_progress_line_elsewhere_is_printed_at_most_every_5_s():
@@ -189,8 +189,8 @@ def test_the_progress_line_elsewhere_is_printed_at_most_every_5_s():
     p.at = time.monotonic() - 5.5    # 5.5 s ago: again
     p.show("per-node", 0, 4, 0.0)
     p.end()
-    assert out.getvalue() == "screen: per-node: 2 steps running, 0/4 nodes done\n" \
-                              "screen: per-node: 0 steps running, 4/4 nodes done, ~0 s left\n"
+    assert out.getvalue() == ("screen: per-node: 2 steps running, 0/4 nodes done\n"
+                              "screen: per-node: 0 steps running, 4/4 nodes done, ~0 s left\n")
 
 
 def test_checks_not_run_are_said_once_per_check_and_reason(screen):

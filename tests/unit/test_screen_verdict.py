@@ -20,7 +20,7 @@ SIZE = 262144
 def rec(a: str, b: str, value: float | None, one_way: bool = True, verdict: str = "pass", check: str = "osu_bw",
         metric: str = "bandwidth_MBps") -> Record:
     """`check` between a and b (a sends, where one-way) at `value`; None: no figure."""
-    tags = {**TEMPLATE.tags, "screen_check": check}
+    tags = {k: v for k, v in TEMPLATE.tags.items() if k != "screen_from"} | {"screen_check": check}
     if one_way:
         tags["screen_from"] = a
     unit = {"bandwidth_MBps": "MB/s", "latency_us": "us"}[metric]
