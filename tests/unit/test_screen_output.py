@@ -81,7 +81,8 @@ def test_the_matrix_is_each_figure_against_the_peers_median_sender_by_receiver()
     """A time's fraction is the median over the figure; a failed pair 0; not measured, no peers or no figure: NaN."""
     lat = dict(one_way=False, check="lat", metric="latency_us")
     records = [*healthy(10.0, **lat), rec("node1", "node2", 20.0, **lat),
-               rec("node3", "node5", None, verdict="fail", **lat), rec("node6", "node5", 0.0, **lat), rec("node8", "node5", 5.0, verdict="not-run", **lat),
+               rec("node3", "node5", None, verdict="fail", **lat), rec("node6", "node5", 0.0, **lat),
+               rec("node8", "node5", 5.0, verdict="not-run", **lat),
                rec("node7", "node7", 5.0, **lat), rec("node1", "node9", 5.0, **lat), rec("node2", "node5", 1.0)]
     f = attribute(NODES, {}, [], records, {}, RULE)
     m, size = output.matrix(NODES, records, "lat", f)
