@@ -335,3 +335,18 @@ def test_good_partners_are_never_bad_and_those_slow_with_some_come_after():
     f = attribute(NODES, {}, [], records, {}, RULE)
     assert f.bad_nodes == ["node5"] and "node5" not in good(f)
     assert good(f)[-2:] == ["node1", "node2"]   # slow with node5 only
+
+
+def test_the_slowdown_a_check_tells_is_the_rule_s_where_its_spread_is_narrow():
+    """told(): 1 / (1 - slower_by) = 2x while mads MADs stay inside it; past it, what the spread allows."""
+    narrow, wide = spread_of((99, 100, 101)), spread_of((80, 100, 120))    # 1 % and 20 %: 3 MADs 3 % and 60 %
+    assert Peers.of(narrow).told("osu_bw", SIZE, True, RULE) == 2.0
+    assert Peers.of(narrow).told("osu_bw", SIZE, False, RULE) == 2.0
+    assert Peers.of(wide).told("osu_bw", SIZE, True, RULE) == pytest.approx(1 / (1 - 0.6))
+    assert Peers.of(wide).told("osu_bw", SIZE, False, RULE) == 2.0        # a time: 1 + 60 % is inside 2x
+
+
+def test_a_median_below_one_is_judged_as_any_other():
+    peers = Peers.of(spread_of([0.5] * 5))
+    assert peers.slow(rec("node1", "node2", 0.01), RULE) == \
+        "osu_bw 256 KiB 1.00e-05 GB/s vs 0.000500 GB/s peer median"
