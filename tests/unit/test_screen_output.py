@@ -108,14 +108,14 @@ def drawn(monkeypatch) -> list:
     return figures
 
 
-@pytest.mark.parametrize("n, side", [(8, 2.5 + 0.45 * 8), (20, 2.5 + 0.45 * 20), (24, 12.0), (25, 12.0),
-                                     (65, 12.0)])
+@pytest.mark.parametrize("n, side", [(2, 2.5 + 0.45 * 2), (8, 2.5 + 0.45 * 8), (20, 2.5 + 0.45 * 20), (24, 12.0),
+                                     (25, 12.0), (65, 12.0)])
 def test_the_heatmap_is_sized_and_labelled_by_its_nodes(drawn, n, side):
     names = [f"n{i}" for i in range(n)]
     m = [[math.nan] * n for _ in range(n)]
     m[0][1], m[1][0] = 0.1, 1.5
     png = output.heatmap(names, m, "osu_bw at 262144 B")
-    assert png_size(png) == (round((side + 1.2) * 100), round(side * 100))
+    assert png_size(png) == (int((side + 1.2) * 100), int(side * 100))   # as matplotlib rounds: down
     (fig,) = drawn
     ax, bar = fig.axes
     assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("osu_bw at 262144 B", "receiver", "sender")
@@ -132,6 +132,8 @@ def test_the_heatmap_is_sized_and_labelled_by_its_nodes(drawn, n, side):
     (image,) = ax.images
     assert image.get_clim() == (0, 1.2) and image.get_array()[1][0] == 1.2   # above the peers: as bright as 1.2
     assert image.cmap.get_bad()[:3] == pytest.approx((0xc9 / 255, 0xd7 / 255, 0xe8 / 255))
+    for box in (a.get_tightbbox(fig.canvas.get_renderer()) for a in fig.axes):   # every label inside the image
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
 
 
 def test_a_cell_at_0_6_of_the_median_is_written_black(drawn):
