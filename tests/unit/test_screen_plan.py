@@ -48,11 +48,13 @@ def test_a_round_trip_check_takes_its_transfers_at_the_reference_figures(args, s
 
 
 @pytest.mark.parametrize("benchmark, args, sizes, seconds", [
-    # osu_bw: (-i + -x) iterations of a window of 64 messages and 2 latencies, per size
+    # osu_bw: (-i + -x) iterations of a window of -W messages (64 by default) and 2 latencies, per size
     ("osu_bw", ["-i", "10", "-x", "2"], ["262144", "262144"], 12 * (64 * 262144 / BW + 2 * LAT)),
     ("osu_bw", [], None, 1100 * (64 * (1 << 20) / BW + 2 * LAT)),                     # 1 MiB, 1000 + 100
     ("osu_mbw_mr", ["-i", "1", "-x", "0"], ["1024", "1024"], 1 * (64 * 1024 / BW + 2 * LAT)),
     ("osu_bibw", ["-x", "0", "-i", "3"], ["2", "2"], 3 * (64 * 2 / BW + 2 * LAT)),
+    ("osu_bw", ["-i", "10", "-x", "2", "-W", "4"], ["262144", "262144"], 12 * (4 * 262144 / BW + 2 * LAT)),  # -W 4
+    ("osu_latency", ["-W", "4"], ["8", "8"], 1100 * (8 / BW + 2 * LAT)),          # one message in flight anyway
     # osu_latency: one message an iteration, every power of two from the smallest to the largest size
     ("osu_latency", [], ["8", "64"], sum(1100 * (s / BW + 2 * LAT) for s in (8, 16, 32, 64))),
     ("osu_latency", ["-i", "1", "-x", "1"], ["0", "4"], sum(2 * (s / BW + 2 * LAT) for s in (1, 2, 4))),
