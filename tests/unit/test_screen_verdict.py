@@ -242,6 +242,7 @@ def test_a_node_slow_with_its_only_partner_in_a_role_is_not_bad_the_link_is():
                                                                           ["node1"])
     assert five.line(6) == "node5   ok: link to node1 slow" and f.nodes["node1"].reason == "link to node5 slow"
     assert list(f.bad_pairs) == [("node1", "node5")] and suspects(f) == ["node5"]
+    assert "node5" not in good(f)   # slow with every partner it met: no good partner for a confirmation
 
 
 def test_a_facts_problem_counts_with_the_slow_figures():
@@ -350,3 +351,41 @@ def test_a_median_below_one_is_judged_as_any_other():
     peers = Peers.of(spread_of([0.5] * 5))
     assert peers.slow(rec("node1", "node2", 0.01), RULE) == \
         "osu_bw 256 KiB 1.00e-05 GB/s vs 0.000500 GB/s peer median"
+
+
+def test_a_suspect_says_its_most_bad_measurements():
+    """Slow sending to 2 partners, receiving from 3, evidence 4: the most a role has, 3, is said."""
+    records = healthy(100.0) + [rec("node5", p, 2.0) for p in ("node1", "node2")] + \
+        [rec(p, "node5", 2.0) for p in ("node1", "node2", "node3")]
+    f = attribute(NODES, {}, [], records, {}, RULE.model_copy(update={"evidence": 4}))
+    assert f.nodes["node5"].status == "suspect"
+    assert f.nodes["node5"].reason.endswith("(2 of 2 partners); 3 bad measurements, 4 needed")
+    assert f.nodes["node5"].reason.startswith("slow sending: osu_bw 256 KiB ")
+
+
+def own_failure(check: str, tool: str) -> Record:
+    """node3's one-node check `check` of `tool`'s layer, failed."""
+    return NODE_RECORD.model_copy(update={"verdict": "fail", "reason": "exit 1", "tool": tool,
+                                          "tags": {**NODE_RECORD.tags, "screen_check": check}})
+
+
+def test_a_node_s_own_failures_lowest_layer_first_then_by_name():
+    """The facts are the fabric's: before an MPI check's failure, level with a fabric check's (then by name)."""
+    rule = RULE.model_copy(update={"evidence": 3})
+    f = attribute(NODES, {}, [own_failure("lat", "osu")], healthy(100.0), {"node3": "no tcp"}, rule)
+    assert f.nodes["node3"].reason == "facts: no tcp (the fabric); 2 bad measurements, 3 needed"
+    f = attribute(NODES, {}, [own_failure("fi", "fi_pingpong")], healthy(100.0), {"node3": "no tcp"}, RULE)
+    assert f.nodes["node3"].reason == "fails on its own: facts: no tcp (the fabric); 1 more"
+    f = attribute(NODES, {}, [own_failure("a-fi", "fi_pingpong")], healthy(100.0), {"node3": "no tcp"}, RULE)
+    assert f.nodes["node3"].reason == "fails on its own: a-fi failed: exit 1 (the fabric); 1 more"
+
+
+def test_a_node_down_first_leaves_the_others_judged():
+    f = attribute(NODES, {"node1": "drained (x)"}, [], healthy(100.0), {}, RULE)
+    assert list(f.nodes) == NODES and f.nodes["node1"].status == "down" and f.nodes["node2"].status == "ok"
+
+
+def test_a_bad_link_after_a_bad_node_s_pairs_is_named():
+    records = partners_of_node5(2.0, 100.0) + [rec("node3", "node6", 2.0), rec("node6", "node3", 2.0)]
+    f = attribute(NODES, {}, [], records, {}, RULE)
+    assert f.bad_nodes == ["node5"] and list(f.bad_pairs) == [("node3", "node6")]
