@@ -80,16 +80,17 @@ def test_drain_lines_carry_the_reason_cut_to_what_scontrol_takes():
 def test_the_matrix_is_each_figure_against_the_peers_median_sender_by_receiver():
     """A time's fraction is the median over the figure; a failed pair 0; not measured, no peers or no figure: NaN."""
     lat = dict(one_way=False, check="lat", metric="latency_us")
-    records = [*healthy(10.0, **lat), rec("node1", "node2", 20.0, **lat),
-               rec("node3", "node5", None, verdict="fail", **lat), rec("node6", "node5", 0.0, **lat),
-               rec("node8", "node5", 5.0, verdict="not-run", **lat),
-               rec("node7", "node7", 5.0, **lat), rec("node1", "node9", 5.0, **lat), rec("node2", "node5", 1.0)]
+    records = [rec("node1", "node9", 5.0, **lat), rec("node2", "node5", 1.0), *healthy(10.0, **lat),
+               rec("node1", "node2", 20.0, **lat), rec("node3", "node5", None, verdict="fail", **lat),
+               rec("node4", "node5", 10.0, verdict="fail", **lat), rec("node6", "node5", 0.0, **lat),
+               rec("node8", "node5", 5.0, verdict="not-run", **lat), rec("node7", "node7", 5.0, **lat)]
     f = attribute(NODES, {}, [], records, {}, RULE)
     m, size = output.matrix(NODES, records, "lat", f)
     i = {n: NODES.index(n) for n in NODES}
     assert size == SIZE
     assert m[i["node1"]][i["node2"]] == m[i["node2"]][i["node1"]] == 0.5           # a round trip: both cells
     assert m[i["node3"]][i["node5"]] == m[i["node5"]][i["node3"]] == 0.0           # failed
+    assert m[i["node4"]][i["node5"]] == 0.0                                        # failed after its figures
     assert math.isnan(m[i["node6"]][i["node5"]])                                   # a figure of 0
     assert math.isnan(m[i["node8"]][i["node5"]]) and math.isnan(m[i["node7"]][i["node7"]])   # not run; one node
     assert math.isnan(m[i["node2"]][i["node5"]]) and m[i["node6"]][i["node7"]] == 1.0   # osu_bw is not lat
@@ -109,7 +110,7 @@ def drawn(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("n, side", [(2, 2.5 + 0.45 * 2), (8, 2.5 + 0.45 * 8), (20, 2.5 + 0.45 * 20), (24, 12.0),
-                                     (25, 12.0), (65, 12.0)])
+                                     (25, 12.0), (64, 12.0), (65, 12.0)])
 def test_the_heatmap_is_sized_and_labelled_by_its_nodes(drawn, n, side):
     names = [f"n{i}" for i in range(n)]
     m = [[math.nan] * n for _ in range(n)]
@@ -119,6 +120,7 @@ def test_the_heatmap_is_sized_and_labelled_by_its_nodes(drawn, n, side):
     (fig,) = drawn
     ax, bar = fig.axes
     assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("osu_bw at 262144 B", "receiver", "sender")
+    assert ax.title.get_fontsize() == 10
     assert bar.get_ylabel() == "fraction of the peers' median (dark: slow; pale blue: not measured)"
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == names if n <= 64 else not set(ticks) & set(names)   # past 64 nodes: matplotlib's numbers
