@@ -83,7 +83,8 @@ def test_the_matrix_is_each_figure_against_the_peers_median_sender_by_receiver()
     records = [rec("node1", "node9", 5.0, **lat), rec("node2", "node5", 1.0), *healthy(10.0, **lat),
                rec("node1", "node2", 20.0, **lat), rec("node3", "node5", None, verdict="fail", **lat),
                rec("node4", "node5", 10.0, verdict="fail", **lat), rec("node6", "node5", 0.0, **lat),
-               rec("node8", "node5", 5.0, verdict="not-run", **lat), rec("node7", "node7", 5.0, **lat)]
+               rec("node8", "node5", 5.0, verdict="not-run", **lat), rec("node7", "node7", 5.0, **lat),
+               rec("node7", "node5", 1.0, **lat)]
     f = attribute(NODES, {}, [], records, {}, RULE)
     m, size = output.matrix(NODES, records, "lat", f)
     i = {n: NODES.index(n) for n in NODES}
@@ -91,6 +92,7 @@ def test_the_matrix_is_each_figure_against_the_peers_median_sender_by_receiver()
     assert m[i["node1"]][i["node2"]] == m[i["node2"]][i["node1"]] == 0.5           # a round trip: both cells
     assert m[i["node3"]][i["node5"]] == m[i["node5"]][i["node3"]] == 0.0           # failed
     assert m[i["node4"]][i["node5"]] == 0.0                                        # failed after its figures
+    assert m[i["node7"]][i["node5"]] == 10.0                                       # a figure of 1: 10x as fast
     assert math.isnan(m[i["node6"]][i["node5"]])                                   # a figure of 0
     assert math.isnan(m[i["node8"]][i["node5"]]) and math.isnan(m[i["node7"]][i["node7"]])   # not run; one node
     assert math.isnan(m[i["node2"]][i["node5"]]) and m[i["node6"]][i["node7"]] == 1.0   # osu_bw is not lat
@@ -109,8 +111,8 @@ def drawn(monkeypatch) -> list:
     return figures
 
 
-@pytest.mark.parametrize("n, side", [(2, 2.5 + 0.45 * 2), (8, 2.5 + 0.45 * 8), (20, 2.5 + 0.45 * 20), (24, 12.0),
-                                     (25, 12.0), (64, 12.0), (65, 12.0)])
+@pytest.mark.parametrize("n, side", [(2, 2.5 + 0.45 * 2), (7, 2.5 + 0.45 * 7), (8, 2.5 + 0.45 * 8),
+                                     (20, 2.5 + 0.45 * 20), (24, 12.0), (25, 12.0), (64, 12.0), (65, 12.0)])
 def test_the_heatmap_is_sized_and_labelled_by_its_nodes(drawn, n, side):
     names = [f"n{i}" for i in range(n)]
     m = [[math.nan] * n for _ in range(n)]
