@@ -155,8 +155,10 @@ def test_what_a_screen_writes(tmp_path):
     no_figures.tags["screen_phase"] = "pairs"
     f = attribute(NODES, {"node8": "drained (x)"}, [], records, {}, RULE)
     f.blunt["osu_bw"] = "spread 47% & more"
-    page = output.write(tmp_path, DOC, NODES, f, records + [no_figures], {"groups": "no <leaf> switches"})
-    doc = json.loads((tmp_path / "screen.json").read_text())
+    page = output.write(tmp_path, DOC, NODES, f, [no_figures, *records], {"groups": "no <leaf> switches"})
+    text = (tmp_path / "screen.json").read_text()
+    assert text.startswith('{\n  "run_id": ') and text.endswith("\n}\n")   # as `screen --json` prints it
+    doc = json.loads(text)
     assert doc["nodes"]["node8"] == {"status": "down", "reason": "drained (x): not screened", "partners": [],
                                      "slow_with": []}
     assert doc["nodes"]["node1"]["partners"] == ["node3", "node4"]
