@@ -183,6 +183,11 @@ def test_what_a_screen_file_may_not_say(tmp_path, change, error):
         load_screen(screen_file(tmp_path, **change))
 
 
+def test_a_group_check_is_read_as_given():
+    assert [(c.benchmark, c.nodes, c.sizes) for c in load_screen("local").groups.checks] == \
+        [("osu_mbw_mr", "all", (262144, 262144))]
+
+
 def test_a_screen_file_at_its_bounds_is_read(tmp_path):
     s = load_screen(screen_file(tmp_path, rule={"slower_by": 0.99, "mads": 3, "evidence": 1}, max_steps=100000,
                                 per_node_at_once=1, pairs={**SCREEN["pairs"], "rounds": 64, "all_pairs_up_to": 0}))
