@@ -115,6 +115,7 @@ def test_a_check_that_needs_gpus_is_not_run_on_a_node_without(screen):
     cpu = screen.checks(screen.screen.per_node, 1, "per-node")[0][0]
     facts = {"node1": facts_of("node1"), "node2": {**facts_of("node2"), "gpus": ["GPU 0: H100"]}}
     placed = node_phase.placed([cpu, gpu[2]], ["node1", "node2", "node3"], facts)
+    assert {(p.round, p.name) for p in placed[:1]} == {(0, "pingpong-intra-cpu--node1")}   # no round: one phase
     assert [(p.check.id, p.hosts, p.phase, p.not_run) for p in placed] == [
         ("pingpong-intra-cpu", ("node1",), "per-node", None), ("pingpong-intra-cpu", ("node2",), "per-node", None),
         ("pingpong-intra-cpu", ("node3",), "per-node", None),
