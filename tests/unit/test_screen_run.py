@@ -153,6 +153,12 @@ def test_a_placed_check_s_file_name(screen, hosts, phase, round_, name):
     assert Placed(node_phase.renamed(check, "lat"), hosts, phase, round_).name == name
 
 
+def test_a_group_check_is_placed_in_no_round(screen):
+    """run.groups places a leaf switch's check without a round: its name has none."""
+    check = node_phase.renamed(screen.checks(screen.screen.per_node, 1, "per-node")[0][0], "bw")
+    assert Placed(check, ("node1", "node2", "node3"), "switch leaf1").name == "bw--switch-leaf1"
+
+
 def test_a_check_that_left_no_measurement(screen):
     check = screen.checks(screen.screen.pairs.checks, 2, "pairs")[0][0]
     ctx = Context("run1", screen.dir, SYSTEM, None, None, {}, {})
