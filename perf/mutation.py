@@ -1,6 +1,7 @@
 """Mutation score of the verdict code: does a test fail when a module of commstack.tools (each tool's parser,
-its columns and version tables) or commstack.results (lines, parse, tables, noise, references, judge, compare,
-diagnosis, report, ...) is wrong?
+its columns and version tables), commstack.results (lines, parse, tables, noise, references, judge, compare,
+diagnosis, report, ...) or commstack.screen (the verdict on nodes and links, the matchings, the screen file, what
+it writes, the plan) is wrong?
 
 Each mutant is one small change to a module, made by rewriting its syntax tree. In functions: comparison
 flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y, comprehension filters),
@@ -9,8 +10,9 @@ flips (< <=, > >=, == !=, in, is), negated conditions (if, while, x if c else y,
 continue <-> break. In the code that runs at import (module-level assignments: tuples, dicts, a
 dataclass's or constructor's arguments, comprehensions; class-level defaults): the same changes to the
 values, and each keyword argument of a call deleted. Strings (messages, patterns) are left alone, and so
-is a tool module's launch code (LAUNCH_CODE: argv, native binary and its build), which only the slurm
-tier runs.
+is a tool module's launch code (LAUNCH_CODE: argv, native binary and its build) and the screen's code that
+drives Slurm (SLURM_CODE: sinfo, the allocation, srun steps, scontrol), which only the slurm and multinode
+tiers run.
 
 First the unit tests run once under coverage.py, each in a dynamic context of its own (and each test
 file's import in one of its own), which gives the tests that reach each line; a fresh interpreter's
@@ -72,8 +74,9 @@ from mutation_readers import readers
 TOP = Path(__file__).resolve().parents[1]
 LIB = TOP / "lib" / "commstack"
 #: the verdict code: each tool's parser, the shared line machinery and the checks, references, judge, compare
-#: (history on demand); a module's key is its file's name. Not here: tools/osu_install.py (where OSU's
-#: binaries come from: launch code, as LAUNCH_CODE below) and results/__init__.py (empty)
+#: (history on demand), the screen's modules; a module's key is its file's name (a screen module's: screen_ and
+#: its name, as run, nodes, spec name other things too). Not here: tools/osu_install.py (where OSU's binaries
+#: come from: launch code, as LAUNCH_CODE below), results/__init__.py and screen/__init__.py (empty)
 MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "commstack.tools.osu",
            "osu_format": "commstack.tools.osu_format", "nccl_tests": "commstack.tools.nccl_tests",
            "nccl_tables": "commstack.tools.nccl_tables", "mpi_pingpong": "commstack.tools.mpi_pingpong",
@@ -85,12 +88,23 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
            "settle": "commstack.results.settle",
            "records": "commstack.results.records", "report": "commstack.results.report",
            "markup": "commstack.results.markup",
-           "export": "commstack.results.export", "history": "commstack.results.history"}
+           "export": "commstack.results.export", "history": "commstack.results.history",
+           "screen_verdict": "commstack.screen.verdict", "screen_output": "commstack.screen.output",
+           "screen_matching": "commstack.screen.matching", "screen_spec": "commstack.screen.spec",
+           "screen_plan": "commstack.screen.plan", "screen_nodes": "commstack.screen.nodes",
+           "screen_pool": "commstack.screen.pool", "screen_run": "commstack.screen.run"}
 #: a tool module's launch code (argv, native binary, its build, where an env or a typed option gives it; the
 #: facts of its output): not verdict code, and run by the slurm tier's and `run --dry-run`'s subprocesses,
 #: which coverage does not see; its parser and checks are mutated
 LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "on_path", "in_env", "given",
                "env_optional"}
+#: the screen's functions (top-level, or Class.method) that drive Slurm: sinfo (node_states, went_down), the
+#: allocation (variables, allocate), srun steps (probe, measure, run_all and the phases that call it: run,
+#: phase, pairs), scontrol show topology (groups). Only the slurm and multinode tiers run them, in the
+#: subprocesses of `bin/commstack screen`, which coverage does not see; the rest of those modules is mutated
+SLURM_CODE = {"screen_nodes": {"probe"}, "screen_pool": {"measure", "run_all"},
+              "screen_run": {"node_states", "Screen.variables", "Screen.allocate", "Screen.run", "Screen.phase",
+                             "Screen.went_down", "Screen.pairs", "Screen.groups"}}
 #: module-level names that are no verdict code: what `import *` exports, a tool's install hint
 NOT_DATA = {"__all__", "HOW", "PLACEHOLDER"}
 #: the function name of a mutant of code that runs at import (module-level and class-level values)
@@ -340,7 +354,8 @@ def mutants(name: str, source: str | None = None) -> tuple[Path, list[Mutant]]:
     out = []
     alike = Counter((f, n.lineno, m) for f, n, m in walk.points)
     for i, (function, node, mutation) in enumerate(walk.points):
-        if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE:
+        if MODULES[name].startswith("commstack.tools.") and function in LAUNCH_CODE \
+                or function in SLURM_CODE.get(name, ()):
             continue
         # a line of data holds many alike values, and a line of code may hold two alike changes (two `1`s): the
         # column tells them apart, so that the equivalent list can name one
@@ -767,7 +782,7 @@ NO_IMPORT = 97  # a --child's exit status where the mutated module cannot be imp
 NOT_FOUND = "\nERROR: not found: "  # pytest's usage error for a test id it does not collect
 EACH = re.compile(r"^  (?P<outcome>killed|timeout|survived|no test)\s+[\d.]+ s  (?P<path>\S+?):(?P<lineno>\d+): "
                   r"(?P<mutation>.+?)(?:  by .*)?$")
-SURVIVOR = re.compile(r"^  lib/commstack/(?:results|tools)/(\w+)\.py:\d+: (.+?) in (.+?): (.*)  "
+SURVIVOR = re.compile(r"^  (lib/commstack/\S+\.py):\d+: (.+?) in (.+?): (.*)  "
                       r"\((?:no test reaches it|\d+ tests)\)$")
 
 
@@ -785,11 +800,11 @@ def each_outcomes(output: Path, then: dict[str, list[Mutant]]) -> dict[tuple, st
 
 def survivors(output: Path) -> set[tuple[str, str, str, str]]:
     """(module, function, line, mutation) of each survivor `report` printed to `output`."""
-    out = set()
+    out, key = set(), {str(source_path(n).relative_to(TOP)): n for n in MODULES}
     for line in output.read_text().splitlines():
-        if (m := SURVIVOR.match(line)):
-            module, mutation, function, source = m.groups()
-            out.add((module, AT_IMPORT if function == "code at import" else function, source, mutation))
+        if (m := SURVIVOR.match(line)) and m.group(1) in key:
+            path, mutation, function, source = m.groups()
+            out.add((key[path], AT_IMPORT if function == "code at import" else function, source, mutation))
     return out
 
 

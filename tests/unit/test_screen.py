@@ -84,6 +84,42 @@ def test_leaf_switches_from_scontrol_show_topology():
         matching.leaf_switches("SwitchName leaf1\n", split)
 
 
+def test_the_rotation_schedule_of_four_and_five_nodes():
+    """Node 0 stays, the others turn a place a round; five nodes: a sixth place that sits out (None)."""
+    assert matching.rotation(nodes(4), 5) == [[("node1", "node4"), ("node2", "node3")],
+                                              [("node1", "node3"), ("node4", "node2")],
+                                              [("node1", "node2"), ("node3", "node4")]]
+    assert matching.rotation(nodes(5), 2) == [[("node2", "node5"), ("node3", "node4")],
+                                              [("node1", "node5"), ("node2", "node3")]]
+    assert matching.rounds_for(nodes(5), 2, "rotation", all_pairs_up_to=4) == matching.rotation(nodes(5), 3)
+    assert matching.rounds_for(nodes(4), 1, "rotation", all_pairs_up_to=4) == matching.rotation(nodes(4), 3)
+
+
+def test_seeded_rounds_avoid_the_pairs_met_before():
+    """Four nodes have three perfect matchings: three seeded rounds are all of them, each pair once; a fourth
+    round must repeat pairs, and takes a matching as good as any (none repeats fewer than two)."""
+    rounds = matching.seeded(nodes(4), 4, seed=5)
+    met = [matching.pair(*p) for rnd in rounds[:3] for p in rnd]
+    assert sorted(met) == sorted(itertools.combinations(nodes(4), 2))
+    assert len(rounds[3]) == 2 and all(matching.pair(*p) in met for p in rounds[3])
+    assert rounds == [[("node1", "node2"), ("node4", "node3")], [("node2", "node3"), ("node4", "node1")],
+                      [("node3", "node1"), ("node2", "node4")], [("node2", "node3"), ("node1", "node4")]]
+    assert matching.seeded(nodes(3), 1, seed=0)[0][0] in itertools.permutations(nodes(3), 2)
+
+
+def test_confirm_never_pairs_a_node_with_itself_and_leaves_a_suspect_without_a_mate():
+    assert matching.confirm(["node3"], ["node3", "node5"], {}) == [("node3", "node5")]
+    assert matching.confirm(["node3", "node4"], ["node5"], {"node4": set()}) == [("node3", "node5")]
+    assert matching.confirm(["node3", "node4"], ["node5", "node6"], {"node3": {"node5", "node6"}}) == \
+        [("node4", "node5")]
+
+
+def test_leaf_switches_skip_blank_lines_and_switches_without_nodes():
+    text = "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=a,b\n\n" \
+           "SwitchName=s2 Level=0 LinkSpeed=1\nSwitchName=s3 Level=0 LinkSpeed=1 Nodes=c\n"
+    assert matching.leaf_switches(text, lambda h: h.split(",")) == {"s1": ["a", "b"], "s3": ["c"]}
+
+
 def records(case):
     return [Record.model_validate_json(p.read_text()) for p in sorted((DATA / case).glob("*.json"))]
 

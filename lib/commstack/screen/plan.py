@@ -65,7 +65,7 @@ def bench_s(spec: StepSpec, bandwidth_Bps: float, latency_s: float) -> float:
         iters = _flag(args, "-I", 1000)
         return iters * (2 * size / bandwidth_Bps + 2 * latency_s)
     iters, warm = _flag(args, "-i", 1000), _flag(args, "-x", 100)
-    window = OSU_WINDOW if spec.benchmark in ("osu_bw", "osu_bibw", "osu_mbw_mr") else 1
+    window = _flag(args, "-W", OSU_WINDOW) if spec.benchmark in ("osu_bw", "osu_bibw", "osu_mbw_mr") else 1
     return sum((iters + warm) * (window * s / bandwidth_Bps + 2 * latency_s) for s in _sizes(spec))
 
 

@@ -1,0 +1,244 @@
+"""The parts of a screen that run without Slurm (the rest: tests/slurm/test_screen_cluster.py): which sinfo states
+leave a node out, a pair's checks both ways, the checks a phase expands to and the binaries they take, the
+one-node checks' placement and the facts that count against a node, the steps' file names, the progress line,
+what was not run and why, and what a screen writes, on the records of a real screen (tests/data/screen)."""
+
+import copy
+import io
+import json
+import time
+
+import pytest
+
+from commstack.config import load_system
+from commstack.files import UnsafePathError
+from commstack.run.binaries import Binaries
+from commstack.screen import nodes as node_phase
+from commstack.screen.pool import Context, Placed, Progress, unmeasured
+from commstack.screen.run import Outcome, Screen, _natural, both_ways, unavailable, unavailable_of
+from commstack.screen.spec import load_screen
+from test_screen import NODES, findings, records
+
+SYSTEM = load_system("local-multinode")
+
+
+@pytest.fixture
+def screen(tmp_path):
+    """A screen of screens/local.yaml on local-multinode, without OSU (its checks are not-run)."""
+    run = tmp_path / "20261129-010101-000000-abcdef"
+    run.mkdir()
+    return Screen(SYSTEM, load_screen("local"), run,
+                  Binaries(osu_prefix=str(tmp_path / "no-osu"), build_dir=run / "build", build=False))
+
+
+@pytest.mark.parametrize("state, out", [
+    ("idle", False), ("mixed", False), ("allocated", False), ("completing", False), ("idle~", False),
+    ("idle*", True),        # not responding
+    ("down", True), ("down*", True), ("drained", True), ("draining", True), ("drain", True), ("fail", True),
+    ("maint", True), ("reserved", True), ("powered_down~", True), ("unknown", True), ("future", True),
+    ("not_responding", True), ("mixed-", False), ("down$", True),
+])
+def test_which_sinfo_states_leave_a_node_out(state, out):
+    assert unavailable(state) is out
+
+
+def test_the_nodes_left_out_and_why():
+    states = {"node1": ("idle", "none"), "node2": ("drained", "maintenance"), "node3": ("down*", "none"),
+              "node4": ("mixed", "")}
+    assert unavailable_of(["node1", "node2", "node3", "node4", "node9"], states) == {
+        "node2": "drained (maintenance)", "node3": "down*", "node9": "unknown (not in sinfo)"}
+
+
+def test_node_names_sort_by_their_numbers():
+    assert sorted(["node10", "node9", "node1", "gpu2a", "gpu10a"], key=_natural) == \
+        ["gpu2a", "gpu10a", "node1", "node9", "node10"]
+
+
+def test_the_exit_is_1_for_a_bad_node_a_bad_pair_or_a_node_lost():
+    clean, degraded = findings("clean"), findings("degraded")
+    assert Outcome(NODES, clean, {}, []).exit == 0 and Outcome(NODES, degraded, {}, []).exit == 1
+    degraded.nodes["node3"].status = "ok"
+    assert degraded.bad_nodes == [] and Outcome(NODES, degraded, {}, []).exit == 1   # node2-node7 still
+    clean.lost.append("node4")
+    assert Outcome(NODES, clean, {}, []).exit == 1
+
+
+def test_a_pair_s_checks_run_both_ways_where_one_way(screen):
+    checks, paths = screen.checks(screen.screen.pairs.checks, 2, "pairs")
+    assert [c.id for c in checks] == ["fi_pingpong", "osu_bw"]
+    placed = both_ways(checks, ("node2", "node7"), 3)
+    assert [(p.check.id, p.hosts, p.phase, p.round) for p in placed] == [
+        ("fi_pingpong", ("node2", "node7"), "pairs", 3), ("osu_bw", ("node2", "node7"), "pairs", 3),
+        ("osu_bw", ("node7", "node2"), "pairs", 3)]
+    assert [p.name for p in placed] == ["fi_pingpong--node2-node7-r3", "osu_bw--node2-node7-r3",
+                                        "osu_bw--node7-node2-r3"]
+
+
+def test_a_phase_s_checks_are_named_and_get_their_binaries_or_why_not(screen, tmp_path):
+    checks, paths = screen.checks(screen.screen.pairs.checks, 2, "pairs")
+    assert checks[0].not_run is None and paths["fi_pingpong"]["$FI_PINGPONG"].endswith("/fi_pingpong")
+    assert checks[1].not_run.startswith(f"{tmp_path / 'no-osu'} is not an OSU install") and "osu_bw" not in paths
+    checks, paths = screen.checks(screen.screen.per_node, 1, "per-node")
+    assert [c.id for c in checks] == ["pingpong-intra-cpu"]
+    assert paths == {"pingpong-intra-cpu": {"$PINGPONG": str(screen.dir / "build" / "mpi-pingpong")}}
+    # device memory and an environment name the check; one the system cannot run is not-run, with no binary
+    checks, paths = screen.checks(load_screen("maintenance").per_node, 1, "per-node")
+    assert [c.id for c in checks] == ["latency-intra", "d2d-bw-device", "nccl-intra-device-nccl-tests"]
+    assert checks[1].not_run == "device memory needs GPUs, system local-multinode has none" and paths == {}
+
+
+def test_a_screen_takes_the_screen_file_s_steps_at_once_unless_told(screen, tmp_path):
+    assert screen.max_steps == 64 and screen.progress.total == 0 and screen.interrupted_by == "Ctrl-C"
+    other = Screen(SYSTEM, load_screen("local"), tmp_path, Binaries(build=False), max_steps=3)
+    assert other.max_steps == 3
+
+
+def facts_of(node: str) -> dict:
+    """node's stack facts as the real screen recorded them (tcp among its libfabric providers)."""
+    r = next(r for r in records("degraded") if r.nodelist == [node])   # its one-node check
+    return copy.deepcopy(r.stack["nodes"][node])
+
+
+def test_the_facts_that_count_against_a_node():
+    facts = {"node1": facts_of("node1"), "node2": facts_of("node2"), "node3": facts_of("node3")}
+    facts["node2"]["libfabric_providers"].remove("tcp")
+    facts["node3"]["ucx_transports"] = ["self/memory0"]
+    problems = node_phase.problems(SYSTEM, facts)
+    assert problems == {
+        "node2": "provider tcp not found on node2: libfabric built without tcp, or the tcp driver not loaded",
+        "node3": "UCX transport tcp not found on node3: " + problems["node3"].split(": ", 1)[1]}
+    assert node_phase.problems(SYSTEM.model_copy(update={"fabric": None}), facts) == {}  # no fabric: nothing asked
+
+
+def test_a_check_that_needs_gpus_is_not_run_on_a_node_without(screen):
+    gpu = screen.checks(load_screen("maintenance").per_node, 1, "per-node")[0]
+    cpu = screen.checks(screen.screen.per_node, 1, "per-node")[0][0]
+    facts = {"node1": facts_of("node1"), "node2": {**facts_of("node2"), "gpus": ["GPU 0: H100"]}}
+    placed = node_phase.placed([cpu, gpu[2]], ["node1", "node2", "node3"], facts)
+    assert {(p.round, p.name) for p in placed[:1]} == {(0, "pingpong-intra-cpu--node1")}   # no round: one phase
+    assert [(p.check.id, p.hosts, p.phase, p.not_run) for p in placed] == [
+        ("pingpong-intra-cpu", ("node1",), "per-node", None), ("pingpong-intra-cpu", ("node2",), "per-node", None),
+        ("pingpong-intra-cpu", ("node3",), "per-node", None),
+        ("nccl-intra-device-nccl-tests", ("node1",), "per-node",
+         "nccl-intra-device-nccl-tests needs GPUs; node1 has none (nvidia-smi -L lists none)"),
+        ("nccl-intra-device-nccl-tests", ("node2",), "per-node", None),
+        ("nccl-intra-device-nccl-tests", ("node3",), "per-node", None)]   # no facts: it is tried
+    assert [node_phase.needs_gpus(s) for s in [cpu, *gpu]] == [False, False, True, True]
+
+
+def test_the_probe_runs_the_first_check_s_binary(screen):
+    cpu, paths = screen.checks(screen.screen.per_node, 1, "per-node")
+    pairs, pair_paths = screen.checks(screen.screen.pairs.checks, 2, "pairs")
+    ctx = Context("r", screen.dir, SYSTEM, None, None, {}, {**paths, **pair_paths})
+    assert node_phase.probe_binary(ctx, cpu + pairs) == str(screen.dir / "build" / "mpi-pingpong")
+    # a placeholder that heads a path: the path under the binary's; a program run through the pair launcher
+    # (fi_pingpong), or a check without a binary (osu_bw without OSU): any program the node has
+    ctx.binaries["osu_bw"] = {"$OSU_MPI": "/opt/osu/libexec/osu-micro-benchmarks/mpi"}
+    assert node_phase.probe_binary(ctx, pairs[1:]) == "/opt/osu/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
+    del ctx.binaries["osu_bw"]
+    assert node_phase.probe_binary(ctx, pairs).endswith("/true")
+    assert node_phase.sized(SYSTEM, 5).nodes == 5 and SYSTEM.nodes != 5
+    assert node_phase.renamed(cpu[0], "x").id == "x" and cpu[0].id == "pingpong-intra-cpu"
+
+
+@pytest.mark.parametrize("hosts, phase, round_, name", [
+    (("node3",), "per-node", 0, "lat--node3"),
+    (("node3", "node4"), "pairs", 2, "lat--node3-node4-r2"),
+    (("node1", "node2", "node3"), "switch leaf 1", 0, "lat--switch-leaf-1"),
+    (("nid0/1", "nid 2"), "pairs", 1, "lat--nid0_1-nid_2-r1"),
+    (("n" * 200,), "per-node", 0, ("lat--" + "n" * 200)[:180]),
+])
+def test_a_placed_check_s_file_name(screen, hosts, phase, round_, name):
+    check = screen.checks(screen.screen.per_node, 1, "per-node")[0][0]
+    assert Placed(node_phase.renamed(check, "lat"), hosts, phase, round_).name == name
+
+
+def test_a_group_check_is_placed_in_no_round(screen):
+    """run.groups places a leaf switch's check without a round: its name has none."""
+    check = node_phase.renamed(screen.checks(screen.screen.per_node, 1, "per-node")[0][0], "bw")
+    assert Placed(check, ("node1", "node2", "node3"), "switch leaf1").name == "bw--switch-leaf1"
+
+
+def test_a_check_that_left_no_measurement(screen):
+    check = screen.checks(screen.screen.pairs.checks, 2, "pairs")[0][0]
+    ctx = Context("run1", screen.dir, SYSTEM, None, None, {}, {})
+    r = unmeasured(ctx, 7, Placed(check, ("node1", "node2"), "pairs", 1), "interrupted (Ctrl-C) before this step")
+    assert (r.run_id, r.index, r.step, r.verdict, r.reason, r.error_kind, r.nodelist) == (
+        "run1", 7, "fi_pingpong--node1-node2-r1", "not-run", "interrupted (Ctrl-C) before this step", None,
+        ["node1", "node2"])
+    r = unmeasured(ctx, 8, Placed(check, ("node1",), "pairs"), "no directory", "fail", UnsafePathError.kind)
+    assert (r.verdict, r.error_kind) == ("fail", UnsafePathError.kind)
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_progress_line_on_a_terminal_is_rewritten_in_place():
+    out = Terminal()
+    p = Progress(8, out)
+    p.show("pairs", 1, 0, None)
+    p.show("pairs", 1, 0, None)      # the same line: not again
+    p.show("pairs", 2, 3, 12.4)
+    p.end()
+    p.end()                          # nothing shown since: no new line
+    assert out.getvalue() == ("\r\033[Kscreen: pairs: 1 step running, 0/8 nodes done"
+                              "\r\033[Kscreen: pairs: 2 steps running, 3/8 nodes done, ~12 s left\n")
+
+
+def test_the_progress_line_elsewhere_is_printed_at_most_every_5_s():
+    out = io.StringIO()
+    p = Progress(4, out)
+    p.show("per-node", 2, 0, None)
+    p.at = time.monotonic() - 4.2    # shown 4.2 s ago: not yet
+    p.show("per-node", 1, 2, 3.0)
+    p.at = time.monotonic() - 5.5    # 5.5 s ago: again
+    p.show("per-node", 0, 4, 0.0)
+    p.end()
+    assert out.getvalue() == ("screen: per-node: 2 steps running, 0/4 nodes done\n"
+                              "screen: per-node: 0 steps running, 4/4 nodes done, ~0 s left\n")
+
+
+def test_checks_not_run_are_said_once_per_check_and_reason(screen):
+    """osu_bw not run on two pairs (3 nodes), fi_pingpong on one node, osu_bw interrupted: said apart, or not."""
+    bw = [r for r in records("degraded") if r.tags.get("screen_check") == "osu_bw"]
+    fi = next(r for r in records("degraded") if r.tags.get("screen_check") == "fi_pingpong")
+    not_run = lambda r, why, **kw: r.model_copy(update={"verdict": "not-run", "reason": why, **kw})  # noqa: E731
+    screen.skipped([not_run(bw[0], "no OSU", nodelist=["node1", "node2"]),
+                    not_run(bw[1], "no OSU", nodelist=["node2", "node3"]),
+                    not_run(bw[2], "interrupted (Ctrl-C) before this step"), bw[3],
+                    not_run(fi, "no fi_pingpong", nodelist=["node8"])])
+    assert screen.not_run == {"osu_bw": "no OSU (3 nodes)", "fi_pingpong": "no fi_pingpong (1 node)"}
+
+
+def test_a_screen_judges_its_records_by_phase_and_its_nodes_facts(screen):
+    screen.records = records("degraded")
+    facts = {"node1": {**facts_of("node1"), "libfabric_providers": []}}
+    f = screen.findings(NODES, facts)
+    assert f.bad_nodes == ["node3"] and list(f.bad_pairs) == [("node2", "node7")]
+    assert f.nodes["node1"].status == "suspect"   # one facts problem, two bad measurements needed
+    assert f.nodes["node1"].reason.startswith("facts: provider tcp not found on node1")
+    assert f.nodes["node1"].reason.endswith("(the fabric); 1 bad measurement, 2 needed")
+    screen.down = {"node8": "drained (x)"}
+    assert screen.findings(NODES[:7], {}).nodes["node8"].line(5) == "node8  down: drained (x): not screened"
+
+
+def test_what_a_screen_writes_and_its_history(screen, tmp_path):
+    screen.records = records("degraded")
+    for r in screen.records:
+        r.model_copy(update={"run_id": screen.dir.name}).write(screen.dir)
+    outcome = Outcome(NODES, screen.findings(NODES, {}), {"groups": "no leaf switches"}, screen.records,
+                      wall_s=12.0, phases_s={"pairs": 10.0})
+    screen.write(outcome, tmp_path / "history.sqlite")
+    doc = json.loads((screen.dir / "screen.json").read_text())
+    assert {k: doc[k] for k in ("run_id", "system", "screen", "wall_s", "phases_s", "exit", "interrupted",
+                                "max_steps", "steps", "bad_nodes", "not_run")} == {
+        "run_id": screen.dir.name, "system": "local-multinode", "screen": "local", "wall_s": 12.0,
+        "phases_s": {"pairs": 10.0}, "exit": 1, "interrupted": False, "max_steps": 64,
+        "steps": len(screen.records), "bad_nodes": ["node3"], "not_run": {"groups": "no leaf switches"}}
+    assert outcome.report == screen.dir / "report" / "index.html" and (tmp_path / "history.sqlite").exists()
+    # a history that cannot be written is said, the screen's files kept
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    screen.write(outcome, tmp_path / "bad.sqlite")
+    assert outcome.not_run["history"].startswith(f"{tmp_path / 'bad.sqlite'}: ")
