@@ -56,6 +56,16 @@ def test_the_spreads_are_each_check_and_size_in_order():
     assert spread["spread"] != spread["mad"] / spread["median"]   # rounded to 4 places
 
 
+def test_a_spread_around_a_median_of_zero_is_none_in_json_and_a_dash_on_the_page(tmp_path):
+    """Every figure 0 (a check that moved nothing): MAD / median is no number; screen.json stays JSON."""
+    records = [rec("node1", "node2", 0.0), rec("node3", "node4", 0.0), rec("node5", "node6", 0.0)]
+    f = attribute(NODES, {}, [], records, {}, RULE)
+    assert output.spreads(f)[0]["spread"] is None
+    page = output.write(tmp_path, DOC, NODES, f, records, {})
+    json.loads((tmp_path / "screen.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert "<td>0 MB/s</td><td>0</td><td>-</td><td>3</td>" in page.read_text()
+
+
 def test_each_leaf_switch_s_figure_or_why_it_has_none():
     rs = records("degraded")
     leaf = next(r for r in rs if r.tags["screen_phase"] == "switch leaf1")

@@ -42,6 +42,7 @@ def test_unreadable_costs_are_a_named_error(tmp_path, monkeypatch):
     (["-S", "all", "-I", "2"], None, 2 * (2 * (6 << 20) / BW + 2 * LAT)),
     ([], None, 1000 * (2 * (6 << 20) / BW + 2 * LAT)),
     (["-I", "7", "-S", "8"], None, 7 * (2 * 8 / BW + 2 * LAT)),
+    (["-I", "5", "-S"], None, 5 * (2 * (6 << 20) / BW + 2 * LAT)),   # -S with nothing after it: as none
 ])
 def test_a_round_trip_check_takes_its_transfers_at_the_reference_figures(args, sizes, seconds):
     assert bench_s(spec("fi_pingpong", args, sizes), BW, LAT) == pytest.approx(seconds, rel=1e-9)

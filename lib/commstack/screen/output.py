@@ -40,8 +40,9 @@ def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
 
 def spreads(f: Findings) -> list[dict]:
     """The peers of every check and size: median, MAD, their ratio (the healthy spread), count."""
-    return [{"check": c, "size": s, "median": p.median, "mad": p.mad, "spread": round(p.relative, 4),
-             "count": p.count} for (c, s), p in sorted(f.peers.stats.items())]
+    return [{"check": c, "size": s, "median": p.median, "mad": p.mad, "count": p.count,
+             "spread": round(p.relative, 4) if math.isfinite(p.relative) else None}   # None: a median of 0
+            for (c, s), p in sorted(f.peers.stats.items())]
 
 
 def group_lines(records: list[Record]) -> list[str]:
@@ -171,7 +172,7 @@ def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[s
     unit = {(check_of(r), headline(r)): r.unit for r in records}   # the size each check is judged at
     spread_rows = "".join(f"<tr><td>{e(p['check'])}</td><td>{e(size_text(p['size']))}</td>"
                           f"<td>{p['median']:.4g} {e(unit[p['check'], p['size']])}</td><td>{p['mad']:.3g}</td>"
-                          f"<td>{p['spread']:.0%}</td><td>{p['count']}</td></tr>"
+                          f"<td>{'-' if p['spread'] is None else format(p['spread'], '.0%')}</td><td>{p['count']}</td></tr>"
                           for p in spreads(f) if (p["check"], p["size"]) in unit)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>commstack screen {e(screen['run_id'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}

@@ -61,7 +61,8 @@ def bench_s(spec: StepSpec, bandwidth_Bps: float, latency_s: float) -> float:
     reference latency."""
     args = spec.argv
     if spec.benchmark == "fi_pingpong":
-        size = _flag(args, "-S", 1 << 20) if "-S" in args and args[args.index("-S") + 1] != "all" else 6 << 20
+        given = args[args.index("-S") + 1:args.index("-S") + 2] if "-S" in args else []
+        size = int(given[0]) if given and given[0] != "all" else 6 << 20   # -S all, or none: up to 6 MiB
         iters = _flag(args, "-I", 1000)
         return iters * (2 * size / bandwidth_Bps + 2 * latency_s)
     iters, warm = _flag(args, "-i", 1000), _flag(args, "-x", 100)
