@@ -10,6 +10,7 @@ this checkout's corpus: the share before and after a change. All files are parse
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -19,8 +20,20 @@ from pathlib import Path
 import yaml
 
 TOP = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TOP / "tests" / "unit"))
-from test_corpus import CORPUS, INDEX, INDEXES, expected, same  # noqa: E402
+
+
+def _test_corpus():
+    """tests/unit/test_corpus.py, whose index schema and rule this measures, loaded from its file."""
+    spec = importlib.util.spec_from_file_location("test_corpus", TOP / "tests" / "unit" / "test_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # its pydantic models resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+_corpus = _test_corpus()
+CORPUS, INDEX, INDEXES, expected, same = (_corpus.CORPUS, _corpus.INDEX, _corpus.INDEXES, _corpus.expected,
+                                          _corpus.same)
 
 # the child: each file through `commstack parse`'s main, one JSON line per file (its tables, or its exit)
 CHILD = """
