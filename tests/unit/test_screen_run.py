@@ -187,6 +187,27 @@ def test_the_progress_line_on_a_terminal_is_rewritten_in_place():
                               "\r\033[Kscreen: pairs: 2 steps running, 3/8 nodes done, ~12 s left\n")
 
 
+class Flushed(Terminal):
+    """A terminal that keeps what had reached it at each flush."""
+
+    def __init__(self):
+        super().__init__()
+        self.flushed = []
+
+    def flush(self):
+        self.flushed.append(self.getvalue())
+
+
+def test_the_progress_line_reaches_the_terminal_at_once():
+    """Flushed as it is written, and so is the end of the line: a progress line held in a buffer says nothing."""
+    out = Flushed()
+    p = Progress(2, out)
+    p.show("pairs", 1, 0, None)
+    assert out.flushed[-1] == "\r\033[Kscreen: pairs: 1 step running, 0/2 nodes done"
+    p.end()
+    assert out.flushed[-1].endswith("nodes done\n")
+
+
 def test_the_progress_line_elsewhere_is_printed_at_most_every_5_s():
     out = io.StringIO()
     p = Progress(4, out)
