@@ -241,6 +241,25 @@ def test_a_plan_at_the_node_bound_answers(tmp_path):
     assert f"of {NODES} nodes on alps-gh200" in proc.stdout
 
 
+@pytest.mark.parametrize("given", ["screen file", "system file"])
+def test_a_number_of_thousands_of_digits_in_a_yaml_file_is_a_named_error(tmp_path, given):
+    """`seed: 1000...` (5,000 digits) in a screen file was a traceback (Python converts at most 4,300 digits)."""
+    long = "1" + "0" * 5000
+    if given == "screen file":
+        f = tmp_path / "s.yaml"
+        text = (TOP / "screens" / "maintenance.yaml").read_text()
+        assert "  seed: 1\n" in text
+        f.write_text(text.replace("  seed: 1\n", f"  seed: {long}\n"))
+        argv = ["screen", str(f), "--plan", "--nodes", "64", "--system", "alps-gh200"]
+    else:
+        f = tmp_path / "sys.yaml"
+        f.write_text((TOP / "systems" / "local.yaml").read_text() + f"# a number\nbogus: {long}\n")
+        argv = ["suite", "smoke", "--dry-run", "--system", str(f)]
+    proc = commstack(*argv)
+    assert proc.returncode == EXIT_USAGE and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{f}: a number too long to read: Exceeds the limit (4300 digits)" in proc.stderr
+
+
 # ------------------------------------------------------------------------------- the CI scripts' directories
 
 @needs_root
@@ -276,3 +295,33 @@ def test_a_screen_file_asking_all_pairs_of_thousands_of_nodes_is_refused_by_its_
     proc = commstack("screen", str(screen), "--plan", "--nodes", "20000", "--system", "alps-gh200", timeout=60)
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert "all_pairs_up_to" in proc.stderr and "1024" in proc.stderr
+
+
+# ------------------------------------------------------------------------------- directories a command writes into
+
+#: the commands that write into a directory they are given: argv with DIR for it
+WRITERS = {"screen --results": ["screen", "--system", "local", "--slurm", "off", "--results", "DIR"],
+           "mirror create": ["mirror", "create", "local", "DIR"]}
+
+
+@needs_root
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_directory_to_write_into_that_another_user_could_change_is_refused_by_name(tmp_path, command):
+    """`screen --results` took another user's empty directory (they could plant `report -> /root/...` in it);
+    `mirror create` wrote Spack's mirror into another user's directory, or where a symlink of theirs led. Each
+    is refused, exit 2, nothing written into it."""
+    what = "mirror directory" if command == "mirror create" else "results directory"
+    theirs, link, shared = tmp_path / "theirs", tmp_path / "link", tmp_path / "shared"
+    theirs.mkdir()
+    shared.mkdir()
+    os.chown(theirs, NOBODY.pw_uid, -1)
+    os.chmod(shared, 0o777)
+    link.symlink_to(theirs)
+    for given, said in ((theirs, f"{what} {theirs} belongs to uid {NOBODY.pw_uid}, not to you (uid 0)"),
+                        (theirs / "below", f"{theirs / 'below'}: its parent {theirs} belongs to uid {NOBODY.pw_uid}"),
+                        (link, f"{what} {link} is a symlink, not a directory"),
+                        (shared, f"{what} {shared} has mode 0777, writable by others; chmod go-w {shared}")):
+        proc = commstack(*[str(given) if a == "DIR" else a for a in WRITERS[command]])
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert said in proc.stderr, proc.stderr
+        assert os.listdir(theirs) == [] and os.listdir(shared) == []
