@@ -17,6 +17,9 @@ import pytest
 from commstack.limits import NODES
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_USAGE
+from commstack.slurm import namespaces
+from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.namespaces import MAX_NODES, NamespaceError
 from commstack.spack import NO_SPACK
 
 pytestmark = pytest.mark.hostile
@@ -258,6 +261,22 @@ def test_a_number_of_thousands_of_digits_in_a_yaml_file_is_a_named_error(tmp_pat
     proc = commstack(*argv)
     assert proc.returncode == EXIT_USAGE and "Traceback" not in proc.stderr, proc.stderr
     assert f"{f}: a number too long to read: Exceeds the limit (4300 digits)" in proc.stderr
+
+
+def test_a_local_cluster_larger_than_its_subnet_is_refused_before_anything_starts(tmp_path):
+    """node<i> is 10.77.0.(10+i) in one /24: `slurm start --nodes 245` made 244 namespaces and their slurmd before
+    `ip addr add 10.77.0.255/24` failed. Refused first now (checked in process before the commands run, so that a
+    regression fails here rather than start namespaces beside someone's cluster)."""
+    with pytest.raises(NamespaceError, match=f"at most {MAX_NODES} nodes"):
+        LocalSlurm.multinode(MAX_NODES + 1)
+    results = tmp_path / "r"
+    for argv in (["slurm", "start", "--nodes", str(MAX_NODES + 1)],
+                 ["screen", "--system", "local-multinode", "--nodes", str(MAX_NODES + 1), "--results", str(results)]):
+        proc = commstack(*argv)
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert (f"--nodes {MAX_NODES + 1}: the local multi-node cluster has at most {MAX_NODES} nodes (10.77.0.11 to "
+                "10.77.0.254)") in proc.stderr
+    assert not results.exists() and f"cs-node{MAX_NODES + 1}" not in namespaces.present()
 
 
 # ------------------------------------------------------------------------------- the CI scripts' directories

@@ -20,6 +20,7 @@ from commstack.screen.plan import plan
 from commstack.screen.pool import Progress
 from commstack.screen.run import Screen
 from commstack.screen.spec import load_screen
+from commstack.slurm import namespaces
 from commstack.slurm.clients import client
 
 
@@ -36,6 +37,8 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                              "the local multi-node cluster has 2 nodes or more (one node: --system local)"))
     if args.nodes is not None and args.nodes > limits.NODES:
         raise CommstackError(f"--nodes {args.nodes}: at most {limits.NODES} nodes (commstack.limits)")
+    if system.name == "local-multinode" and args.nodes and not args.plan:
+        namespaces.check_count(args.nodes)  # before a results directory is made
     if args.plan:
         if not args.nodes:
             raise CommstackError("--plan needs --nodes N")
