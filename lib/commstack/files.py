@@ -307,10 +307,24 @@ def _check_results(path: Path, st: os.stat_result, what: str = "results director
 
 def checked_parent(path: Path) -> None:
     """The directory a file `path` goes into (written by name, as sqlite writes the history and its journal):
-    made when missing, each part relative to its checked parent, and checked as walk_dir checks the parents."""
+    made when missing, each part relative to its checked parent, and checked as walk_dir checks the parents; it
+    may not be writable by group or others even with the sticky bit (they could make the journal's name first:
+    SQLite rolls a hot journal back into the file), and `path`, where it exists, must be ours and writable by
+    nobody else."""
     fd, st = walk_dir(path.parent, make=0o777, make_parents=0o777)
     os.close(fd)
     _check_parent(path, path.parent, st)
+    if st.st_mode & 0o022:
+        raise UnsafePathError(f"{path}: its directory {path.parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
+                              "by group or others, who could make the files written beside it by name first; "
+                              "choose a directory of your own")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise UnsafePathError(f"{path} belongs to uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}: it must "
+                              f"be yours (uid {os.geteuid()}) and writable by nobody else")
 
 
 def results_dir(path: Path) -> int:

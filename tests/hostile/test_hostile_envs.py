@@ -279,6 +279,27 @@ def test_a_local_cluster_larger_than_its_subnet_is_refused_before_anything_start
     assert not results.exists() and f"cs-node{MAX_NODES + 1}" not in namespaces.present()
 
 
+@needs_root
+def test_a_history_another_user_could_have_written_is_refused(tmp_path):
+    """`--history` in a sticky shared directory (/tmp's mode), or a file of another user's: root wrote the schema
+    into nobody's file and read it as its history; in a sticky directory another user can make `NAME-journal`
+    first, which SQLite rolls back into the file. Refused by name, the file untouched."""
+    sticky, theirs = tmp_path / "sticky", tmp_path / "theirs"
+    sticky.mkdir()
+    theirs.mkdir()
+    os.chmod(sticky, 0o1777)
+    for history, said in ((sticky / "h.sqlite", f"its directory {sticky} has mode 1777, writable by group or "
+                                                "others"),
+                          (theirs / "h.sqlite", f"{theirs / 'h.sqlite'} belongs to uid {NOBODY.pw_uid} with mode 0644: "
+                                                "it must be yours (uid 0)")):
+        history.touch(mode=0o644)
+        os.chown(history, NOBODY.pw_uid, -1)
+        proc = commstack("history", "--history", str(history))
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert said in proc.stderr
+        assert history.stat().st_size == 0
+
+
 # ------------------------------------------------------------------------------- the CI scripts' directories
 
 @needs_root
