@@ -244,6 +244,17 @@ def test_a_plan_at_the_node_bound_answers(tmp_path):
     assert f"of {NODES} nodes on alps-gh200" in proc.stdout
 
 
+def test_a_screen_rule_that_can_never_call_a_node_slow_is_refused_by_its_key(tmp_path):
+    """`mads: .inf` passed `ge=3`: a screen file that names no bad node whatever it measures."""
+    screen = tmp_path / "s.yaml"
+    text = (TOP / "screens" / "maintenance.yaml").read_text()
+    assert "  mads: 4\n" in text
+    screen.write_text(text.replace("  mads: 4\n", "  mads: .inf\n"))
+    proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
+    assert proc.returncode == EXIT_USAGE
+    assert "rule.mads: Input should be a finite number (got inf)" in proc.stderr
+
+
 @pytest.mark.parametrize("given", ["screen file", "system file"])
 def test_a_number_of_thousands_of_digits_in_a_yaml_file_is_a_named_error(tmp_path, given):
     """`seed: 1000...` (5,000 digits) in a screen file was a traceback (Python converts at most 4,300 digits)."""

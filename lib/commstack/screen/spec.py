@@ -61,7 +61,7 @@ class Rule(Strict):
     evidence: PositiveInt = 2          # bad measurements a node or a pair needs before it is called bad
     slower_by: Annotated[float, Field(gt=0, lt=1)] = 0.3   # worse than the peers' median by this fraction...
     #: ...and by more than this many MADs of the peers (3 or more: a figure inside the healthy spread is not slow)
-    mads: Annotated[float, Field(ge=3)] = 4.0
+    mads: Annotated[float, Field(ge=3, allow_inf_nan=False)] = 4.0
 
 
 class ScreenFile(Strict):
