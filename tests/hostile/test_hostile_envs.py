@@ -5,7 +5,6 @@ system's `install: {env: ...}`, `--dry-run`), before Spack reads it: the planted
 marker file when imported, never runs. Also `parse` and a planted symlink, and `screen --plan` beyond its bound.
 tests/spack/test_env_trust.py takes the view's binaries and the no-driver stubs through an installed env."""
 
-import grp
 import os
 import pwd
 import shutil

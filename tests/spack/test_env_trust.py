@@ -114,8 +114,9 @@ def installed(spack, tmp_path_factory) -> dict[str, Path]:
     env.mkdir()
     (env / "spack.yaml").write_text(
         f"spack:\n  include: [{TOP / '.spack' / 'repos.yaml'}]\n  repos: [{repo}]\n"
-        f"  specs: [planted.mpi-pingpong@1.0, cuda@12.8.1]\n"
-        f"  packages:\n    cuda:\n      buildable: false\n      externals:\n      - {{spec: cuda@12.8.1, prefix: {cuda}}}\n")
+        "  specs: [planted.mpi-pingpong@1.0, cuda@12.8.1]\n"
+        f"  packages:\n    cuda:\n      buildable: false\n      externals:\n"
+        f"      - {{spec: cuda@12.8.1, prefix: {cuda}}}\n")
     system = root / "system.yaml"
     system.write_text((TOP / "systems" / "local.yaml").read_text() + f"install:\n  env: {env}\n")
     spack("concretize", env_dir=env, timeout=1800)
@@ -189,8 +190,8 @@ def test_an_installed_env_of_root_runs_its_view_and_the_stubs_and_imports_no_pac
 @pytest.mark.parametrize("way", list(GIVEN))
 @pytest.mark.parametrize("part", ["view", "library of the view", "binary of the view", "stubs dir",
                                   "file in the stubs dir"])
-def test_what_a_run_loads_from_an_env_is_refused_by_name_where_another_user_could_change_it(installed, tmp_path,
-                                                                                             part, way):
+def test_what_a_run_loads_from_an_env_is_refused_by_name_where_another_user_could_change_it(
+        installed, tmp_path, part, way):
     """Each part, each way the env is given; the damage taken in turn (all three by a dry run)."""
     hows = HOWS if way == "--dry-run" else [HOWS[(list(GIVEN).index(way) + len(part)) % len(HOWS)]]
     for how in hows:
