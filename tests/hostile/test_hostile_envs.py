@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from commstack.limits import NODES
+from commstack.limits import NODES, STEPS
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_USAGE
 from commstack.slurm import namespaces
@@ -241,6 +241,18 @@ def test_a_plan_at_the_node_bound_answers(tmp_path):
     proc = commstack("screen", "--plan", "--nodes", str(NODES), "--system", "alps-gh200", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"of {NODES} nodes on alps-gh200" in proc.stdout
+
+
+def test_a_screen_file_of_more_checks_than_a_suite_may_have_steps_is_refused(tmp_path):
+    """20,000 per-node checks (1.4 MB) took 23 s to plan, and a file of the 16 MiB an input may be, minutes."""
+    screen = tmp_path / "s.yaml"
+    text = (TOP / "screens" / "maintenance.yaml").read_text()
+    assert text.count("\nper_node:\n") == 1
+    checks = "".join(f"- {{id: c{i}, benchmark: osu_latency, nodes: 1, ranks_per_node: 2}}\n" for i in range(STEPS))
+    screen.write_text(text.replace("\nper_node:\n", "\nper_node:\n" + checks))
+    proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert f"checks: a screen may have at most {STEPS} (commstack.limits)" in proc.stderr
 
 
 def test_a_screen_rule_that_can_never_call_a_node_slow_is_refused_by_its_key(tmp_path):
