@@ -191,8 +191,9 @@ figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
 {f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}
-<h2>Pairs</h2><p>{"Each heatmap: the sender's row, the receiver's column; a round trip fills both cells." if
-len(f.nodes) <= HEATMAP_NODES else f"No heatmaps above {HEATMAP_NODES} nodes: the bad nodes and pairs are above."}</p>{imgs}
+<h2>Pairs</h2><p>{"Each heatmap: the sender's row, the receiver's column; a round trip fills both cells."
+if len(f.nodes) <= HEATMAP_NODES else f"No heatmaps above {HEATMAP_NODES} nodes: the bad nodes and pairs are above."}
+</p>{imgs}
 <h2>Healthy spread</h2><p>Per check at the size it is judged at: the peers' median, their median absolute deviation
 (MAD) and its share of the median. A slow link shows only where it lies well outside that spread.</p>
 <table><tr><th>check</th><th>size</th><th>median</th><th>MAD</th><th>spread</th><th>figures</th></tr>{spread_rows}</table>
