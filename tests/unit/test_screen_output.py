@@ -204,6 +204,7 @@ def test_above_the_heatmap_bound_the_page_says_why_it_has_none(tmp_path, monkeyp
     f, rs = findings("degraded"), records("degraded")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
+    monkeypatch.setattr(output, "HEATMAP_NODES", len(NODES))  # at the bound: drawn
     assert "heatmap-osu_bw.png" in output.write(tmp_path / "a", DOC, NODES, f, rs, {}).read_text()
     monkeypatch.setattr(output, "HEATMAP_NODES", len(NODES) - 1)
     page = output.write(tmp_path / "b", DOC, NODES, f, rs, {}).read_text()
