@@ -177,6 +177,7 @@ def test_a_screen_file_that_says_nothing_gets_the_defaults(tmp_path, capsys):
     ({"rule": {"slower_by": 0}}, "rule.slower_by"),
     ({"rule": {"slower_by": 1}}, "rule.slower_by"),
     ({"rule": {"mads": 2.99}}, "rule.mads"),
+    ({"rule": {"mads": float("inf")}}, "rule.mads"),
     ({"rule": {"evidence": 0}}, "rule.evidence"),
     ({"max_steps": 0}, "max_steps"),
     ({"max_steps": 100001}, "max_steps"),
