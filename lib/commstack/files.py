@@ -307,10 +307,9 @@ def _check_results(path: Path, st: os.stat_result, what: str = "results director
 
 def checked_parent(path: Path) -> None:
     """The directory a file `path` goes into (written by name, as sqlite writes the history and its journal):
-    made when missing, each part relative to its checked parent, and checked as walk_dir checks the parents; it
-    may not be writable by group or others even with the sticky bit (they could make the journal's name first:
-    SQLite rolls a hot journal back into the file), and `path`, where it exists, must be ours and writable by
-    nobody else."""
+    made when missing, each part relative to its checked parent, checked as walk_dir checks the parents, and not
+    writable by group or others even when sticky (SQLite rolls back a hot journal another user made first); an
+    existing `path` ours and writable by nobody else."""
     fd, st = walk_dir(path.parent, make=0o777, make_parents=0o777)
     os.close(fd)
     _check_parent(path, path.parent, st)
@@ -318,13 +317,10 @@ def checked_parent(path: Path) -> None:
         raise UnsafePathError(f"{path}: its directory {path.parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
                               "by group or others, who could make the files written beside it by name first; "
                               "choose a directory of your own")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise UnsafePathError(f"{path} belongs to uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}: it must "
-                              f"be yours (uid {os.geteuid()}) and writable by nobody else")
+    with contextlib.suppress(FileNotFoundError):
+        if (st := os.lstat(path)).st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise UnsafePathError(f"{path} belongs to uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}: it "
+                                  f"must be yours (uid {os.geteuid()}) and writable by nobody else")
 
 
 def results_dir(path: Path) -> int:
@@ -345,11 +341,10 @@ def results_dir(path: Path) -> int:
 
 
 def own_dir(path: Path, private: bool = False, what: str = "results directory") -> Path:
-    """A results directory (or another directory commstack writes into: `what` names it) that is ours: created
-    (0750 and the umask) when missing, each missing parent made relative to its checked parent (walk_dir), else
-    refused when it is a symlink, not a directory, belongs to another user or is writable by group or others;
-    and it must take a file (a read-only file system is one named error here, not one per step). `private`
-    (results/ of the checkout): others lose what access they had."""
+    """A results directory (or another that commstack writes into, `what`) that is ours: created (0750 and the umask)
+    when missing, each missing parent made relative to its checked parent (walk_dir), else refused when it is a
+    symlink, not a directory, another user's or writable by group or others; and it must take a file (a read-only
+    file system: one named error here). `private` (results/ of the checkout): others lose what access they had."""
     path = Path(path)
     try:
         fd, st = walk_dir(path, make=0o750, make_parents=0o777, last_link=f"{what} {{}} is a symlink, not a directory")
