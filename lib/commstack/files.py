@@ -294,23 +294,33 @@ def _check_parent(path: Path, parent: Path, st: os.stat_result) -> None:
                               "by others without the sticky bit; choose another directory")
 
 
-def _check_results(path: Path, st: os.stat_result) -> None:
+def _check_results(path: Path, st: os.stat_result, what: str = "results directory") -> None:
     if not stat.S_ISDIR(st.st_mode):
-        raise UnsafePathError(f"results directory {path} is {_kind(st.st_mode)}, not a directory")
+        raise UnsafePathError(f"{what} {path} is {_kind(st.st_mode)}, not a directory")
     if st.st_uid != os.geteuid():
-        raise UnsafePathError(f"results directory {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
+        raise UnsafePathError(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
                               "another user could put symlinks into it: choose a directory of your own")
     if st.st_mode & 0o022:
-        raise UnsafePathError(f"results directory {path} has mode {stat.S_IMODE(st.st_mode):04o}, writable by "
+        raise UnsafePathError(f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}, writable by "
                               f"others; chmod go-w {path}, or choose another directory")
 
 
 def checked_parent(path: Path) -> None:
     """The directory a file `path` goes into (written by name, as sqlite writes the history and its journal):
-    made when missing, each part relative to its checked parent, and checked as walk_dir checks the parents."""
+    made when missing, each part relative to its checked parent, checked as walk_dir checks the parents, and not
+    writable by group or others even when sticky (SQLite rolls back a hot journal another user made first); an
+    existing `path` ours and writable by nobody else."""
     fd, st = walk_dir(path.parent, make=0o777, make_parents=0o777)
     os.close(fd)
     _check_parent(path, path.parent, st)
+    if st.st_mode & 0o022:
+        raise UnsafePathError(f"{path}: its directory {path.parent} has mode {stat.S_IMODE(st.st_mode):04o}, writable "
+                              "by group or others, who could make the files written beside it by name first; "
+                              "choose a directory of your own")
+    with contextlib.suppress(FileNotFoundError):
+        if (st := os.lstat(path)).st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise UnsafePathError(f"{path} belongs to uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}: it "
+                                  f"must be yours (uid {os.geteuid()}) and writable by nobody else")
 
 
 def results_dir(path: Path) -> int:
@@ -330,19 +340,18 @@ def results_dir(path: Path) -> int:
     return fd
 
 
-def own_dir(path: Path, private: bool = False) -> Path:
-    """A results directory that is ours: created (0750 and the umask) when missing, each missing parent made
-    relative to its checked parent (walk_dir), else refused when it is a symlink, not a directory, belongs to
-    another user or is writable by group or others; and it must take a file (a read-only file system is one
-    named error here, not one per step). `private` (results/ of the checkout): others lose what access they had."""
+def own_dir(path: Path, private: bool = False, what: str = "results directory") -> Path:
+    """A results directory (or another that commstack writes into, `what`) that is ours: created (0750 and the umask)
+    when missing, each missing parent made relative to its checked parent (walk_dir), else refused when it is a
+    symlink, not a directory, another user's or writable by group or others; and it must take a file (a read-only
+    file system: one named error here). `private` (results/ of the checkout): others lose what access they had."""
     path = Path(path)
     try:
-        fd, st = walk_dir(path, make=0o750, make_parents=0o777,
-                          last_link="results directory {} is a symlink, not a directory")
+        fd, st = walk_dir(path, make=0o750, make_parents=0o777, last_link=f"{what} {{}} is a symlink, not a directory")
     except OSError as e:
         raise FileWriteError.of(path, e) from e
     try:
-        _check_results(path, st)
+        _check_results(path, st, what)
         if private and st.st_mode & 0o007:
             os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o007)
         probe = f".commstack-{secrets.token_hex(8)}"

@@ -48,3 +48,5 @@ def read_yaml(path: Path, aliases: bool = False) -> Any:
         return yaml.load(text, Loader=_OnceLoader if aliases else _NoAliasLoader)  # noqa: S506 - SafeLoader's
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        raise ConfigError(f"{path}: a number too long to read: {str(e).split(';')[0]}") from None

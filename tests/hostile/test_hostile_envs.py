@@ -5,7 +5,6 @@ system's `install: {env: ...}`, `--dry-run`), before Spack reads it: the planted
 marker file when imported, never runs. Also `parse` and a planted symlink, and `screen --plan` beyond its bound.
 tests/spack/test_env_trust.py takes the view's binaries and the no-driver stubs through an installed env."""
 
-import grp
 import os
 import pwd
 import shutil
@@ -14,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from commstack.limits import NODES
+from commstack.limits import NODES, STEPS
 from commstack.paths import TOP
 from commstack.run.runner import EXIT_USAGE
+from commstack.slurm import namespaces
+from commstack.slurm.cluster import LocalSlurm
+from commstack.slurm.namespaces import MAX_NODES, NamespaceError
 from commstack.spack import NO_SPACK
 
 pytestmark = pytest.mark.hostile
@@ -241,6 +243,85 @@ def test_a_plan_at_the_node_bound_answers(tmp_path):
     assert f"of {NODES} nodes on alps-gh200" in proc.stdout
 
 
+def test_a_screen_file_of_more_checks_than_a_suite_may_have_steps_is_refused(tmp_path):
+    """20,000 per-node checks (1.4 MB) took 23 s to plan, and a file of the 16 MiB an input may be, minutes."""
+    screen = tmp_path / "s.yaml"
+    text = (TOP / "screens" / "maintenance.yaml").read_text()
+    assert text.count("\nper_node:\n") == 1
+    checks = "".join(f"- {{id: c{i}, benchmark: osu_latency, nodes: 1, ranks_per_node: 2}}\n" for i in range(STEPS))
+    screen.write_text(text.replace("\nper_node:\n", "\nper_node:\n" + checks))
+    proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert f"checks: a screen may have at most {STEPS} (commstack.limits)" in proc.stderr
+
+
+def test_a_screen_rule_that_can_never_call_a_node_slow_is_refused_by_its_key(tmp_path):
+    """`mads: .inf` passed `ge=3`: a screen file that names no bad node whatever it measures."""
+    screen = tmp_path / "s.yaml"
+    text = (TOP / "screens" / "maintenance.yaml").read_text()
+    assert "  mads: 4\n" in text
+    screen.write_text(text.replace("  mads: 4\n", "  mads: .inf\n"))
+    proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
+    assert proc.returncode == EXIT_USAGE
+    assert "rule.mads: Input should be a finite number (got inf)" in proc.stderr
+
+
+@pytest.mark.parametrize("given", ["screen file", "system file"])
+def test_a_number_of_thousands_of_digits_in_a_yaml_file_is_a_named_error(tmp_path, given):
+    """`seed: 1000...` (5,000 digits) in a screen file was a traceback (Python converts at most 4,300 digits)."""
+    long = "1" + "0" * 5000
+    if given == "screen file":
+        f = tmp_path / "s.yaml"
+        text = (TOP / "screens" / "maintenance.yaml").read_text()
+        assert "  seed: 1\n" in text
+        f.write_text(text.replace("  seed: 1\n", f"  seed: {long}\n"))
+        argv = ["screen", str(f), "--plan", "--nodes", "64", "--system", "alps-gh200"]
+    else:
+        f = tmp_path / "sys.yaml"
+        f.write_text((TOP / "systems" / "local.yaml").read_text() + f"# a number\nbogus: {long}\n")
+        argv = ["suite", "smoke", "--dry-run", "--system", str(f)]
+    proc = commstack(*argv)
+    assert proc.returncode == EXIT_USAGE and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{f}: a number too long to read: Exceeds the limit (4300 digits)" in proc.stderr
+
+
+def test_a_local_cluster_larger_than_its_subnet_is_refused_before_anything_starts(tmp_path):
+    """node<i> is 10.77.0.(10+i) in one /24: `slurm start --nodes 245` made 244 namespaces and their slurmd before
+    `ip addr add 10.77.0.255/24` failed. Refused first now (checked in process before the commands run, so that a
+    regression fails here rather than start namespaces beside someone's cluster)."""
+    with pytest.raises(NamespaceError, match=f"at most {MAX_NODES} nodes"):
+        LocalSlurm.multinode(MAX_NODES + 1)
+    results = tmp_path / "r"
+    for argv in (["slurm", "start", "--nodes", str(MAX_NODES + 1)],
+                 ["screen", "--system", "local-multinode", "--nodes", str(MAX_NODES + 1), "--results", str(results)]):
+        proc = commstack(*argv)
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert (f"--nodes {MAX_NODES + 1}: the local multi-node cluster has at most {MAX_NODES} nodes (10.77.0.11 to "
+                "10.77.0.254)") in proc.stderr
+    assert not results.exists() and f"cs-node{MAX_NODES + 1}" not in namespaces.present()
+
+
+@needs_root
+def test_a_history_another_user_could_have_written_is_refused(tmp_path):
+    """`--history` in a sticky shared directory (/tmp's mode), or a file of another user's: root wrote the schema
+    into nobody's file and read it as its history; in a sticky directory another user can make `NAME-journal`
+    first, which SQLite rolls back into the file. Refused by name, the file untouched."""
+    sticky, theirs = tmp_path / "sticky", tmp_path / "theirs"
+    sticky.mkdir()
+    theirs.mkdir()
+    os.chmod(sticky, 0o1777)
+    for history, said in ((sticky / "h.sqlite", f"its directory {sticky} has mode 1777, writable by group or "
+                                                "others"),
+                          (theirs / "h.sqlite", f"{theirs / 'h.sqlite'} belongs to uid {NOBODY.pw_uid} with mode 0644: "
+                                                "it must be yours (uid 0)")):
+        history.touch(mode=0o644)
+        os.chown(history, NOBODY.pw_uid, -1)
+        proc = commstack("history", "--history", str(history))
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert said in proc.stderr
+        assert history.stat().st_size == 0
+
+
 # ------------------------------------------------------------------------------- the CI scripts' directories
 
 @needs_root
@@ -276,3 +357,33 @@ def test_a_screen_file_asking_all_pairs_of_thousands_of_nodes_is_refused_by_its_
     proc = commstack("screen", str(screen), "--plan", "--nodes", "20000", "--system", "alps-gh200", timeout=60)
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert "all_pairs_up_to" in proc.stderr and "1024" in proc.stderr
+
+
+# ------------------------------------------------------------------------------- directories a command writes into
+
+#: the commands that write into a directory they are given: argv with DIR for it
+WRITERS = {"screen --results": ["screen", "--system", "local", "--slurm", "off", "--results", "DIR"],
+           "mirror create": ["mirror", "create", "local", "DIR"]}
+
+
+@needs_root
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_directory_to_write_into_that_another_user_could_change_is_refused_by_name(tmp_path, command):
+    """`screen --results` took another user's empty directory (they could plant `report -> /root/...` in it);
+    `mirror create` wrote Spack's mirror into another user's directory, or where a symlink of theirs led. Each
+    is refused, exit 2, nothing written into it."""
+    what = "mirror directory" if command == "mirror create" else "results directory"
+    theirs, link, shared = tmp_path / "theirs", tmp_path / "link", tmp_path / "shared"
+    theirs.mkdir()
+    shared.mkdir()
+    os.chown(theirs, NOBODY.pw_uid, -1)
+    os.chmod(shared, 0o777)
+    link.symlink_to(theirs)
+    for given, said in ((theirs, f"{what} {theirs} belongs to uid {NOBODY.pw_uid}, not to you (uid 0)"),
+                        (theirs / "below", f"{theirs / 'below'}: its parent {theirs} belongs to uid {NOBODY.pw_uid}"),
+                        (link, f"{what} {link} is a symlink, not a directory"),
+                        (shared, f"{what} {shared} has mode 0777, writable by others; chmod go-w {shared}")):
+        proc = commstack(*[str(given) if a == "DIR" else a for a in WRITERS[command]])
+        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert said in proc.stderr, proc.stderr
+        assert os.listdir(theirs) == [] and os.listdir(shared) == []

@@ -6,6 +6,7 @@ while unpacking, leaving nothing behind. Each runs on a copy of this checkout wi
 
 import io
 import os
+import pwd
 import subprocess
 import tarfile
 from pathlib import Path
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.hostile
 
 PINS = yaml.safe_load((TOP / "toolchain.yaml").read_text())
 SPACK, PACKAGES = PINS["spack"], PINS["spack_packages"]
+NOBODY_UID = pwd.getpwnam("nobody").pw_uid
 
 
 def setup(copy: dict, *args: str) -> subprocess.CompletedProcess:
@@ -111,3 +113,30 @@ def test_a_tarball_with_the_pinned_commit_that_writes_outside_its_folder_is_refu
     state = Path(copy["COMMSTACK_HOME"]) / ".spack"
     assert sorted(p.name for p in state.iterdir()) == []  # no spack/, no scratch directory
     assert not (state.parent / "escape").exists() and not (state / "escape").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("option", ["--spack-source", "--packages"])
+@pytest.mark.parametrize("how", ["owned by nobody", "in a directory others may write"])
+def test_a_tarball_another_user_could_have_made_is_refused_before_it_is_unpacked(tmp_path, copy, option, how):
+    """Its commit header forged to the pinned commit, its bin/spack a script that writes a marker: set-up unpacked
+    another user's tarball and ran its `spack --version` as root. Refused by name; nothing written, nothing run."""
+    marker = tmp_path / "PWNED-by-setup"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pin = SPACK if option == "--spack-source" else PACKAGES
+    forged = shared / "forged.tar.gz"
+    with tarfile.open(forged, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": pin["commit"]}) as tar:
+        script = f"#!/bin/sh\ntouch {marker}\necho 1.1.0\n".encode()
+        info = tarfile.TarInfo("spack/bin/spack")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    if how == "owned by nobody":
+        os.chown(forged, NOBODY_UID, -1)
+        said = f"{option}: {forged} belongs to another user (owner nobody"
+    else:
+        os.chmod(shared, 0o777)
+        said = f"{option}: {shared} is writable by group or others (owner root, uid 0, mode 0777)"
+    stderr = refused(copy, option, str(forged))
+    assert said in stderr, stderr
+    assert not marker.exists()

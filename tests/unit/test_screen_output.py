@@ -197,3 +197,16 @@ def test_a_page_without_findings_has_no_empty_sections(tmp_path):
     assert "<h1>commstack screen: local-multinode, 8 nodes</h1>" in html
     assert "<figure><img src='heatmap-osu_bw.png' alt='osu_bw heatmap'><figcaption>osu_bw</figcaption></figure>" \
         in html
+
+
+def test_above_the_heatmap_bound_the_page_says_why_it_has_none(tmp_path, monkeypatch):
+    """n² cells: 65,536 nodes would need some 160 GB; the bound lowered to below the 8 nodes of the records."""
+    f, rs = findings("degraded"), records("degraded")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.setattr(output, "HEATMAP_NODES", len(NODES))  # at the bound: drawn
+    assert "heatmap-osu_bw.png" in output.write(tmp_path / "a", DOC, NODES, f, rs, {}).read_text()
+    monkeypatch.setattr(output, "HEATMAP_NODES", len(NODES) - 1)
+    page = output.write(tmp_path / "b", DOC, NODES, f, rs, {}).read_text()
+    assert f"No heatmaps above {len(NODES) - 1} nodes: the bad nodes and pairs are above." in page
+    assert "<img" not in page and not list((tmp_path / "b" / "report").glob("*.png"))

@@ -3,9 +3,12 @@ srun steps, steps at once and expected seconds, worked out by hand below from pe
 step, 15.3 steps/s started) and the benchmark's own time at the system's figures; and the screen file's schema
 (screens/*.yaml): what a screen file may not say, and what it means when it says nothing."""
 
+import copy
+
 import pytest
 import yaml
 
+from commstack import limits
 from commstack.cli.main import main
 from commstack.config import StepSpec, load_system
 from commstack.errors import ConfigError
@@ -174,6 +177,7 @@ def test_a_screen_file_that_says_nothing_gets_the_defaults(tmp_path, capsys):
     ({"rule": {"slower_by": 0}}, "rule.slower_by"),
     ({"rule": {"slower_by": 1}}, "rule.slower_by"),
     ({"rule": {"mads": 2.99}}, "rule.mads"),
+    ({"rule": {"mads": float("inf")}}, "rule.mads"),
     ({"rule": {"evidence": 0}}, "rule.evidence"),
     ({"max_steps": 0}, "max_steps"),
     ({"max_steps": 100001}, "max_steps"),
@@ -194,3 +198,13 @@ def test_a_screen_file_at_its_bounds_is_read(tmp_path):
                                 per_node_at_once=1, pairs={**SCREEN["pairs"], "rounds": 64, "all_pairs_up_to": 0}))
     assert (s.rule.slower_by, s.rule.mads, s.rule.evidence) == (0.99, 3, 1)
     assert (s.max_steps, s.per_node_at_once, s.pairs.rounds, s.pairs.at_once) == (100000, 1, 64, 1)
+
+
+def test_a_screen_may_have_as_many_checks_as_a_suite_steps_and_no_more(tmp_path, monkeypatch):
+    """per_node, pairs and groups together (SCREEN's 1 + 2 + 1), at the bound and one more (lowered to 6 here)."""
+    monkeypatch.setattr(limits, "STEPS", 6)
+    lat = SCREEN["per_node"][0]
+    more = [{**copy.deepcopy(lat), "id": f"lat{i}"} for i in range(3)]  # no shared lists: no YAML aliases
+    assert len(load_screen(screen_file(tmp_path, per_node=[lat, *more[:2]])).per_node) == 3
+    with pytest.raises(ConfigError, match="7 checks: a screen may have at most 6"):
+        load_screen(screen_file(tmp_path, per_node=[lat, *more]))

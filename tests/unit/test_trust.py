@@ -71,6 +71,29 @@ def test_a_binary_of_the_view_is_checked_where_it_resolves_to(tmp_path):
 
 
 @needs_root
+def test_every_library_of_the_view_is_checked_where_it_resolves_to(tmp_path):
+    """lib and lib64 of the view's root and of each projection: what its binaries load through their RPATHs."""
+    store, view = tmp_path / "store" / "ucx", tmp_path / "view"
+    (store / "lib" / "ucx").mkdir(parents=True)
+    (store / "lib" / "ucx" / "libuct_ib.so.0").write_bytes(b"")
+    (view / "ucx" / "lib" / "ucx").mkdir(parents=True)
+    (view / "lib64").mkdir()
+    (view / "ucx" / "lib" / "ucx" / "libuct_ib.so.0").symlink_to(store / "lib" / "ucx" / "libuct_ib.so.0")
+    ucx = Node(**{**node("ucx", store).__dict__, "external": False, "in_view": str(view / "ucx")})
+    env = EnvView(path=tmp_path, lock_sha256="0", view=view, nodes=(ucx,))
+    mine(tmp_path)
+    env.check_libraries()
+    os.chown(store / "lib" / "ucx" / "libuct_ib.so.0", NOBODY.pw_uid, -1)
+    with pytest.raises(UntrustedPathError, match=f"its view's lib: {store / 'lib' / 'ucx' / 'libuct_ib.so.0'} "
+                                                 "belongs to another user"):
+        env.check_libraries()
+    os.chown(store / "lib" / "ucx" / "libuct_ib.so.0", 0, -1)
+    os.chmod(view / "lib64", 0o757)
+    with pytest.raises(UntrustedPathError, match=f"its view's lib64: {view / 'lib64'} is writable by group"):
+        env.check_libraries()
+
+
+@needs_root
 def test_a_group_that_holds_nobody_else_may_write(tmp_path):
     """root's group (and a user-private group, umask 002) opens a file to no other user; nogroup does."""
     f = mine(tmp_path) / "f"

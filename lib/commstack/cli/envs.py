@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from commstack.files import own_dir
 from commstack.spack import containers, envs, mirror, need_spack
 from commstack.spack import preflight as spack_preflight
 from commstack.spack import setup as spack_setup
@@ -67,7 +68,9 @@ def add_images(s: argparse.ArgumentParser) -> None:
 
 
 def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
-    mirror.create(need_spack(), args.env, Path(args.dir) if args.dir else None, args.key)
+    # DIR ours before Spack writes into it: another user's directory, or a link to one, could redirect its files
+    dest = own_dir(Path(args.dir), what="mirror directory") if args.dir else None
+    mirror.create(need_spack(), args.env, dest, args.key)
     return 0
 
 

@@ -137,7 +137,13 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
                 if source := binary_source(binaries.sources.get(tool.name, {})):
                     print(printable(f"# {tool.name}: {found}, from {source}"))
         except CommstackError as e:
-            print(f"# {tool.name}: {e}")
+            print(printable(f"# {tool.name}: {e}"))
+    if binaries.env and system.gpus_per_node == 0:  # what a run adds for the env's CUDA-aware binaries, or refuses
+        try:
+            if extra := binaries.without_driver():
+                print(printable("# no GPU on these nodes: " + ", ".join(f"{k}={v}" for k, v in extra.items())))
+        except CommstackError as e:
+            print(printable(f"# no GPU on these nodes: {e}"))
     steps = expand(suite, system, binaries=given, memory_only=args.memory, native_only=args.native_only)
     launcher = Launcher(system, args.launcher, {})
     for s in steps:

@@ -11,6 +11,7 @@ from pathlib import Path
 from commstack import limits
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
+from commstack.files import own_dir
 from commstack.paths import TOP
 from commstack.pytest_plugin import CtrlC
 from commstack.run.runner import EXIT_INTERRUPTED, Binaries, given_run_dir, new_run_dir
@@ -19,6 +20,7 @@ from commstack.screen.plan import plan
 from commstack.screen.pool import Progress
 from commstack.screen.run import Screen
 from commstack.screen.spec import load_screen
+from commstack.slurm import namespaces
 from commstack.slurm.clients import client
 
 
@@ -35,6 +37,8 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                              "the local multi-node cluster has 2 nodes or more (one node: --system local)"))
     if args.nodes is not None and args.nodes > limits.NODES:
         raise CommstackError(f"--nodes {args.nodes}: at most {limits.NODES} nodes (commstack.limits)")
+    if system.name == "local-multinode" and args.nodes and not args.plan:
+        namespaces.check_count(args.nodes)  # before a results directory is made
     if args.plan:
         if not args.nodes:
             raise CommstackError("--plan needs --nodes N")
@@ -46,7 +50,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
         print(f"from: {source}")
         return 0
-    run_dir = given_run_dir(Path(args.results)) if args.results else new_run_dir(TOP / "results")
+    run_dir = given_run_dir(own_dir(Path(args.results))) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, build_dir=run_dir / "build", build=False)
     progress = Progress(0, sys.stderr)
     s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps, progress)

@@ -97,6 +97,11 @@ def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> 
     return m, size
 
 
+#: nodes up to which each pair check gets its sender x receiver heatmap, n² cells (4,096 nodes: 13 s and 620 MB
+#: here; the 65,536 a screen may run on would take some 160 GB): above it, the page names the bad nodes and pairs
+HEATMAP_NODES = 4096
+
+
 def heatmap(nodes: list[str], m: list[list[float]], title: str) -> bytes:
     import matplotlib
     matplotlib.use("Agg")
@@ -146,7 +151,7 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
     report = make_dirs(run_dir, "report")
     pair_checks = list(dict.fromkeys(check_of(r) for r in records if r.tags.get("screen_phase") == "pairs"))
     maps = []
-    for check in pair_checks:
+    for check in pair_checks if len(nodes) <= HEATMAP_NODES else []:
         m, size = matrix(nodes, records, check, f)
         if size is None:
             continue
@@ -186,7 +191,9 @@ figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
 {f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}
-<h2>Pairs</h2><p>Each heatmap: the sender's row, the receiver's column; a round trip fills both cells.</p>{imgs}
+<h2>Pairs</h2><p>{"Each heatmap: the sender's row, the receiver's column; a round trip fills both cells."
+if len(f.nodes) <= HEATMAP_NODES else f"No heatmaps above {HEATMAP_NODES} nodes: the bad nodes and pairs are above."}
+</p>{imgs}
 <h2>Healthy spread</h2><p>Per check at the size it is judged at: the peers' median, their median absolute deviation
 (MAD) and its share of the median. A slow link shows only where it lies well outside that spread.</p>
 <table><tr><th>check</th><th>size</th><th>median</th><th>MAD</th><th>spread</th><th>figures</th></tr>{spread_rows}</table>

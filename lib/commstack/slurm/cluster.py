@@ -75,6 +75,7 @@ class LocalSlurm:
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
+        namespaces.check_count(nodes)
         return cls(root, nodes=nodes, leaf_switches=leaf_switches)
 
     @classmethod

@@ -22,10 +22,20 @@ from commstack.slurm import procs
 
 BRIDGE, SUBNET, NETNS_PREFIX, VETH_PREFIX = "csbr0", "10.77.0", "cs-node", "csv-node"
 IP_TIMEOUT = 30.0  # s for `ip`: a hung one must not hang the start or the clean-up
+#: node<i> is SUBNET.(10+i) in one /24: .254 is its last host address
+MAX_NODES = 244
 
 
 class NamespaceError(SlurmUnavailableError):
     """The namespaces, veths or bridge of the multi-node cluster could not be made (not root, no iproute2)."""
+
+
+def check_count(nodes: int) -> None:
+    """A named error, before anything is made, for more nodes than the subnet holds (`ip addr add` failed at
+    node245, with 244 namespaces and their slurmd already started)."""
+    if nodes > MAX_NODES:
+        raise NamespaceError(f"--nodes {nodes}: the local multi-node cluster has at most {MAX_NODES} nodes "
+                             f"({SUBNET}.11 to {SUBNET}.254)")
 
 
 def netns(node: str) -> str:

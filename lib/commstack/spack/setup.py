@@ -22,7 +22,7 @@ from commstack.spack import RECORDED_ROOT, Spack, archive, environment
 from commstack.spack.mirror import RECORD as MIRROR_RECORD
 from commstack.spack.preflight import VersionReadError, read_ucx
 from commstack.spack.mirror import signed as mirror_signed
-from commstack.spack.trust import check_tree
+from commstack.spack.trust import check_tree, resolve_trusted
 
 TOOLCHAIN = TOP / "toolchain.yaml"
 TEMPLATES = TOP / "containers" / "templates"
@@ -63,6 +63,9 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
                "packages": "--packages" if packages else "--mirror"}
     if sources:  # an option given as well wins over the mirror's tarball
         spack_source, packages = spack_source or str(sources.spack), packages or str(sources.packages)
+    for option, f in (("--spack-source", spack_source), ("--packages", packages)):
+        if f and Path(f).is_file():  # a tarball's commit header is easy to forge: its code is its owner's
+            resolve_trusted(Path(f), option)
     # a tarball is checked against its pin before anything is written
     commits = {what: archive.check_commit(Path(f), pin, options[what])
                for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import struct
 import tempfile
@@ -127,6 +128,15 @@ class EnvView:
         loads from it could otherwise be another user's code."""
         (check_tree if tree else resolve_trusted)(path, f"env {self.path}: {what}")
 
+    def check_libraries(self) -> None:
+        """Every library of the view (lib and lib64 of its root and of each projection, each file where it
+        resolves to) as trusted(): the files its binaries load through their RPATHs, and what a view on
+        LD_LIBRARY_PATH would put first. An external's libraries are the system's, outside any view."""
+        for top in sorted({self.view, *(Path(n.in_view) for n in self.nodes if n.in_view and n.installed)}):
+            for sub in ("lib", "lib64"):
+                if os.path.lexists(top / sub):
+                    self.trusted(top / sub, f"its view's {sub}", tree=True)
+
     def check_machine(self, path: Path, label: str) -> None:
         """ForeignBinaryError where `path` (a file of spec `label`) is an ELF file for another machine."""
         machine, here = (elf_machine(path) if path.is_file() else None), platform.machine()
@@ -185,4 +195,6 @@ def _load(path: Path) -> EnvView:
         raise EnvNotInstalledError(f"env {path} has no view{' at ' + data['view'] if data['view'] else ''}: "
                                    f"`spack -e {path} env view regenerate`" if data["view"] else
                                    f"env {path} has no view (view: false in its spack.yaml): add `view: true`")
-    return EnvView(path, lock_sha256(path), Path(data["view"]), nodes)
+    env = EnvView(path, lock_sha256(path), Path(data["view"]), nodes)
+    env.check_libraries()
+    return env

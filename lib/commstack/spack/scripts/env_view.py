@@ -2,12 +2,22 @@
 in Spack's own terms: the env's roots as spack.yaml has them and as spack.lock has them, its default
 view's root, and every node of the lock with its version, hash, prefix, whether it is installed, its
 target and where the view puts it (the view's projections); the host's target, and which node provides
-MPI (an edge of the lock that names the virtual: no package.py is imported)."""
+MPI (an edge of the lock that names the virtual); no package.py is imported."""
 import json
+import os
 import sys
 
 import spack.environment as ev
+import spack.projections
 import spack.vendor.archspec.cpu as cpu
+
+
+def projected(view, spec) -> str:
+    """Where `view` puts `spec`, by its projections as Spack's view does; Spack's own get_projection_for_spec
+    imports the spec's package.py (to place an extension by its extendee: none of the benchmarks is one)."""
+    projection = spack.projections.get_projection(view.projections or {}, spec)
+    return os.path.join(view.root, spec.format_path(projection)) if projection else view.root
+
 
 env = ev.active_environment()
 host = cpu.host()
@@ -20,7 +30,7 @@ for spec in env.all_specs():
         "installed": bool(spec.installed), "external": bool(spec.external), "target": target.name,
         "family": target.family.name, "runs_here": target == host or target in host.ancestors,
         # externals are not linked into a view: their binaries stay under their own prefix
-        "in_view": None if view is None or spec.external else view.get_projection_for_spec(spec),
+        "in_view": None if view is None or spec.external else projected(view, spec),
         # from the lock's edges, not spec.package: reading an env imports none of its package code (issue 48)
         "mpi": any("mpi" in edge.virtuals for edge in spec.edges_from_dependents()),
         "root": any(spec.dag_hash() == r.dag_hash() for r in env.concrete_roots())})
