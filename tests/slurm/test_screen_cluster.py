@@ -103,6 +103,13 @@ def screen(tmp_path, argv, *args):
     return out, doc
 
 
+def nothing_bad(out, doc) -> None:
+    """A screen that found nothing bad exits 0, or 3 where a check's spread hid any slowdown (a loaded host's
+    ping-pong), saying so."""
+    assert out.returncode == (3 if doc["blind"] else 0), out.stdout
+    assert ("not judged by " in out.stdout) is bool(doc["blind"])
+
+
 def statuses(doc):
     return {n: v["status"] for n, v in doc["nodes"].items()}
 
@@ -150,7 +157,8 @@ def test_a_node_slow_one_way_is_named_alone_in_its_direction(tmp_path, fabric, a
 def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
     """screens/local.yaml on a checkout with no OSU in reach: osu_bw is not-run on every pair, with the reason, and
     the screen judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a
-    suspect."""
+    suspect. On a host too loaded for fi_pingpong to tell any slowdown (two full test runs and a build on 2 cores
+    did it once), node3 is unjudged and the exit 3, never ok and 0."""
     shaping.degrade_node("node3", "rate", SLOW)
     shaping.degrade_link("node2", "node7", "rate", SLOW)
     env = without_osu(tmp_path, {k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
@@ -158,6 +166,9 @@ def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric)
                           str(tmp_path / "screen")], capture_output=True, text=True, env=env, timeout=600)
     print(out.stdout, out.stderr[-2000:])
     doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
+    if "fi_pingpong" in doc["blind"]:
+        assert out.returncode == 3 and doc["bad_nodes"] == [] and doc["nodes"]["node3"]["status"] == "unjudged"
+        pytest.xfail(f"fi_pingpong could tell no slowdown on this host: {doc['blunt']['fi_pingpong']}")
     assert out.returncode == 1 and doc["bad_nodes"] == ["node3"] and doc["bad_pairs"] == []
     assert "suspect pairs (one bad measurement, not called bad): node2-node7\n" in out.stdout
     assert doc["not_run"]["osu_bw"].startswith("no OSU micro-benchmarks here: ")
@@ -170,7 +181,7 @@ def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric)
 def test_a_healthy_allocation_exits_0(tmp_path, fabric, argv, screen_file):
     out, doc = screen(tmp_path, argv)
     print(out.stdout, out.stderr[-2000:])
-    assert out.returncode == 0
+    nothing_bad(out, doc)
     assert doc["bad_nodes"] == [] and doc["bad_pairs"] == []
     assert "bad nodes: none\nbad pairs: none\n" in out.stdout
     pairs = [json.loads(p.read_text()) for p in (tmp_path / "screen" / "steps").glob("screen-pairs--*/record.json")]
@@ -224,7 +235,7 @@ def test_a_drained_node_is_reported_and_the_odd_rest_paired(tmp_path, fabric, cl
     finally:
         subprocess.run(["scontrol", "update", "nodename=node8", "state=resume"], env=env, check=True)  # as it was
     print(out.stdout)
-    assert out.returncode == 0
+    nothing_bad(out, doc)
     assert doc["nodes"]["node8"]["status"] == "down" and "screen test" in doc["nodes"]["node8"]["reason"]
     assert "node8  down: drained" in out.stdout
     seven = {n: v for n, v in doc["nodes"].items() if n != "node8"}
@@ -284,7 +295,8 @@ def test_a_node_that_goes_down_mid_screen_is_named_down_and_the_others_judged(tm
     assert doc["nodes"]["node5"]["reason"].startswith("went down mid-screen (")
     assert "node5  down: went down mid-screen (" in out and "down mid-screen: node5\n" in out
     assert doc["bad_nodes"] == [] and doc["bad_pairs"] == []
-    assert all(v["status"] in ("ok", "suspect") for n, v in doc["nodes"].items() if n != "node5"), doc["nodes"]
+    assert all(v["status"] in ("ok", "suspect", "unjudged") for n, v in doc["nodes"].items() if n != "node5"), \
+        doc["nodes"]
     left = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], env=slurm, capture_output=True, text=True).stdout
     assert "commstack" not in left, left
     assert subprocess.run(["pgrep", "-f", "srun .*--exact"], capture_output=True).stdout == b""

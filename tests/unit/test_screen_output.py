@@ -165,6 +165,7 @@ def test_what_a_screen_writes(tmp_path):
     no_figures.tags["screen_phase"] = "pairs"
     f = attribute(NODES, {"node8": "drained (x)"}, [], records, {}, RULE)
     f.blunt["osu_bw"] = "spread 47% & more"
+    f.blind.append("osu_bw")
     page = output.write(tmp_path, DOC, NODES, f, [no_figures, *records], {"groups": "no <leaf> switches"})
     text = (tmp_path / "screen.json").read_text()
     assert text.startswith('{\n  "run_id": ') and text.endswith("\n}\n")   # as `screen --json` prints it
@@ -172,8 +173,8 @@ def test_what_a_screen_writes(tmp_path):
     assert doc["nodes"]["node8"] == {"status": "down", "reason": "drained (x): not screened", "partners": [],
                                      "slow_with": []}
     assert doc["nodes"]["node1"]["partners"] == ["node3", "node4"]
-    assert (doc["lost"], doc["bad_nodes"], doc["bad_pairs"], doc["not_run"], doc["blunt"]) == (
-        ["node5"], [], [], {"groups": "no <leaf> switches"}, {"osu_bw": "spread 47% & more"})
+    assert (doc["lost"], doc["bad_nodes"], doc["bad_pairs"], doc["not_run"], doc["blunt"], doc["blind"]) == (
+        ["node5"], [], [], {"groups": "no <leaf> switches"}, {"osu_bw": "spread 47% & more"}, ["osu_bw"])
     assert doc["suspect_pairs"] == [{"nodes": ["node3", "node6"], "why": [f.suspect_pairs[("node3", "node6")][0]]}]
     assert doc["peers"] == output.spreads(f) and doc["drain"] == [] and doc["run_id"] == DOC["run_id"]
     assert (tmp_path / "nodes.txt").read_text() == "\n".join(output.node_lines(f) + output.summary(
@@ -183,6 +184,7 @@ def test_what_a_screen_writes(tmp_path):
     html = page.read_text()
     assert "<h2>Down mid-screen: node5</h2>" in html and "<li>groups: no &lt;leaf&gt; switches</li>" in html
     assert "<h3>What the spread hides</h3><ul><li>osu_bw: spread 47% &amp; more</li></ul>" in html
+    assert "<h2>Not judged by: osu_bw (the spread hides any slowdown)</h2>" in html
     assert "<tr class='down'><td>node5</td><td>down</td>" in html
     assert "<p>screen local, run 20261129-010101-000000-abcdef, 33 s, exit 1</p>" in html
     assert "<h2>Bad nodes: none</h2>" in html and "<h2>Bad pairs: none</h2>" in html

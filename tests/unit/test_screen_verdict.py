@@ -9,6 +9,7 @@ import pytest
 
 from commstack.results.records import Record
 from commstack.screen import output
+from commstack.screen.run import Outcome
 from commstack.screen.spec import Rule
 from commstack.screen.verdict import Peers, attribute, good, headline, sender_of, suspects, why_bad
 from test_screen import DATA, NODES
@@ -87,12 +88,36 @@ def test_a_spread_that_hides_the_rule_s_slowdown_says_what_it_can_tell(relative,
                zip(healthy(n=11), (lo, lo, lo, 100, 100, 100, 100, 100, hi, hi, hi))]
     records += [rec("node5", p, 1.0) for p in ("node1", "node2")]  # the median and MAD stay 100 and 100 x relative
     f = attribute(NODES, {}, [], records, {}, RULE)
-    assert (f.bad_nodes == ["node5"]) is (told != "no slowdown at all")
+    blind = told == "no slowdown at all"
+    assert (f.bad_nodes == ["node5"]) is not blind
     if told is None:
         assert f.blunt == {}
     else:
         assert f.blunt["osu_bw"] == f"spread {relative:.0%} at 256 KiB: cannot tell a 2x slowdown here; {told}"
         assert f"osu_bw: {f.blunt['osu_bw']}" in output.summary(f, {})
+    # a check that can tell nothing clears nobody: every node it alone measured is unjudged, not ok
+    assert f.blind == (["osu_bw"] if blind else [])
+    assert {v.status for v in f.nodes.values()} == ({"unjudged"} if blind else {"ok", "bad"})
+    if blind:
+        assert f.nodes["node5"].reason == "osu_bw: the spread hides any slowdown here"
+        assert output.summary(f, {})[-1] == ("not judged by osu_bw: its spread hides any slowdown, so no node or "
+                                             "pair it measured is cleared by it")
+
+
+def test_a_node_a_telling_check_measured_is_judged_beside_a_blind_one():
+    """fi_pingpong's spread reaches past zero (blind); osu_bw, tight, measured node1 to node4: they are ok,
+    node5, measured by fi_pingpong alone, unjudged; the screen exits 3, nothing being bad."""
+    fi = dict(check="fi_pingpong", one_way=False)
+    wide = [r.model_copy(update={"repeats": [[{"size": SIZE, "bandwidth_MBps": v}]]})
+            for r, v in zip(healthy(n=7, **fi), (30, 30, 30, 100, 170, 170, 170))]
+    tight = healthy(100.0, n=4)
+    f = attribute(NODES, {}, [], [*wide, *tight, rec("node5", "node6", 100.0, **fi)], {}, RULE)
+    assert f.blind == ["fi_pingpong"] and "osu_bw" not in f.blunt
+    touched = {n for r in tight for n in r.nodelist}
+    assert {n: v.status for n, v in f.nodes.items() if n in touched} == dict.fromkeys(touched, "ok")
+    assert f.nodes["node5"].status == "unjudged"
+    assert Outcome(NODES, f, {}, []).exit == 3
+    assert Outcome(NODES, attribute(NODES, {}, [], tight, {}, RULE), {}, []).exit == 0
 
 
 def partners_of_node5(value_out: float, value_in: float, rt: float | None = None) -> list[Record]:

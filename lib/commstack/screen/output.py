@@ -35,6 +35,9 @@ def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
                    f"{', '.join(f'{a}-{b}' for a, b in f.suspect_pairs)}")
     out += [f"{phase}: not run: {why}" for phase, why in not_run.items()]
     out += [f"{check}: {why}" for check, why in f.blunt.items()]
+    if f.blind:
+        out.append(f"not judged by {', '.join(f.blind)}: its spread hides any slowdown, so no node or pair it "
+                   f"measured is cleared by it")
     return out
 
 
@@ -145,6 +148,7 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
            "not_run": not_run,
            "peers": spreads(f),
            "blunt": f.blunt,
+           "blind": f.blind,
            "drain": [shell_line(a) for a in drain_lines(f)]}
     write_atomic(run_dir / "screen.json", json.dumps(doc, indent=2) + "\n")
     write_atomic(run_dir / "nodes.txt", "\n".join(node_lines(f) + summary(f, not_run)) + "\n")
@@ -182,13 +186,14 @@ def page(screen: dict, f: Findings, maps: list[tuple[str, str]], not_run: dict[s
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>commstack screen {e(screen['run_id'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}} tr.bad td{{background:#f4b6b6;font-weight:bold}}
-tr.suspect td{{background:#fbe7b0}} tr.down td,tr.not-run td{{background:#ddd}}
+tr.suspect td{{background:#fbe7b0}} tr.down td,tr.not-run td,tr.unjudged td{{background:#ddd}}
 figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head><body>
 <h1>commstack screen: {e(screen['system'])}, {len(f.nodes)} nodes</h1>
 <p>screen {e(screen['screen'])}, run {e(screen['run_id'])}, {screen['wall_s']:.0f} s, exit {screen['exit']}</p>
 <h2>Bad nodes: {e(', '.join(f.bad_nodes) or 'none')}</h2>
 {f"<h2>Down mid-screen: {e(', '.join(f.lost))}</h2>" if f.lost else ''}
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
+{f"<h2>Not judged by: {e(', '.join(f.blind))} (the spread hides any slowdown)</h2>" if f.blind else ''}
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
 {f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}
 <h2>Pairs</h2><p>{"Each heatmap: the sender's row, the receiver's column; a round trip fills both cells."

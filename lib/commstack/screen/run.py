@@ -43,7 +43,9 @@ class Outcome:
 
     @property
     def exit(self) -> int:
-        return 1 if self.findings.bad_nodes or self.findings.bad_pairs or self.findings.lost else 0
+        """1: something bad or lost; 3: nothing bad, but a check that ran could tell no slowdown; else 0."""
+        f = self.findings
+        return 1 if f.bad_nodes or f.bad_pairs or f.lost else 3 if f.blind else 0
 
 
 def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:

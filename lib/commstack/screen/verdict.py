@@ -96,20 +96,26 @@ class Peers:
             return f"{figure(r, size, value)} vs {figure(r, size, s.median, bare=True)} peer median"
         return None
 
-    def blunt(self, records: list[Record], rule: Rule) -> dict[str, str]:
-        """check -> what it cannot tell, where its healthy spread hides the rule's slowdown (at its headline size)."""
+    def tolds(self, records: list[Record], rule: Rule) -> dict[str, tuple[int, float]]:
+        """check -> (its headline size, the smallest slowdown it can tell there), for every check that ran."""
         out = {}
         for r in records:
             size, check = headline(r), check_of(r)
-            if size is None or check in out or (check, size) not in self.stats:
-                continue
-            told = self.told(check, size, METRICS[r.metric].higher_is_better, rule)
-            wanted = 1 / (1 - rule.slower_by)
-            if told > wanted:
-                out[check] = (f"spread {self.stats[(check, size)].relative:.0%} at {size_text(size)}: cannot tell a "
-                              f"{wanted:.3g}x slowdown here; " +
-                              (f"only {told:.3g}x or worse" if told < math.inf else "no slowdown at all"))
+            if size is not None and check not in out and (check, size) in self.stats:
+                out[check] = (size, self.told(check, size, METRICS[r.metric].higher_is_better, rule))
         return out
+
+    def blunt(self, records: list[Record], rule: Rule) -> dict[str, str]:
+        """check -> what it cannot tell, where its healthy spread hides the rule's slowdown (at its headline size)."""
+        wanted = 1 / (1 - rule.slower_by)
+        return {check: (f"spread {self.stats[(check, size)].relative:.0%} at {size_text(size)}: cannot tell a "
+                        f"{wanted:.3g}x slowdown here; " +
+                        (f"only {told:.3g}x or worse" if told < math.inf else "no slowdown at all"))
+                for check, (size, told) in self.tolds(records, rule).items() if told > wanted}
+
+    def blind(self, records: list[Record], rule: Rule) -> list[str]:
+        """The checks whose healthy spread hides any slowdown: what they measured judged nothing."""
+        return [check for check, (_, told) in self.tolds(records, rule).items() if told == math.inf]
 
 
 def headline(r: Record) -> int | None:
@@ -192,7 +198,7 @@ class Role:
 @dataclass
 class NodeVerdict:
     node: str
-    status: str                 # ok, bad, down (not screened, or gone mid-screen), suspect, not-run
+    status: str                 # ok, bad, down (not screened, or gone mid-screen), suspect, not-run, unjudged
     reason: str = ""
     partners: list[str] = field(default_factory=list)
     slow_with: list[str] = field(default_factory=list)
@@ -213,6 +219,7 @@ class Findings:
     peers: Peers
     blunt: dict[str, str] = field(default_factory=dict)   # check -> the slowdown its spread hides
     lost: list[str] = field(default_factory=list)           # nodes that went down while the screen ran
+    blind: list[str] = field(default_factory=list)          # checks whose spread hides any slowdown
 
     @property
     def bad_nodes(self) -> list[str]:
@@ -298,6 +305,8 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
                 v.status, v.reason, v.slow_in = "down", why, []
                 gone[n] = v
     measured = [m for m in measured if not set(m.pair) & set(gone)]
+    ran = pair_records + node_records
+    blind = peers.blind(ran, rule)
     for n in nodes:
         if n in down:
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
@@ -306,6 +315,8 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         if v.status == "ok" and not v.partners and \
                 not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
             v.status, v.reason = "not-run", "no check ran on it"
+        elif v.status == "ok" and blind and (checks := took_part(n, measured, node_records)) <= set(blind):
+            v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides any slowdown here"
         out[n] = v
     by_pair: dict[Pair, list[str]] = {}
     for m in measured:
@@ -320,7 +331,13 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
-    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(pair_records + node_records, rule), list(gone))
+    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(ran, rule), list(gone), blind)
+
+
+def took_part(node: str, measured: list[Measurement], node_records: list[Record]) -> set[str]:
+    """The checks that measured `node` and ran, with a partner or alone."""
+    return {check_of(m.record) for m in measured if node in m.pair} | \
+        {check_of(r) for r in node_records if r.nodelist == [node] and r.verdict not in SILENT}
 
 
 def suspects(f: Findings) -> list[str]:
