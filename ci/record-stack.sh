@@ -35,6 +35,9 @@ cuda=$("$spack" -e "envs/$env" find --format '{prefix}' cuda)
 for lib in libcuda libnvidia-ml; do ln -s "$cuda/lib64/stubs/$lib.so" "$stubs/$lib.so.1"; done
 LD_LIBRARY_PATH=$stubs record osu_latency-h.txt "$osu" -h
 [ ! -x "$cuda/bin/nvcc" ] || record nvcc--version.txt "$cuda/bin/nvcc" --version   # the toolkit that compiled the device code
+# OSU's CUDA kernels (+cuda_kernels: util/kernel.cu by nvcc): their host entry points and the device code section
+record osu-cuda-kernels.txt sh -c "nm '$view/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce' |
+  grep -E ' T call_[a-z_]*kernel'; readelf -SW '$view/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce' | grep -o '\.nv_fatbin'"
 "$spack" -e "envs/$env" python perf/build_times.py >"$out/build-times.txt"
 "$spack" -e "envs/$env" find --long --variants >"$out/spack-find.txt"
 echo "ci/record-stack.sh: $(ls "$out" | wc -l) files in $out"
