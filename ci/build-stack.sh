@@ -2,14 +2,15 @@
 # Build an env's stack with our recipes: `spack install` of the env, from local source trees when
 # the machine has no internet (docs/building.md).
 #   ci/build-stack.sh [--env ENV] [--sources DIR] [--jobs N] [--prepare-only] [-- SPEC...]
-#     ENV   an env under envs/ (default x86-ompi, the x86_64 twin of gh200-ompi)
+#     ENV   an env under envs/ (default x86-ompi, the x86_64 twin of gh200-ompi; x86-ompi-cuda13: with CUDA 13)
 #     DIR   one source tree per package at its pinned tag, named as the table below says, git
 #           submodules included (config/oac). Each tree gets the step a release tarball has had
 #           (pre-release suffix stripped, configure generated) and is registered as a Spack develop
 #           tree (.spack/develop.yaml, which the env includes), so no recipe checksum is touched.
 #           Without --sources, Spack fetches each archive and checks its sha256, as always.
 #     SPEC  install only these of the env's specs (and their dependencies); default: all of them
-# The CUDA and NCCL externals of x86-ompi come from ci/cuda-wheels.py (run it first).
+# The CUDA and NCCL externals of the twins come from ci/cuda-wheels.py (run it first; --toolkit 13.0.2 for
+# x86-ompi-cuda13).
 set -euo pipefail
 env=x86-ompi sources="" jobs=2 prepare_only=0
 while (($#)); do

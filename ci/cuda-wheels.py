@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A CUDA 12.8 and NCCL 2.25.1 *build-time toolkit* from NVIDIA's PyPI wheels, for Spack externals.
+"""A CUDA and NCCL *build-time toolkit* from NVIDIA's PyPI wheels, for Spack externals.
 
-    ci/cuda-wheels.py [--wheels DIR] [--cuda PREFIX] [--nccl PREFIX]
+    ci/cuda-wheels.py [--toolkit 12.8.1|13.0.2] [--wheels DIR] [--cuda PREFIX] [--nccl PREFIX]
 
 It is what a machine without a GPU needs to compile and link CUDA-aware code: headers, libcudart,
 ptxas/libdevice, NCCL, and link stubs of the driver (libcuda) and of NVML, which no wheel ships.
@@ -10,8 +10,9 @@ declares, returning an error (CUDA_ERROR_STUB_LIBRARY, NVML_ERROR_LIBRARY_NOT_FO
 driver's SONAME, so that what links them loads the real driver at run time. It is NOT a runtime:
 nothing built against it runs CUDA code without a GPU node's driver. lib64/stubs/no-driver names the stubs
 as the driver's libraries, so that a CUDA-linked binary can start on a machine without a GPU and run in
-host memory (cuInit fails); commstack uses it only on systems whose nodes have no GPUs. The wheels have no nvcc
-(docs/building.md). Without --wheels, pip downloads the pinned wheels from PyPI.
+host memory (cuInit fails); commstack uses it only on systems whose nodes have no GPUs. CUDA 12.8.1's wheels
+have no nvcc; CUDA 13.0.2's have nvcc and cicc (docs/building.md). Without --wheels, pip downloads the
+pinned wheels from PyPI.
 """
 
 import argparse
@@ -24,13 +25,23 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-#: the wheels, pinned: CUDA 12.8.1's components (nvidia/cuda:12.8.1 image) and NCCL 2.25.1
-WHEELS = {
-    "nvidia-cuda-runtime-cu12": "12.8.90",
-    "nvidia-cuda-nvcc-cu12": "12.8.93",
-    "nvidia-cuda-cccl-cu12": "12.8.90",
-    "nvidia-nvml-dev-cu12": "12.8.90",
-    "nvidia-nccl-cu12": "2.25.1",
+#: CUDA release -> its wheels, pinned (PyPI's cuda-toolkit metapackage of that release names the same), the
+#: folders under nvidia/ that make its toolkit, and whether it has nvcc
+TOOLKITS = {
+    "12.8.1": {   # the nvidia/cuda:12.8.1 image's components (seed 000) and its NCCL 2.25.1
+        "wheels": {"nvidia-cuda-runtime-cu12": "12.8.90", "nvidia-cuda-nvcc-cu12": "12.8.93",
+                   "nvidia-cuda-cccl-cu12": "12.8.90", "nvidia-nvml-dev-cu12": "12.8.90",
+                   "nvidia-nccl-cu12": "2.25.1"},
+        "parts": ("cuda_runtime", "cuda_nvcc", "cuda_cccl", "nvml_dev"),
+        "nvcc": False,   # ptxas, libnvvm and crt/ only
+    },
+    "13.0.2": {   # cuda-toolkit 13.0.2's components: one nvidia/cu13 tree, nvcc and cicc included
+        "wheels": {"nvidia-cuda-runtime": "13.0.96", "nvidia-cuda-nvcc": "13.0.88", "nvidia-cuda-crt": "13.0.88",
+                   "nvidia-nvvm": "13.0.88", "nvidia-cuda-cccl": "13.0.85", "nvidia-nvml-dev": "13.0.87",
+                   "nvidia-nccl-cu13": "2.27.7"},
+        "parts": ("cu13",),
+        "nvcc": True,
+    },
 }
 #: stub library -> (its header, the declaration that starts an entry point, its error return)
 STUBS = {
@@ -56,8 +67,8 @@ def trusted(path, what):
             fail(f"{what} {p} has mode {st.st_mode & 0o7777:04o}, writable by others: chmod go-w {p}")
 
 
-def fetch(wheels_dir, into):
-    pins = [f"{name}=={version}" for name, version in WHEELS.items()]
+def fetch(wheels, wheels_dir, into):
+    pins = [f"{name}=={version}" for name, version in wheels.items()]
     source = ["--no-index", "--find-links", str(wheels_dir)] if wheels_dir else []
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -71,13 +82,14 @@ def unpack(wheels, into):
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(into)
-    for ptxas in into.glob("nvidia/*/bin/*"):
-        ptxas.chmod(0o755)   # zip keeps no mode bits that extractall applies
+    for tool in (*into.glob("nvidia/*/bin/*"), *into.glob("nvidia/*/nvvm/bin/*")):
+        tool.chmod(0o755)   # zip keeps no mode bits that extractall applies
     return into / "nvidia"
 
 
 def merge(tree, prefix):
-    """Copy a wheel's include/, lib/, bin/, nvvm/ into the toolkit's layout (lib64, as CUDA's)."""
+    """Copy a wheel's include/, lib/, bin/, nvvm/ into the toolkit's layout (lib64, as CUDA's and as
+    nvcc.profile's -L names it)."""
     for part, target in (("include", "include"), ("lib", "lib64"), ("bin", "bin"), ("nvvm", "nvvm")):
         source = tree / part
         if source.is_dir():
@@ -126,9 +138,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # absolute: a path that starts with a dash never reaches gcc or pip as an option
     parser.add_argument("--wheels", type=absolute, help="a directory holding the pinned wheels (offline)")
-    parser.add_argument("--cuda", type=absolute, default=Path("/opt/commstack/cuda-12.8.1"))
-    parser.add_argument("--nccl", type=absolute, default=Path("/opt/commstack/nccl-2.25.1"))
+    parser.add_argument("--toolkit", choices=TOOLKITS, default="12.8.1", help="the CUDA release (default %(default)s)")
+    parser.add_argument("--cuda", type=absolute, help="default /opt/commstack/cuda-TOOLKIT")
+    parser.add_argument("--nccl", type=absolute, help="default /opt/commstack/nccl-ITS_NCCL")
     args = parser.parse_args()
+    toolkit = TOOLKITS[args.toolkit]
+    nccl = next(v for name, v in toolkit["wheels"].items() if name.startswith("nvidia-nccl-"))
+    args.cuda = args.cuda or Path(f"/opt/commstack/cuda-{args.toolkit}")
+    args.nccl = args.nccl or Path(f"/opt/commstack/nccl-{nccl}")
     if args.wheels:
         trusted(args.wheels, "--wheels")
         for wheel in args.wheels.glob("*.whl"):
@@ -146,8 +163,8 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         (scratch / "wheels").mkdir()
-        nvidia = unpack(fetch(args.wheels, scratch / "wheels"), scratch / "tree")
-        for part in ("cuda_runtime", "cuda_nvcc", "cuda_cccl", "nvml_dev"):
+        nvidia = unpack(fetch(toolkit["wheels"], args.wheels, scratch / "wheels"), scratch / "tree")
+        for part in toolkit["parts"]:
             merge(nvidia / part, args.cuda)
         merge(nvidia / "nccl", args.nccl)
     (args.nccl / "lib").mkdir(exist_ok=True)
@@ -168,9 +185,12 @@ def main():
     no_driver.mkdir()
     for soname in STUBS:
         (no_driver / soname).symlink_to(f"../{soname.split('.so')[0]}.so")
-    (args.cuda / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}\n')
-    print(f"CUDA 12.8.1 build-time toolkit (no driver, no nvcc): {args.cuda}")
-    print(f"NCCL 2.25.1: {args.nccl}")
+    (args.cuda / "version.json").write_text(f'{{"cuda": {{"name": "CUDA SDK", "version": "{args.toolkit}"}}}}\n')
+    if toolkit["nvcc"]:   # the compiler's own word that it runs here, with the toolkit's cicc and headers
+        nvcc = subprocess.run([str(args.cuda / "bin" / "nvcc"), "--version"], check=True, capture_output=True, text=True)
+        print(next(line for line in nvcc.stdout.splitlines() if "release" in line))
+    print(f"CUDA {args.toolkit} build-time toolkit (no driver, {'with' if toolkit['nvcc'] else 'no'} nvcc): {args.cuda}")
+    print(f"NCCL {nccl}: {args.nccl}")
 
 
 if __name__ == "__main__":

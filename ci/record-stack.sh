@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Record what an installed env's stack says about itself, as tests/data/stack/ holds it for x86-ompi:
+# Record what an installed env's stack says about itself, as tests/data/stack/ holds it for x86-ompi (and
+# tests/data/stack/cuda13/ for x86-ompi-cuda13):
 #   ci/record-stack.sh [ENV] [OUTDIR]      (default: x86-ompi, tests/data/stack)
 # Each file is a command's own output (stdout and stderr), run from the env's view; build-times.txt
 # is perf/build_times.py's. tests/unit/test_stack_build.py reads them.
@@ -30,8 +31,13 @@ osu=$view/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
 record osu_latency-h-no-driver.txt "$osu" -h
 stubs=$(mktemp -d)
 trap 'rm -rf "$stubs"' EXIT
-for lib in libcuda libnvidia-ml; do ln -s "/opt/commstack/cuda-12.8.1/lib64/stubs/$lib.so" "$stubs/$lib.so.1"; done
+cuda=$("$spack" -e "envs/$env" find --format '{prefix}' cuda)
+for lib in libcuda libnvidia-ml; do ln -s "$cuda/lib64/stubs/$lib.so" "$stubs/$lib.so.1"; done
 LD_LIBRARY_PATH=$stubs record osu_latency-h.txt "$osu" -h
+[ ! -x "$cuda/bin/nvcc" ] || record nvcc--version.txt "$cuda/bin/nvcc" --version   # the toolkit that compiled the device code
+# OSU's CUDA kernels (+cuda_kernels: util/kernel.cu by nvcc): their host entry points and the device code section
+record osu-cuda-kernels.txt sh -c "nm '$view/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce' |
+  grep -E ' T call_[a-z_]*kernel'; readelf -SW '$view/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce' | grep -o '\.nv_fatbin'"
 "$spack" -e "envs/$env" python perf/build_times.py >"$out/build-times.txt"
 "$spack" -e "envs/$env" find --long --variants >"$out/spack-find.txt"
 echo "ci/record-stack.sh: $(ls "$out" | wc -l) files in $out"

@@ -1,19 +1,21 @@
 """The x86-ompi stack as built here (ci/build-stack.sh, docs/building.md): what its binaries said about
-themselves, recorded by ci/record-stack.sh into tests/data/stack/. Each file is a real command's output
+themselves, recorded by ci/record-stack.sh into tests/data/stack/ (x86-ompi-cuda13's: tests/data/stack/cuda13/). Each file is a real command's output
 and ends with its exit status; every line is read, and one of no known form fails the reading."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from commstack.paths import TOP
 
 DATA = TOP / "tests" / "data" / "stack"
+CUDA13 = DATA / "cuda13"
 
 
-def output(name: str) -> list[str]:
+def output(name: str, data: Path = DATA) -> list[str]:
     """The recorded lines of a command, which exited 0."""
-    lines = (DATA / name).read_text().splitlines()
+    lines = (data / name).read_text().splitlines()
     assert lines[-1] == "exit 0", f"{name}: {lines[-1]}"
     return lines[:-1]
 
@@ -64,9 +66,9 @@ def test_ucx_cuda_modules_are_built_and_wait_for_a_driver():
 BUILT = re.compile(r"(?P<name>[\w-]+) +(?P<version>[\d.]+) +(?P<seconds>\d+) +(?P<mib>[\d.]+)  (?P<phases>.*)")
 
 
-def build_times() -> tuple[dict[str, dict], list[str]]:
+def build_times(data: Path = DATA) -> tuple[dict[str, dict], list[str]]:
     """perf/build_times.py's table: a header, a row per built package, the total, what is not installed."""
-    lines = (DATA / "build-times.txt").read_text().splitlines()
+    lines = (data / "build-times.txt").read_text().splitlines()
     assert lines[0].split() == ["package", "version", "wall", "s", "MiB", "phases", "(s)"], lines[0]
     rows, missing, total = {}, [], None
     for line in lines[1:]:
@@ -138,3 +140,46 @@ def test_every_package_of_the_twin_built_here_but_nccl_tests():
     assert {"openmpi", "pmix", "prrte", "hwloc", "libfabric", "ucx", "gdrcopy", "osu-micro-benchmarks"} <= set(rows)
     assert (rows["openmpi"]["version"], rows["ucx"]["version"], rows["libfabric"]["version"]) == ("5.0.8", "1.19.0", "1.22.0")
     assert "nccl-tests" in missing   # every nccl-tests test is a .cu file: no nvcc here (docs/building.md)
+
+
+def spack_find(data: Path) -> dict[str, str]:
+    """`spack find -lv` of an env: each package's `name@version+variants ...` line of the long listing."""
+    found = {}
+    for line in (data / "spack-find.txt").read_text().splitlines():
+        if m := re.fullmatch(r"[a-z0-9]{7} ([\w-]+)@(\S+ .*)", line):
+            found[m[1]] = m[2]
+    return found
+
+
+def test_every_package_of_the_cuda13_twin_is_built_here():
+    """x86-ompi-cuda13 (CUDA 13.0.2 from the cu13 wheels, nvcc 13.0.88): all 13 packages of the stack, nccl-tests
+    and OSU's CUDA kernels included, none missing (docs/building.md)."""
+    rows, missing = build_times(CUDA13)
+    assert missing == [] and {"nccl-tests", "osu-micro-benchmarks", "gdrcopy", "aws-ofi-nccl", "openmpi", "ucx",
+                              "libfabric", "pmix", "prrte", "hwloc", "mpi-pingpong"} <= set(rows)
+    assert rows["nccl-tests"]["version"] == "2.17.1" and rows["osu-micro-benchmarks"]["version"] == "7.5.1"
+    assert output("nvcc--version.txt", CUDA13)[-2:] == ["Cuda compilation tools, release 13.0, V13.0.88",
+                                                        "Build cuda_13.0.r13.0/compiler.36424714_0"]
+    found = spack_find(CUDA13)
+    assert found["cuda"].startswith("13.0.2") and found["nccl"].startswith("2.27.7-1")
+    assert "+cuda+cuda_kernels" in found["osu-micro-benchmarks"] and "+cuda+exes" in found["gdrcopy"]
+    assert "cudart=static" in found["aws-ofi-nccl"] and re.match(r"2\.17\.1\+cuda\+mpi ", found["nccl-tests"])
+
+
+def test_the_cuda13_twins_ucx_and_open_mpi_are_built_against_cuda_13():
+    ucx = next(line for line in output("ucx_info-v.txt", CUDA13) if line.startswith("# Configured with: ")).split()
+    assert "--with-cuda=/opt/commstack/cuda-13.0.2" in ucx
+    fields, components, not_loaded = ompi_info(output("ompi_info.txt", CUDA13))
+    assert fields["Open MPI"] == "5.0.8" and "'--with-cuda=/opt/commstack/cuda-13.0.2'" in fields["Configure command line"].split()
+    assert {("btl", "smcuda"), ("coll", "cuda"), ("pml", "ucx")} <= components
+    assert not_loaded == ["accelerator_cuda", "rcache_gpusm", "rcache_rgpusm"]   # no driver here
+
+
+def test_the_cuda13_twins_osu_has_its_cuda_kernels():
+    """+cuda_kernels: util/kernel.cu compiled by nvcc into every benchmark (osu_allreduce -c -d cuda validates
+    on the device with them); x86-ompi's OSU has none (--enable-cuda=basic)."""
+    lines = output("osu-cuda-kernels.txt", CUDA13)
+    assert [line.split()[1:] for line in lines[:-1]] == [["T", "call_empty_kernel"], ["T", "call_kernel"],
+                                                          ["T", "call_touch_managed_kernel_add"],
+                                                          ["T", "call_touch_managed_kernel_sub"]]
+    assert lines[-1] == ".nv_fatbin"

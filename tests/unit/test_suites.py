@@ -53,7 +53,7 @@ def normal(argv: list[str], hooks: dict | None = None) -> tuple:
 
 
 def test_every_suite_loads():
-    assert set(known_suites()) == {"nersc10", "cscs-images", "container-vs-native", "pingpong", "smoke", "stack"}
+    assert set(known_suites()) == {"nersc10", "cscs-images", "container-vs-native", "gpu-node", "pingpong", "smoke", "stack"}
     for name in known_suites():
         assert load_suite(name).steps
 
@@ -121,6 +121,29 @@ def test_device_memory_needs_gpus(tmp_path):
     assert host.pop("osu_alltoall-N4-n3-host-native") == \
         "an odd rank count on 4 nodes x 1 would leave 3 ranks, fewer than the nodes"
     assert set(host.values()) == {None}
+
+
+def test_nccl_tests_in_host_memory_is_not_run_where_the_nodes_have_no_gpu():
+    """nccl-tests needs GPUs whatever the step's memory: cscs-images' all_reduce_perf on 2 nodes without any."""
+    steps = {s.id: s.not_run for s in expand(load_suite("cscs-images"), load_system("local-multinode"))}
+    assert steps["all_reduce_perf-N2-n8-host-native"] == "nccl-tests runs on GPUs only, system local-multinode has none"
+    assert steps["osu_bw-inter-N2-n2-host-native"] is None
+
+
+def test_the_gpu_node_suite_is_not_run_on_local_and_runs_on_a_gpu_system():
+    """`bin/commstack suite gpu-node --dry-run`: on local every step is kept with the reason; on Alps each is a
+    srun line, nccl-tests on one GPU (-g 1) and OSU with device buffers."""
+    def dry(system):
+        return subprocess.run([sys.executable, "-m", "commstack", "suite", "gpu-node", "--system", system, "--dry-run",
+                               "--no-build", "--pingpong", "/bin/true"], capture_output=True, text=True, timeout=120)
+    local = dry("local")
+    assert local.returncode == 0, local.stderr
+    kept = [line for line in local.stdout.splitlines() if line.startswith("# not run on local: ")]
+    assert len(kept) == 7 and all(line.endswith(": device memory needs GPUs, system local has none") for line in kept)
+    assert "suite gpu-node on local: 7 steps, 7 not runnable here" in local.stdout
+    alps = dry("alps-gh200").stdout
+    assert alps.count("srun ") == 7 and "'$NCCL_TESTS/sendrecv_perf' -b 8 -e 128M -f 2 -g 1" in alps
+    assert "'$OSU_MPI/collective/osu_allreduce' -c -m 8:1048576 -d cuda" in alps
 
 
 def test_pingpong_runs_its_cpu_mode_on_the_multinode_system():

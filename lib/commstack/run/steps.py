@@ -72,8 +72,9 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             rpn, why = _per_node(spec.ranks_per_node, system)
             if why is None and n_nodes > system.nodes:
                 why = f"needs {n_nodes} nodes, system {system.name} has {system.nodes}"
-            if why is None and memory == "device" and system.gpus_per_node < 1:
-                why = f"device memory needs GPUs, system {system.name} has none"
+            if why is None and (memory == "device" or tool.gpus) and system.gpus_per_node < 1:
+                why = (f"device memory needs GPUs, system {system.name} has none" if memory == "device" else
+                       f"{tool.name} runs on GPUs only, system {system.name} has none")
             if why is None and spec.ranks_per_node == "gpu" and rpn > system.gpus_per_node:
                 why = f"{rpn} GPUs per node needed, system {system.name} has {system.gpus_per_node}"
             rpn = rpn or 1

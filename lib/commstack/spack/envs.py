@@ -26,6 +26,7 @@ from commstack.spack import Spack, SpackError, script
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
         "alps-login": Path("envs/alps-login"), "x86-ompi": Path("envs/x86-ompi"),
+        "x86-ompi-cuda13": Path("envs/x86-ompi-cuda13"),
         **{f"images/{p.parent.name}": Path("envs/images") / p.parent.name
            for p in sorted((TOP / "envs" / "images").glob("*/spack.yaml"))}}
 #: where each env is installed: the images' userland is not the login nodes' (docs/environments.md)
@@ -35,12 +36,13 @@ PURPOSE = {
     "gh200-cray": "Alps GH200 nodes with the Cray PE (cray-mpich, /opt/cray): install on an Alps login node",
     "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
     "x86-ompi": "gh200-ompi's x86_64 twin: a Debian 12 workstation or CI runner builds the stack (ci/build-stack.sh)",
+    "x86-ompi-cuda13": "x86-ompi with CUDA 13.0.2, whose wheels have nvcc: every package of the stack built on x86_64",
     **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
        for n in ENVS if n.startswith("images/")},
 }
 #: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
-LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", "x86-ompi", *(n for n in ENVS if n.startswith("images/")))
+LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", "x86-ompi", "x86-ompi-cuda13", *(n for n in ENVS if n.startswith("images/")))
 
 
 class OffNodeError(SpackError):
