@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from commstack.paths import TOP
-from commstack.run.runner import EXIT_USAGE
+from commstack import exits
 
 pytestmark = pytest.mark.spack
 NOBODY = pwd.getpwnam("nobody")
@@ -64,6 +64,6 @@ def test_an_env_is_read_without_its_package_code_and_refused_where_another_user_
         proc = commstack("run", "--env", str(planted["env dir"]), "--dry-run")
     finally:
         os.chown(planted[part], 0, -1)
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"{planted[part]} belongs to another user (owner nobody" in proc.stderr, proc.stderr
     assert not planted["marker"].exists(), "root imported another user's package.py"

@@ -12,8 +12,8 @@ from commstack import limits
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
 from commstack.paths import TOP
-from commstack.pytest_plugin import CtrlC
-from commstack.run.runner import EXIT_INTERRUPTED, Binaries, given_run_dir, new_run_dir
+from commstack.exits import CtrlC
+from commstack.run.runner import Binaries, given_run_dir, new_run_dir
 from commstack.screen import output
 from commstack.screen.plan import plan
 from commstack.screen.pool import Progress
@@ -77,7 +77,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                           file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
-        return EXIT_INTERRUPTED if ctrl.signum in (None, 2) else 128 + ctrl.signum
+        return ctrl.status
     return outcome.exit
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailedError, ParseError,
+from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailureError, ParseError,
                               TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
 from commstack.results import noise
 from commstack.results.noise import Note
@@ -116,7 +116,7 @@ def validation_failed(line: str) -> bool:
 
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
-SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
+SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailureError,
                 "Slurm ended the step: a node failed"),
                (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from commstack import benchmarks, tools
+from commstack import benchmarks, exits, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
@@ -312,7 +312,7 @@ def validation_failure(benchmark: str, text: str, args: list[str], ranks: int | 
 # ------------------------------------------------------------------------------ commstack parse
 
 PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
-    f"{e.exit_code} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
+    f"{exits.PARSE[e.kind]} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
 
 
 def describe(result: Result, quote: bool = True) -> dict[str, Any]:
@@ -383,4 +383,4 @@ def read_results(path: Path, argv: list[str], ranks: int | None, strict: bool) -
 
 def exit_status(results: list[Result]) -> int:
     failed = next((r.error for r in results if r.error), None)
-    return failed.exit_code if failed else 0
+    return exits.PARSE[failed.kind] if failed else exits.PASS

@@ -22,7 +22,7 @@ from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
                               StepCrashedError, ValidationFailedError)
 from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
-from commstack import benchmarks
+from commstack import benchmarks, exits
 from commstack.benchmarks import METRICS
 from commstack.results.judge import judge
 from commstack.results.references import References, references_of
@@ -214,7 +214,7 @@ class Run:
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._inner = 0.0
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (the pytest plugin sets it)
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (exits.CtrlC sets it)
         binaries.build_dir = binaries.build_dir or results / "build"
 
     @contextlib.contextmanager
@@ -369,15 +369,10 @@ class Run:
         return list(self.records.values())
 
 
-#: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md
-EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_PENDING = 4  # `commstack status`: the batch job has not ended yet
-
-
 def exit_status(records: list[Record], allow_not_run: bool = False) -> int:
     """0: every step ran and passed; 1: some step did not pass; 3: the rest passed but some did not run."""
     if any(r.verdict not in ("pass", "not-run") for r in records):
-        return EXIT_FAILED
+        return exits.FAILED
     if any(r.verdict == "not-run" for r in records) and not allow_not_run:
-        return EXIT_NOT_RUN
-    return EXIT_PASS
+        return exits.NOT_RUN
+    return exits.PASS

@@ -87,7 +87,7 @@ class Screen:
         self.down: dict[str, str] = {}   # node -> its state, when the screen began
         self.lost: dict[str, str] = {}   # node -> its state, where it went down since
         self.phases_s: dict[str, float] = {}
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (cli.screen's CtrlC sets it)
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (exits.CtrlC sets it)
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
     # ---- Slurm and the allocation
