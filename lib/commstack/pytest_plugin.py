@@ -22,13 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from commstack import options
 from commstack.config import load_suite, load_system
 from commstack.results.references import references_of
 from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
 from commstack.exits import CtrlC
 from commstack.files import FileWriteError, own_dir, write_json
-from commstack.paths import TOP, absolute
+from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
 from commstack.spack.view import load_env
@@ -46,28 +47,7 @@ NOTES = pytest.StashKey[Callable[[str], None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("commstack")
-    g.addoption("--system", default="local", help="system name (systems/NAME.yaml) or a system file (default: local)")
-    g.addoption("--slurm", choices=("auto", "local", "external", "off"), default="auto",
-                help="auto: use a reachable cluster, else start the local one; local: always the local one; "
-                     "external: only a reachable cluster; off: no Slurm (steps not run)")
-    g.addoption("--launcher", choices=("srun", "mpirun"), default="srun",
-                help="mpirun runs on this host without Slurm; only when asked for")
-    g.addoption("--results", default=None,
-                help="the run's results directory (default: a new results/<date-time>-<id>, and results/latest)")
-    g.addoption("--memory", choices=("host", "device"), default=None,
-                help="run only the suite steps in this memory (a scaled-down suite on a system without GPUs)")
-    g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
-    g.addoption("--osu-prefix", default=None, type=absolute,
-                help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi), over --env's; default --env's, else "
-                     "$COMMSTACK_OSU_PREFIX, else the local Spack env's osu-micro-benchmarks when installed")
-    g.addoption("--pingpong", default=None, type=absolute,
-                help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
-    g.addoption("--env", default=None,
-                help="an installed Spack env (its directory): the benchmarks from its view (default: the system's "
-                     "install: {env: ...})")
-    g.addoption("--no-build", action="store_true",
-                help="never set up Spack or build OSU: steps without their binaries are not run")
+    options.add(parser.getgroup("commstack").addoption, options.RUN)
 
 
 def pytest_configure(config: pytest.Config) -> None:

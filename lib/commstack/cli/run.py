@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from commstack import exits
+from commstack import exits, options
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError, ConfigError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, results_dir
-from commstack.paths import TOP, absolute
+from commstack.paths import TOP
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
 from commstack.results.records import RecordError, binary_source, read_run
@@ -222,21 +222,7 @@ def add_status(s: argparse.ArgumentParser) -> None:
 
 
 def _run_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
-    s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
-    s.add_argument("--osu-prefix", type=absolute,
-                   help="an OSU micro-benchmarks install, over --env's (default: --env's, else $COMMSTACK_OSU_PREFIX, "
-                        "else the local env's)")
-    s.add_argument("--pingpong", type=absolute, help="an mpi-pingpong binary (default: built with the system MPI)")
-    s.add_argument("--env", help="an installed Spack env (its directory): every benchmark from its view, the MPI "
-                                 "steps with its MPI (default: the system's install: {env: ...}, else none)")
-    s.add_argument("--no-build", action="store_true",
-                   help="never set up Spack or build OSU; steps without their binaries are not run")
-    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",
-                   help="auto: a reachable cluster, else the local one; local; external; off")
-    s.add_argument("--launcher", choices=("srun", "mpirun"), default="srun", help="mpirun: this host, no Slurm")
-    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
-    s.add_argument("--native-only", action="store_true", help="drop the container runs")
+    options.add(s.add_argument, options.RUN)
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
     s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")
