@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from commstack import exits
 from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
-from commstack.results import noise
+from commstack.tools import noise
 from commstack.results.parse import parse_arguments, parse_results
 
 from test_corpus import CORPUS, INDEX

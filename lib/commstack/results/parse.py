@@ -1,5 +1,5 @@
 """Parse and check a run's output: its tables split at their titles, each one's tool (commstack.tools)
-told by its title, parsed by that tool's strict parser (lines shared by all: commstack.results.lines),
+told by its title, parsed by that tool's strict parser (lines shared by all: commstack.tools.lines),
 then checked: each table a Result with its own verdict, its validation and its notes.
 
 `parse_results` is what `commstack parse` calls, `parse_output` what the runner calls (one table per
@@ -20,9 +20,10 @@ from commstack import benchmarks, exits, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
-from commstack.results import noise, settle
-from commstack.results.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
-from commstack.results.noise import Note
+from commstack.results import settle
+from commstack.tools import noise
+from commstack.tools.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
+from commstack.tools.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 

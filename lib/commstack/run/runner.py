@@ -26,7 +26,7 @@ from commstack import benchmarks, exits
 from commstack.benchmarks import METRICS
 from commstack.results.judge import judge
 from commstack.results.references import References, references_of
-from commstack.results.lines import Sweep
+from commstack.tools.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run import doubts

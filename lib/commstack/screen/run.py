@@ -125,9 +125,9 @@ class Screen:
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
         for s in expand(suite, node_phase.sized(self.system, nodes)):
-            # the check's name: its id or benchmark and mode (expand's name up to the placement), its memory and
-            # environment where they are not the plain ones
-            check = "-".join([s.id.split(f"-N{nodes}-")[0]] + (["device"] if s.tags["memory"] == "device" else [])
+            # the check's name: its id or benchmark and mode (its base), its memory and environment where they are
+            # not the plain ones
+            check = "-".join([s.base] + (["device"] if s.tags["memory"] == "device" else [])
                              + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
             s = node_phase.renamed(s, check)
             if not s.not_run:
