@@ -15,6 +15,7 @@ import dataclasses
 import os
 import secrets
 import time
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -152,6 +153,43 @@ def placement(launcher: Launcher, step: Step) -> tuple:
     """What the facts of a step depend on: its probe's command line (nodes, ranks, GPU binding,
     container, binary) and its environment. Steps placed alike share one probe."""
     return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
+
+
+def raw_dir(run_dir: Path, dirname: str, name: str) -> Path:
+    """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
+    try:
+        return make_dirs(run_dir, "steps", dirname, name)
+    except OSError as e:
+        raise FileWriteError.of(run_dir / "steps" / dirname / name, e) from e
+
+
+def launches(s: SuiteStep, step: Step, launcher: Launcher, run_dir: Path, record: Record,
+             keep_failed: bool = True) -> Iterator[StepResult]:
+    """The executor of a run and of the screen's pool: each repeat of `step` launched (srun, or mpirun) as the one
+    before it was evaluated, its output in steps/<dirname>/repeat-N; `keep_failed`: a repeat that failed or was
+    interrupted names the output it kept in the record. A batch job's executor is run.batch's `collected`."""
+    for r in range(s.repeats):
+        outdir = raw_dir(run_dir, record.dirname, f"repeat-{r}")
+        try:
+            with validation_first(s, step, outdir):
+                result = launcher.run(repeat_step(step, outdir), outdir)
+        except BaseException:
+            if keep_failed and (outdir / "stdout.txt").exists():
+                record.outputs.append(str(outdir.relative_to(run_dir)))
+            raise
+        yield result
+
+
+def evaluate(s: SuiteStep, record: Record, results: Iterable[StepResult], stack: dict, system: System,
+             references: References | None, run_dir: Path) -> None:
+    """A step's repeats, as its executor hands them over (`launches`, or a batch job's files), parsed, and the step
+    judged with its nodes' facts and the references, into its record: one path for a run, a batch job and the
+    screen."""
+    sweeps, out = [], ""
+    for result in results:
+        sweeps.append(add_repeat(s, record, result, run_dir))
+        out = result.stdout + result.stderr
+    conclude(s, record, sweeps, out, stack, system, references)
 
 
 def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
@@ -319,33 +357,15 @@ class Run:
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
         stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
-        sweeps, out = [], ""
-        for r in range(s.repeats):
-            outdir = self.raw_dir(record.dirname, f"repeat-{r}")
-            try:
-                with validation_first(s, step, outdir):
-                    result = launcher.run(repeat_step(step, outdir), outdir)
-            except BaseException:  # interrupted or failed: the output it kept is named all the same
-                if (outdir / "stdout.txt").exists():
-                    record.outputs.append(str(outdir.relative_to(self.dir)))
-                raise
-            sweeps.append(add_repeat(s, record, result, self.dir))
-            out = result.stdout + result.stderr
-        conclude(s, record, sweeps, out, stack, self.system, self.references)
-
-    def raw_dir(self, dirname: str, name: str) -> Path:
-        """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
-        try:
-            return make_dirs(self.dir, "steps", dirname, name)
-        except OSError as e:
-            raise FileWriteError.of(self.dir / "steps" / dirname / name, e) from e
+        evaluate(s, record, launches(s, step, launcher, self.dir, record), stack, self.system, self.references,
+                 self.dir)
 
     def facts(self, launcher: Launcher, step: Step, dirname: str) -> dict:
         """The stack facts of the step's placement: probed (output in steps/<dirname>/probe) by the first step
         placed so; later ones name that probe's directory."""
         key = placement(launcher, step)
         if key not in self._facts:
-            outdir = self.raw_dir(dirname, "probe")
+            outdir = raw_dir(self.dir, dirname, "probe")
             self._facts[key] = {**probe(launcher, step, outdir, self.binaries.facts_programs()),
                                 "probe": str(outdir.relative_to(self.dir))}
         return self._facts[key]
