@@ -81,7 +81,7 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
            "osu_format": "commstack.tools.osu_format", "nccl_tests": "commstack.tools.nccl_tests",
            "nccl_tables": "commstack.tools.nccl_tables", "mpi_pingpong": "commstack.tools.mpi_pingpong",
            "fi_pingpong": "commstack.tools.fi_pingpong", "ucx_perftest": "commstack.tools.ucx_perftest",
-           "lines": "commstack.results.lines", "noise": "commstack.results.noise",
+           "lines": "commstack.tools.lines", "noise": "commstack.tools.noise",
            "parse": "commstack.results.parse", "tables": "commstack.results.tables",
            "references": "commstack.results.references", "judge": "commstack.results.judge",
            "compare": "commstack.results.compare", "diagnosis": "commstack.results.diagnosis",

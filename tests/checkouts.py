@@ -1,7 +1,7 @@
 """A checkout of this repository with no OSU in reach, for the tests whose exit status or report says what a run
 does without one. Unsetting COMMSTACK_OSU_PREFIX is not that: `run` then looks OSU up in the local env with the
 Spack `bin/commstack setup` recorded (.spack/spack-root, no SPACK_ROOT needed), and a checkout whose env has OSU
-installed runs it (commstack.tools.osu_install, _from_spack)."""
+installed runs it (commstack.run.binaries, _local_env)."""
 
 from __future__ import annotations
 

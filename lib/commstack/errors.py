@@ -30,10 +30,9 @@ class UnknownSystemError(ConfigError):
 class ParseError(CommstackError):
     """Output that is not a complete, valid benchmark table; quotes the offending line.
 
-    `kind` names the problem in reports and in `commstack parse`, whose exit status is `exit_code`."""
+    `kind` names the problem in reports and in `commstack parse`, whose exit status it sets (exits.PARSE)."""
 
     kind = "parse-error"
-    exit_code = 3
 
     def __init__(self, message: str, line: str | None = None, lineno: int | None = None):
         line = cut(line) if line is not None else None
@@ -46,14 +45,12 @@ class EmptyOutputError(ParseError):
     """No benchmark output at all (nothing, or only warnings)."""
 
     kind = "empty"
-    exit_code = 4
 
 
 class UnknownFormatError(ParseError):
     """A title, header or line that no known format has."""
 
     kind = "unknown-format"
-    exit_code = 5
 
 
 class NoTitleError(UnknownFormatError):
@@ -66,47 +63,30 @@ class BadNumberError(ParseError):
     """A value where a number (or a byte count) should be is not one."""
 
     kind = "bad-number"
-    exit_code = 6
 
 
 class TruncatedError(ParseError):
     """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
 
     kind = "truncated"
-    exit_code = 7
 
 
 class ValidationFailedError(ParseError):
     """The benchmark's own data check failed (a Fail row, wrong elements, a validation error line)."""
 
     kind = "validation-failed"
-    exit_code = 8
 
 
 class CrashedError(ParseError):
     """The output holds a launcher error line, an MPI abort or a signal: a rank died."""
 
     kind = "crashed"
-    exit_code = 9
 
 
 class TimedOutError(ParseError):
     """Slurm cancelled the step at its time limit (`... CANCELLED AT ... DUE TO TIME LIMIT ***`)."""
 
     kind = "timed-out"
-    exit_code = 10
-
-
-class NodeFailedError(ParseError):
-    """Slurm cancelled the step because a node failed (`... DUE TO NODE FAILURE ***`)."""
-
-    kind = "node-failure"
-    exit_code = 11
-
-
-#: every parse error kind, for `commstack parse --help` and reports
-PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
-                CrashedError, TimedOutError, NodeFailedError)
 
 
 class LaunchError(CommstackError):
@@ -115,6 +95,22 @@ class LaunchError(CommstackError):
     def __init__(self, message: str, raw: str | None = None):
         self.raw = raw
         super().__init__(message + (f" (raw output: {raw})" if raw else ""))
+
+
+class NodeFailureError(ParseError, LaunchError):
+    """A node failed under the step: Slurm cancelled it (`... DUE TO NODE FAILURE ***` in its output, a
+    ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
+
+    kind = "node-failure"
+
+    def __init__(self, message: str, line: str | None = None, lineno: int | None = None, raw: str | None = None):
+        super().__init__(message + (f" (raw output: {raw})" if raw else ""), line, lineno)
+        self.raw = raw
+
+
+#: every parse error kind, for `commstack parse --help` and reports
+PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
+                CrashedError, TimedOutError, NodeFailureError)
 
 
 class SlurmUnavailableError(LaunchError):
@@ -144,10 +140,6 @@ class PairFailedError(LaunchError):
 
 class StepTimeoutError(LaunchError):
     kind = "timed-out"
-
-
-class NodeFailureError(LaunchError):
-    kind = "node-failure"
 
 
 class StepCrashedError(LaunchError):

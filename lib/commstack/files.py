@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from commstack import exits
 from commstack.errors import CommstackError, InputFileError
 
 #: the largest input file read whole: suites, systems, references, records, plans
@@ -33,7 +34,7 @@ class FileWriteError(CommstackError):
     """A file could not be written (full file system, no permission, ...); the old one is intact.
     The commands exit with `exit_status`: not bad input, and not a verdict of the steps."""
 
-    exit_status = 5
+    exit_status = exits.UNWRITTEN
 
     def __init__(self, message: str, errno_: int | None = None):
         self.errno = errno_

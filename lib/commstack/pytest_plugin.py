@@ -14,9 +14,7 @@ tiers under tests/, from the same Run.
 from __future__ import annotations
 
 import contextlib
-import signal
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from commstack import options
 from commstack.config import load_suite, load_system
 from commstack.results.references import references_of
 from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
+from commstack.exits import CtrlC
 from commstack.files import FileWriteError, own_dir, write_json
-from commstack.paths import TOP, absolute
+from commstack.paths import TOP
 from commstack.results.records import Record
 from commstack.run.launch import Launcher
 from commstack.spack.view import load_env
@@ -41,35 +41,13 @@ from commstack.spack import NO_SPACK, find_spack
 RUN = pytest.StashKey[Run]()
 STARTED = pytest.StashKey[float]()
 PROGRESS = pytest.StashKey[dict]()
-CTRL_C = pytest.StashKey["CtrlC"]()
+CTRL_C = pytest.StashKey[CtrlC]()
 #: where the run's notes (a build's progress, Ctrl-C) go besides pytest's output: commstack run/suite's own view
 NOTES = pytest.StashKey[Callable[[str], None]]()
-INTERRUPTED = "interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("commstack")
-    g.addoption("--system", default="local", help="system name (systems/NAME.yaml) or a system file (default: local)")
-    g.addoption("--slurm", choices=("auto", "local", "external", "off"), default="auto",
-                help="auto: use a reachable cluster, else start the local one; local: always the local one; "
-                     "external: only a reachable cluster; off: no Slurm (steps not run)")
-    g.addoption("--launcher", choices=("srun", "mpirun"), default="srun",
-                help="mpirun runs on this host without Slurm; only when asked for")
-    g.addoption("--results", default=None,
-                help="the run's results directory (default: a new results/<date-time>-<id>, and results/latest)")
-    g.addoption("--memory", choices=("host", "device"), default=None,
-                help="run only the suite steps in this memory (a scaled-down suite on a system without GPUs)")
-    g.addoption("--native-only", action="store_true", help="drop a suite's container runs")
-    g.addoption("--osu-prefix", default=None, type=absolute,
-                help="OSU install prefix (has libexec/osu-micro-benchmarks/mpi), over --env's; default --env's, else "
-                     "$COMMSTACK_OSU_PREFIX, else the local Spack env's osu-micro-benchmarks when installed")
-    g.addoption("--pingpong", default=None, type=absolute,
-                help="mpi-pingpong binary (default: built with the system MPI's mpicc)")
-    g.addoption("--env", default=None,
-                help="an installed Spack env (its directory): the benchmarks from its view (default: the system's "
-                     "install: {env: ...})")
-    g.addoption("--no-build", action="store_true",
-                help="never set up Spack or build OSU: steps without their binaries are not run")
+    options.add(parser.getgroup("commstack").addoption, options.RUN)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -180,52 +158,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 # ---- the session's run
-
-class CtrlC:
-    """Ctrl-C (SIGINT), and every other signal that ends a run (SIGTERM: `timeout` and batch time limits;
-    SIGHUP: a closed terminal; SIGQUIT), while a run holds Slurm, an allocation or a step: the first one
-    is the KeyboardInterrupt Ctrl-C always is (`signum` says which it was); the later ones, until
-    restore(), are held off, so that no signal can cut short the clean-up (the step stopped and its output
-    kept, the allocation and the Slurm released, the records and report written)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-    def __init__(self, tell: Callable[[str], None], run: Run | None = None):
-        self.tell, self.run, self.signum, self.previous = tell, run, None, {}
-
-    @property
-    def pressed(self) -> bool:
-        return self.signum is not None
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
-            self.previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.pressed:
-            self.tell("interrupted: still cleaning up, please wait")
-            return
-        self.signum = signum
-        if self.run:
-            self.run.interrupted_by = interruption(signum)
-        self.tell(INTERRUPTED if signum == signal.SIGINT else
-                  f"interrupted by {signal.Signals(signum).name}: cleaning up, please wait "
-                  "(further signals are ignored until done)")
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        """The signal handling of before; after a signal, the process is on its way out, and they are
-        ignored to its end: Python's own finalization puts a handler of ours back to the default, which
-        would kill it (exit -2 instead of 130)."""
-        for sig, previous in self.previous.items():
-            signal.signal(sig, signal.SIG_IGN if self.pressed else previous)
-        self.previous = {}
-
-
-def interruption(signum: int) -> str:
-    """How records name what interrupted a run: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT."""
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-
 
 class SessionOf:
     """Given to pytest.main(plugins=[...]): the session's configuration, so that its Run can be read

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from commstack import exits
 from commstack.limits import NODES, STEPS
 from commstack.paths import TOP
-from commstack.run.runner import EXIT_USAGE
 from commstack.slurm import namespaces
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.namespaces import MAX_NODES, NamespaceError
@@ -81,7 +81,7 @@ def damage(path: Path, how: str) -> None:
 def refused(proc: subprocess.CompletedProcess, env: dict[str, Path], part: str, how: str) -> None:
     """Refused by name, before Spack read the env: the planted package.py did not run."""
     said = proc.stderr
-    assert proc.returncode == EXIT_USAGE, proc.stdout + said
+    assert proc.returncode == exits.USAGE, proc.stdout + said
     assert f"env {env['env dir']}" in said, said
     if how == "owned by nobody":
         assert f"{env[part]} belongs to another user (owner nobody, uid {NOBODY.pw_uid}" in said, said
@@ -123,7 +123,7 @@ def test_a_directory_above_the_env_that_another_user_owns_is_refused(tmp_path):
     env = planted_env(tmp_path / "e")
     os.chown(tmp_path / "e", NOBODY.pw_uid, -1)
     proc = commstack("run", "--env", str(env["env dir"]), "--dry-run")
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"{tmp_path / 'e'} belongs to another user (owner nobody" in proc.stderr
     assert not env["marker"].exists()
 
@@ -138,7 +138,7 @@ def test_a_symlink_to_the_env_is_followed_only_where_it_is_trusted(tmp_path):
     assert "belongs to another user" not in proc.stderr and "writable by group" not in proc.stderr
     os.lchown(link, NOBODY.pw_uid, -1)
     proc = commstack("run", "--env", str(link), "--dry-run")
-    assert proc.returncode == EXIT_USAGE and f"{link} belongs to another user (owner nobody" in proc.stderr
+    assert proc.returncode == exits.USAGE and f"{link} belongs to another user (owner nobody" in proc.stderr
     assert not env["marker"].exists()
 
 
@@ -154,7 +154,7 @@ def test_an_env_that_names_a_repository_or_include_it_cannot_check_is_refused(tm
         lines = [ln for ln in text.splitlines(keepends=True) if not ln.startswith(("  repos:", "  include:"))]
         env["spack.yaml"].write_text(lines[0] + named + "".join(lines[1:]))
         proc = commstack("run", "--env", str(env["env dir"]), "--dry-run")
-        assert proc.returncode == EXIT_USAGE and said in proc.stderr, proc.stderr
+        assert proc.returncode == exits.USAGE and said in proc.stderr, proc.stderr
     assert not env["marker"].exists()
 
 
@@ -167,7 +167,7 @@ def test_an_include_of_an_include_is_checked_too(tmp_path):
     env["included file"].write_text(f"include: [{deeper}]\n")
     os.chown(deeper, NOBODY.pw_uid, -1)
     proc = commstack("run", "--env", str(env["env dir"]), "--dry-run")
-    assert proc.returncode == EXIT_USAGE and f"{deeper} belongs to another user" in proc.stderr
+    assert proc.returncode == exits.USAGE and f"{deeper} belongs to another user" in proc.stderr
     assert not env["marker"].exists()
 
 
@@ -190,13 +190,13 @@ def test_parse_refuses_a_symlink_given_as_the_file_and_quotes_nothing_behind_it(
     link = tmp_path / "link.txt"
     link.symlink_to(secret)
     proc = commstack("parse", str(link))
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"{link}: is a symlink; commstack reads this file only as a regular file" in proc.stderr
     assert "root:*" not in proc.stdout + proc.stderr
     linked_dir = tmp_path / "dirlink"
     linked_dir.symlink_to(tmp_path)
     proc = commstack("parse", str(linked_dir))
-    assert proc.returncode == EXIT_USAGE and f"{linked_dir}: is a symlink" in proc.stderr
+    assert proc.returncode == exits.USAGE and f"{linked_dir}: is a symlink" in proc.stderr
 
 
 def test_parse_dir_refuses_a_planted_symlink_fifo_and_device_and_reads_the_rest(tmp_path):
@@ -209,7 +209,7 @@ def test_parse_dir_refuses_a_planted_symlink_fifo_and_device_and_reads_the_rest(
     os.mkfifo(logs / "fifo")
     shutil.copy(SEED, logs / "good.txt")
     proc = commstack("parse", str(logs))
-    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
     lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
     assert lines["link.txt"].startswith("unreadable: ") and "is a symlink" in lines["link.txt"]
     assert lines["null"].startswith("unreadable: ") and "is a symlink" in lines["null"]
@@ -233,7 +233,7 @@ def test_parse_quotes_no_line_of_a_file_that_holds_no_output_it_knows(tmp_path):
 @pytest.mark.parametrize("nodes", [NODES + 1, 1_000_000_000, 2 ** 63])
 def test_a_plan_beyond_the_node_bound_is_refused_at_once(nodes):
     proc = commstack("screen", "--plan", "--nodes", str(nodes), "--system", "alps-gh200", timeout=60)
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"--nodes {nodes}: at most {NODES} nodes" in proc.stderr
 
 
@@ -251,7 +251,7 @@ def test_a_screen_file_of_more_checks_than_a_suite_may_have_steps_is_refused(tmp
     checks = "".join(f"- {{id: c{i}, benchmark: osu_latency, nodes: 1, ranks_per_node: 2}}\n" for i in range(STEPS))
     screen.write_text(text.replace("\nper_node:\n", "\nper_node:\n" + checks))
     proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
-    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
     assert f"checks: a screen may have at most {STEPS} (commstack.limits)" in proc.stderr
 
 
@@ -262,7 +262,7 @@ def test_a_screen_rule_that_can_never_call_a_node_slow_is_refused_by_its_key(tmp
     assert "  mads: 4\n" in text
     screen.write_text(text.replace("  mads: 4\n", "  mads: .inf\n"))
     proc = commstack("screen", str(screen), "--plan", "--nodes", "64", "--system", "alps-gh200")
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert "rule.mads: Input should be a finite number (got inf)" in proc.stderr
 
 
@@ -281,7 +281,7 @@ def test_a_number_of_thousands_of_digits_in_a_yaml_file_is_a_named_error(tmp_pat
         f.write_text((TOP / "systems" / "local.yaml").read_text() + f"# a number\nbogus: {long}\n")
         argv = ["suite", "smoke", "--dry-run", "--system", str(f)]
     proc = commstack(*argv)
-    assert proc.returncode == EXIT_USAGE and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == exits.USAGE and "Traceback" not in proc.stderr, proc.stderr
     assert f"{f}: a number too long to read: Exceeds the limit (4300 digits)" in proc.stderr
 
 
@@ -295,7 +295,7 @@ def test_a_local_cluster_larger_than_its_subnet_is_refused_before_anything_start
     for argv in (["slurm", "start", "--nodes", str(MAX_NODES + 1)],
                  ["screen", "--system", "local-multinode", "--nodes", str(MAX_NODES + 1), "--results", str(results)]):
         proc = commstack(*argv)
-        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
         assert (f"--nodes {MAX_NODES + 1}: the local multi-node cluster has at most {MAX_NODES} nodes (10.77.0.11 to "
                 "10.77.0.254)") in proc.stderr
     assert not results.exists() and f"cs-node{MAX_NODES + 1}" not in namespaces.present()
@@ -317,7 +317,7 @@ def test_a_history_another_user_could_have_written_is_refused(tmp_path):
         history.touch(mode=0o644)
         os.chown(history, NOBODY.pw_uid, -1)
         proc = commstack("history", "--history", str(history))
-        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
         assert said in proc.stderr
         assert history.stat().st_size == 0
 
@@ -355,7 +355,7 @@ def test_a_screen_file_asking_all_pairs_of_thousands_of_nodes_is_refused_by_its_
     assert "all_pairs_up_to: 32\n" in text
     screen.write_text(text.replace("all_pairs_up_to: 32\n", "all_pairs_up_to: 1000000\n"))
     proc = commstack("screen", str(screen), "--plan", "--nodes", "20000", "--system", "alps-gh200", timeout=60)
-    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
     assert "all_pairs_up_to" in proc.stderr and "1024" in proc.stderr
 
 
@@ -384,6 +384,6 @@ def test_a_directory_to_write_into_that_another_user_could_change_is_refused_by_
                         (link, f"{what} {link} is a symlink, not a directory"),
                         (shared, f"{what} {shared} has mode 0777, writable by others; chmod go-w {shared}")):
         proc = commstack(*[str(given) if a == "DIR" else a for a in WRITERS[command]])
-        assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+        assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
         assert said in proc.stderr, proc.stderr
         assert os.listdir(theirs) == [] and os.listdir(shared) == []

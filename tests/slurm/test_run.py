@@ -12,7 +12,7 @@ import pytest
 from checkouts import without_osu
 
 from commstack.results.records import read_run
-from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS
+from commstack import exits
 from commstack.spack import find_spack
 from commstack.spack.install import location
 
@@ -31,7 +31,7 @@ def test_run_without_osu_runs_the_pingpong_and_says_what_did_not_run(tmp_path: P
     proc = subprocess.run([sys.executable, "-m", "commstack", "run", "--no-build", "--results", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=900, env=env)
     records = {r.step: r for r in read_run(tmp_path / "r")}
-    assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
+    assert proc.returncode == exits.NOT_RUN, proc.stdout + proc.stderr
     for ran in ("fi_pingpong-N1-n2-host-native", "ucx_perftest-tag_lat-N1-n2-host-native",
                 "mpi-pingpong-cpu-N1-n2-host-native"):
         assert records.pop(ran).verdict == "pass", proc.stdout
@@ -58,13 +58,13 @@ def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm
     osu = [r for r in records if r.tool == "osu"]
     assert len(osu) == 4
     log = tmp_path / "r" / "build" / "spack-install.log"
-    if proc.returncode == EXIT_PASS:  # Spack built OSU 7.5.1: online, or from set-up's source tree (.ci/run)
+    if proc.returncode == exits.PASS:  # Spack built OSU 7.5.1: online, or from set-up's source tree (.ci/run)
         # OSU 7.5.1 (the 7.5-1 release) titles its tables v7.5
         assert all(r.version == "7.5" and r.binary["from"] == "the local env's osu-micro-benchmarks" for r in osu)
         assert [r.verdict for r in records] == ["pass"] * 7
         assert ("spack: osu-micro-benchmarks ready in " in proc.stdout) == (installed is None), proc.stdout
         return
-    assert proc.returncode == EXIT_NOT_RUN, proc.stdout + proc.stderr
+    assert proc.returncode == exits.NOT_RUN, proc.stdout + proc.stderr
     assert {r.verdict for r in osu} == {"not-run"}
     reason = osu[0].reason
     assert "bin/commstack mirror create local DIR" in reason and "--osu-prefix PREFIX" in reason
@@ -81,7 +81,7 @@ def test_run_gets_osu_from_the_pinned_spack_or_says_how_to(tmp_path: Path, slurm
 def test_run_with_osu_passes_every_smoke_step(tmp_path: Path, slurm_variables):
     proc = commstack("run", "--results", str(tmp_path / "r"), "--osu-prefix", OSU, env=slurm_variables)
     records = read_run(tmp_path / "r")
-    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert proc.returncode == exits.PASS, proc.stdout + proc.stderr
     assert [r.verdict for r in records] == ["pass"] * 7
     for r in records:
         assert r.repeats and r.repeats[0] and r.commands[0][0] == "srun"
@@ -123,7 +123,7 @@ def test_steps_placed_alike_share_one_probe_of_their_nodes(tmp_path: Path, slurm
         f"- {{benchmark: mpi-pingpong, mode: cpu, id: {i}, nodes: 1, ranks_per_node: 2, sizes: [8, 8]}}\n"
         for i in "ab"))
     proc = commstack("suite", str(suite), "--system", "local", "--results", str(tmp_path / "r"), env=slurm_variables)
-    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert proc.returncode == exits.PASS, proc.stdout + proc.stderr
     a, b = read_run(tmp_path / "r")
     probes = sorted((tmp_path / "r" / "steps").glob("*/probe"))
     assert [p.relative_to(tmp_path / "r").as_posix() for p in probes] == [a.stack["probe"]] == [b.stack["probe"]]

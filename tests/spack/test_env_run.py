@@ -21,7 +21,7 @@ import yaml
 
 from commstack.paths import TOP
 from commstack.results.records import read_run
-from commstack.run.runner import EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
+from commstack import exits
 from commstack.spack.envs import stage
 from commstack.spack.setup import LOCAL_DEVELOP
 
@@ -82,7 +82,7 @@ def test_run_env_runs_mpi_pingpong_from_the_local_envs_view(local_env_with_pingp
     proc = commstack("run", "--env", str(local_env_with_pingpong), "--results", str(tmp_path / "r"),
                      env={**slurm_variables, "COMMSTACK_OSU_PREFIX": None})
     records = {r.benchmark: r for r in read_run(tmp_path / "r")}
-    assert proc.returncode in (EXIT_PASS, EXIT_NOT_RUN), proc.stdout + proc.stderr
+    assert proc.returncode in (exits.PASS, exits.NOT_RUN), proc.stdout + proc.stderr
     pp = records["mpi-pingpong"]
     assert pp.verdict == "pass", proc.stdout
     lock = hashlib.sha256((TOP / "spack.lock").read_bytes()).hexdigest()
@@ -125,7 +125,7 @@ def test_the_smoke_suite_passes_from_the_local_env_with_osu_built_by_our_recipe(
     binaries, and each record names the spec its binary came from."""
     proc = commstack("run", "--env", str(TOP), "--results", str(tmp_path / "r"),
                      env={**slurm_variables, "COMMSTACK_OSU_PREFIX": None})
-    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert proc.returncode == exits.PASS, proc.stdout + proc.stderr
     assert re.search(r"^7 steps in [0-9.]+ s: 7 pass$|^7 steps in \d+ min \d+ s: 7 pass$", proc.stdout, re.M), proc.stdout
     locked = {s["name"]: (h, s) for h, s in json.loads((TOP / "spack.lock").read_text())["concrete_specs"].items()}
     osu = locked["osu-micro-benchmarks"][1]
@@ -149,7 +149,7 @@ def test_an_explicit_osu_prefix_wins_over_the_env_and_the_record_says_so(
     proc = commstack("suite", "smoke", "--env", str(TOP), "--osu-prefix", osu_prefix, "--results",
                      str(tmp_path / "r"), "--allow-not-run", env=slurm_variables)
     records = {r.benchmark: r for r in read_run(tmp_path / "r")}
-    assert proc.returncode == EXIT_PASS, proc.stdout + proc.stderr
+    assert proc.returncode == exits.PASS, proc.stdout + proc.stderr
     bw = records["osu_bw"]
     assert bw.verdict == "pass" and bw.binary["path"] == f"{osu_prefix}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
     assert bw.binary["from"] == "--osu-prefix, which wins over the env" and bw.binary["env"] == str(TOP)
@@ -159,7 +159,7 @@ def test_an_explicit_osu_prefix_wins_over_the_env_and_the_record_says_so(
 
 def test_an_env_that_is_not_one_is_refused(tmp_path):
     proc = commstack("run", "--env", str(tmp_path / "none"), "--results", str(tmp_path / "r"))
-    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists()
+    assert proc.returncode == exits.USAGE and not (tmp_path / "r").exists()
     assert f"--env {tmp_path / 'none'}: not a Spack env (no spack.yaml); `spack env create -d" in proc.stderr
 
 
@@ -168,14 +168,14 @@ def test_an_env_never_concretized_is_refused_with_the_command(tmp_path):
     env.mkdir()
     (env / "spack.yaml").write_text("spack:\n  specs: [mpi-pingpong]\n")
     proc = commstack("run", "--env", str(env), "--dry-run")
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"env {env} was never concretized (no spack.lock): `spack -e {env} concretize`" in proc.stderr
 
 
 def test_an_env_for_another_target_is_refused_naming_both(tmp_path):
     """gh200-ompi's committed lock is for the GH200 node (neoverse_v2): not for this x86_64 host."""
     proc = commstack("suite", "stack", "--env", str(TOP / "envs" / "gh200-ompi"), "--results", str(tmp_path / "r"))
-    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
     assert f"env {TOP / 'envs' / 'gh200-ompi'} is built for neoverse_v2 (aarch64: " in proc.stderr
     assert "this host is x86_64" in proc.stderr
 
@@ -188,7 +188,7 @@ def test_a_lock_that_differs_from_its_spack_yaml_is_refused(tmp_path):
     assert "\n  specs:\n" in text
     (env / "spack.yaml").write_text(text.replace("\n  specs:\n", "\n  specs:\n  - zlib\n", 1))
     proc = commstack("run", "--env", str(env), "--dry-run")
-    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE, proc.stdout + proc.stderr
     assert f"env {env}: its spack.lock differs from its spack.yaml" in proc.stderr
     assert f"`spack -e {env} concretize -f` then `spack -e {env} install`" in proc.stderr
 
@@ -204,7 +204,7 @@ def test_an_env_not_installed_is_refused_with_the_command(spack, tmp_path):
         f"  specs: ['mpi-pingpong cflags={flag}']\n  packages:\n    mpi: {{buildable: false}}\n")
     spack("concretize", env_dir=env, timeout=900)
     proc = commstack("run", "--env", str(env), "--results", str(tmp_path / "r"))
-    assert proc.returncode == EXIT_USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
+    assert proc.returncode == exits.USAGE and not (tmp_path / "r").exists(), proc.stdout + proc.stderr
     assert f"env {env} is not installed (none of its 1 roots): `spack -e {env} install`" in proc.stderr
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from commstack import exits
 from commstack.paths import TOP
 from commstack.results.records import read_run
-from commstack.run.runner import EXIT_NOT_RUN, EXIT_USAGE
 
 pytestmark = pytest.mark.spack
 NOBODY = pwd.getpwnam("nobody")
@@ -69,7 +69,7 @@ def test_an_env_is_read_without_its_package_code_and_refused_where_another_user_
         proc = commstack("run", "--env", str(planted["env dir"]), "--dry-run")
     finally:
         os.chown(planted[part], 0, -1)
-    assert proc.returncode == EXIT_USAGE
+    assert proc.returncode == exits.USAGE
     assert f"{planted[part]} belongs to another user (owner nobody" in proc.stderr, proc.stderr
     assert not planted["marker"].exists(), "root imported another user's package.py"
 
@@ -180,7 +180,7 @@ def test_an_installed_env_of_root_runs_its_view_and_the_stubs_and_imports_no_pac
             assert f"# mpi-pingpong: {installed['binary of the view']}, from mpi-pingpong@1.0/" in said, said
             assert f"# no GPU on these nodes: LD_LIBRARY_PATH={installed['stubs dir']}" in said, said
         else:
-            assert proc.returncode == EXIT_NOT_RUN, said
+            assert proc.returncode == exits.NOT_RUN, said
             pp = next(r for r in read_run(tmp_path / way.replace(" ", "_")) if r.benchmark == "mpi-pingpong")
             assert pp.binary["path"] == str(installed["binary of the view"]), pp.binary
             assert f"LD_LIBRARY_PATH={installed['stubs dir']}" in pp.binary["cuda_driver"], pp.binary
@@ -204,12 +204,12 @@ def test_what_a_run_loads_from_an_env_is_refused_by_name_where_another_user_coul
         assert f"env {installed['env dir']}" in said
         assert not installed["marker"].exists(), "root imported another user's package.py"
         if part in AT_LOAD:
-            assert proc.returncode == EXIT_USAGE, said
+            assert proc.returncode == exits.USAGE, said
             assert not results.exists()
         elif way == "--dry-run":
             assert proc.returncode == 0, said  # the line of what it refuses, as for any binary it cannot use
         else:
-            assert proc.returncode == EXIT_NOT_RUN, said
+            assert proc.returncode == exits.NOT_RUN, said
             refused = [r for r in read_run(results) if r.error_kind == "untrusted-path"]
             assert refused and all(str(named) in r.reason for r in refused), said
             assert not [r for r in read_run(results) if r.verdict not in ("not-run",)]

@@ -1,5 +1,8 @@
 """No import circle in lib/commstack: every `import` of a commstack module (at the top or inside a
-function) is an edge, and the graph has no cycle. A circle works only by the order modules load in."""
+function) is an edge, and the graph has no cycle. A circle works only by the order modules load in.
+Nor between packages: no package (commstack.run, .results, .tools, ...; a module of commstack's top level
+counts as one of its own) imports from a package that imports from it, so that each one has a place
+in one order of layers."""
 
 import ast
 
@@ -57,6 +60,18 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def unit(module: str) -> str:
+    """The package a module belongs to: commstack.run.launch -> commstack.run; commstack.errors is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        packages.setdefault(unit(module), set()).update(unit(m) for m in imported)
+    return {p: imported - {p} for p, imported in packages.items()}
+
+
 def test_the_graph_sees_the_imports():
     graph = import_graph()
     assert "commstack.errors" in graph["commstack.files"]
@@ -70,3 +85,17 @@ def test_a_circle_is_found():
 
 def test_no_import_circle_in_lib_commstack():
     assert cycles(import_graph()) == []
+
+
+def test_the_package_graph_joins_what_each_module_imports():
+    packages = package_graph({"c.a.x": {"c.b.y", "c.a.z"}, "c.a.z": {"c.e"}, "c.b.y": set(), "c.e": set()})
+    assert packages == {"c.a": {"c.b", "c.e"}, "c.b": set(), "c.e": set()}
+    assert cycles(package_graph({"c.a.x": {"c.b.y"}, "c.b.y": {"c.a.z"}, "c.a.z": set()})) == [["c.a", "c.b", "c.a"]]
+
+
+def test_no_package_imports_from_a_package_that_imports_from_it():
+    graph = import_graph()
+    found = cycles(package_graph(graph))
+    why = {f"{a} -> {b}": sorted(f"{m} imports {i}" for m in graph if unit(m) == a for i in graph[m] if unit(i) == b)
+           for cycle in found for a, b in zip(cycle, cycle[1:])}
+    assert found == [], why

@@ -12,15 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from commstack import exits
 from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
-from commstack.results import noise
+from commstack.tools import noise
 from commstack.results.parse import parse_arguments, parse_results
 
 from test_corpus import CORPUS, INDEX
 
 BIN = str(TOP / "bin" / "commstack")
-EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS}
+EXIT = {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS}
 
 
 def parse(*argv: str) -> subprocess.CompletedProcess:

@@ -1,9 +1,9 @@
-"""The noise classifier (commstack.results.noise) over real lines of the corpus (tests/data/corpus)."""
+"""The noise classifier (commstack.tools.noise) over real lines of the corpus (tests/data/corpus)."""
 
 import pytest
 
 from commstack.paths import TOP
-from commstack.results import noise
+from commstack.tools import noise
 
 CORPUS = TOP / "tests" / "data" / "corpus"
 

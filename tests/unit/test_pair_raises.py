@@ -166,7 +166,7 @@ UCX_CASES = {
                                     ucx()[header_end(ucx()):], "unknown-format", "has 8 numbers, this one 7"),
     "a number no number": (lambda: ucx().replace("471.79     471.79", "471.79     471.7x"), "unknown-format",
                            "not a complete ucx_perftest row"),
-    # a word of 8 fields is no row with text glued to it (results.lines.cut_row: 8 fields are not more than 8)
+    # a word of 8 fields is no row with text glued to it (tools.lines.cut_row: 8 fields are not more than 8)
     "a word for a number": (lambda: ucx().replace("472         472\n", "472         abc\n"), "unknown-format",
                             "not a complete ucx_perftest row"),
     "a row after the Final row": (lambda: ucx() + PROGRESS, "unknown-format", "output after the Final row"),

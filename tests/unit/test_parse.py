@@ -12,6 +12,7 @@ import yaml
 
 from commstack import benchmarks
 from commstack.cli.main import main
+from commstack import exits
 from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
@@ -25,7 +26,7 @@ SEEDS = TOP / "systems" / "references" / "seeds"
 SEED_INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
 OSU = TOP / "tests" / "data" / "osu"
 OSU_INDEX = yaml.safe_load((OSU / "index.yaml").read_text())
-EXIT = {e.kind: e.exit_code for e in PARSE_ERRORS} | {"ok": 0}
+EXIT = {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS} | {"ok": 0}
 
 
 def swap(text, old, new):
@@ -163,8 +164,8 @@ def test_parse_help_documents_every_exit_status():
     p = subprocess.run([sys.executable, "-m", "commstack", "parse", "--help"], capture_output=True, text=True)
     help_text = " ".join(p.stdout.split())
     for e in PARSE_ERRORS:
-        assert f"{e.exit_code} {e.kind}" in help_text
-    assert len({e.exit_code for e in PARSE_ERRORS}) == len(PARSE_ERRORS)
+        assert f"{exits.PARSE[e.kind]} {e.kind}" in help_text
+    assert len({exits.PARSE[e.kind] for e in PARSE_ERRORS}) == len(PARSE_ERRORS)
 
 
 def test_json_gives_benchmark_version_columns_with_units_and_rows(capsys):
@@ -270,7 +271,7 @@ def test_a_table_after_a_failed_one_is_still_read(capsys, tmp_path, case):
     path.write_text(make(osu_text("7.2/osu_latency.stdout")) + osu_text("7.2/osu_bw.stdout"))
     rc, out, _ = commstack_parse(capsys, path, "", "--json", *flags)
     assert [(t["verdict"], t["benchmark"]) for t in json.loads(out)][1:] == [("complete", "osu_bw")]
-    assert json.loads(out)[0]["verdict"] == kind and rc == {e.kind: e.exit_code for e in PARSE_ERRORS}[kind]
+    assert json.loads(out)[0]["verdict"] == kind and rc == {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS}[kind]
 
 
 def test_a_steps_output_of_two_tables_is_refused_at_the_second():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from commstack import benchmarks
 from commstack.tools import Benchmark, nccl_tests, osu
 from commstack.errors import ParseError
-from commstack.results import noise
+from commstack.tools import noise
 from commstack.results.parse import parse_outputs, parse_results, validated
 from commstack.results.tables import is_title
 
@@ -428,7 +428,7 @@ KNOWN_LINES = [p.example for p in noise.PATTERNS]
 
 @given(OUTPUTS, st.data())
 def test_known_launcher_lines_between_any_lines_are_notes_and_keep_every_row(out, data):
-    """A known launcher or runtime line (results.noise) on its own line anywhere, a table's rows among
+    """A known launcher or runtime line (tools.noise) on its own line anywhere, a table's rows among
     them, keeps every row and is a note of the table with its source."""
     lines = out.text.split("\n")
     i = data.draw(st.integers(0, len(lines) - 2))

@@ -8,7 +8,8 @@
   in a new interpreter), and none of the harness's, the tests', the linters' or the docs' packages;
   so do commstack --help, a mistyped command and a Spack command's mistyped option, named errors;
 - the generated Containerfiles install spack.txt alone, and set it (ENV) before any bin/commstack runs;
-- a harness command in a venv of spack.txt is a named error that says how to install the rest.
+- a harness command in a venv of spack.txt is a named error that says how to install the rest;
+- `commstack screen` imports no pytest: the command line, not the pytest plugin, handles its signals.
 """
 
 from __future__ import annotations
@@ -178,3 +179,15 @@ def test_a_missing_requirement_set_is_named_before_any_venv_is_made(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == f"commstack: COMMSTACK_REQUIREMENTS=requirements/none.txt: no such file in {TOP}\n"
     assert not venv.exists()
+
+
+@pytest.mark.parametrize("argv", [["screen", "--help"], ["screen", "--plan", "--nodes", "8", "--system", "local"]])
+def test_screen_imports_no_pytest(argv):
+    """bin/commstack screen as typed, every import of its interpreter shown (-X importtime): pytest is not
+    one, nor any part of it (it once came with the plugin's Ctrl-C handling)."""
+    out = subprocess.run([str(TOP / "bin" / "commstack"), *argv], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert out.returncode == 0 and "screen" in out.stdout, out.stdout + out.stderr
+    imported = {line.rpartition("|")[2].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "commstack.screen.run" in imported  # what cli.screen imports (importlib.import_module shows no line)
+    assert not {m for m in imported if m.split(".")[0] in ("pytest", "_pytest")}, sorted(imported)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from commstack import benchmarks
 from commstack.errors import UnknownFormatError
-from commstack.results import noise
-from commstack.results.lines import TITLE_MISSING, Sweep
+from commstack.tools import noise
+from commstack.tools.lines import TITLE_MISSING, Sweep
 from commstack.results.parse import parse_arguments, parse_results, validated
 from commstack.tools import osu
 from commstack.tools.osu_format import header_benchmarks, header_columns, untitled_benchmark

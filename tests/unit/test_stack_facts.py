@@ -10,7 +10,8 @@ from commstack.config import load_suite, load_system
 from commstack.errors import ParseError
 from commstack.results.references import load_references
 from commstack.tools.nccl_tests import parse_nccl
-from commstack.run.facts import nccl_net, parse_probe, probe_argv
+from commstack.run.facts import parse_probe, probe_argv
+from commstack.tools.nccl_tests import nccl_net
 from commstack.run.runner import conclude, new_record
 from commstack.run.steps import expand
 

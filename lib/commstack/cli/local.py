@@ -9,9 +9,10 @@ import os
 import subprocess
 import sys
 
+from commstack import options
 from commstack.errors import CommstackError
 from commstack.files import own_dir
-from commstack.paths import TOP, absolute
+from commstack.paths import TOP
 from commstack.slurm.cluster import LocalSlurm
 
 
@@ -48,11 +49,9 @@ def add_test(s: argparse.ArgumentParser) -> None:
     s.add_argument("--all", action="store_true", help="every tier: spack (where Spack is found) and multinode too, "
                                                       "as CI runs them")
     s.add_argument("-k", dest="keywords", help="only tests whose names match")
-    s.add_argument("--system", help="the system the slurm tier runs on (default: local)")
-    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), help="which Slurm (default: auto)")
-    s.add_argument("--launcher", choices=("srun", "mpirun"), help="mpirun: this host, no Slurm")
-    s.add_argument("--osu-prefix", type=absolute,
-                   help="an OSU install for the tests that run OSU (or COMMSTACK_OSU_PREFIX)")
+    # given to the tiers only when typed: pytest's own defaults are the registry's
+    options.add(s.add_argument, ("system", "slurm", "launcher", "osu_prefix"),
+                system={"default": None}, slurm={"default": None}, launcher={"default": None})
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:

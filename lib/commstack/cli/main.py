@@ -19,13 +19,10 @@ import sys
 from typing import NamedTuple
 
 import commstack
+from commstack import exits
 from commstack.errors import CommstackError, MissingPackageError, printable
 from commstack.files import drop_stdout
 from commstack.paths import TOP
-from commstack.run.runner import EXIT_INTERRUPTED, EXIT_USAGE
-
-#: as a shell reports a program SIGPIPE ended (128 + 13)
-EXIT_BROKEN_PIPE = 141
 
 
 class Command(NamedTuple):
@@ -98,7 +95,7 @@ def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.A
 
 def failed(cmd: str, e: CommstackError) -> int:
     print(f"commstack {cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
-    return getattr(e, "exit_status", EXIT_USAGE)
+    return getattr(e, "exit_status", exits.USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,10 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         return failed(args.cmd, e)
     except KeyboardInterrupt:
         print(f"commstack {args.cmd}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED
     except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
         drop_stdout()
-        return EXIT_BROKEN_PIPE
+        return exits.BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from commstack import exits
 from commstack.cli.run import summary
 from commstack.config import known_systems, load_system
 from commstack.errors import CommstackError, InputFileError, printable
@@ -20,7 +21,6 @@ from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
 from commstack.results.references import references_of
 from commstack.results.records import read_run
-from commstack.run.runner import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASS
 
 
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
@@ -51,8 +51,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     findings = diagnosis(Path(args.baseline), Path(args.results), changes, args.tolerance, refs)
     print(printable(compare_table(changes, findings), keep="\n"), end="")
     if any(c.difference for c in changes):
-        return EXIT_FAILED
-    return EXIT_NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else EXIT_PASS
+        return exits.FAILED
+    return exits.NOT_RUN if any(c.change == NOT_RUN for c in changes) and not args.allow_not_run else exits.PASS
 
 
 def cmd_compare_history(args: argparse.Namespace) -> int:
@@ -64,7 +64,7 @@ def cmd_compare_history(args: argparse.Namespace) -> int:
                                          args.tolerance if args.tolerance is not None else 0.05)
     print(f"baseline: median of the last {args.last} runs in {path}")
     print(printable(compare_table(changes).replace(f"{'A':>12s}", f"{'history':>12s}", 1), keep="\n"), end="")
-    return 1 if any(c.change in ("regression", "invalid") for c in changes) else 0
+    return exits.FAILED if any(c.change in ("regression", "invalid") for c in changes) else exits.PASS
 
 
 def add_compare(s: argparse.ArgumentParser) -> None:

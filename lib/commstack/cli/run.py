@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from commstack import exits, options
 from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError, ConfigError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, results_dir
-from commstack.paths import TOP, absolute
+from commstack.paths import TOP
 from commstack.pytest_plugin import SessionOf
 from commstack.results.references import references_of
 from commstack.results.records import RecordError, binary_source, read_run
 from commstack.run.launch import Launcher
 from commstack.run.binaries import Binaries
-from commstack.run.runner import (EXIT_INTERRUPTED, EXIT_PENDING, EXIT_USAGE, check_results_dir,
-                                  exit_status, given_run_dir, new_run_dir)
+from commstack.run.runner import check_results_dir, exit_status, given_run_dir, new_run_dir
 from commstack.run.steps import expand
 from commstack.slurm.clients import choose_slurm, embedded
 from commstack.slurm.cluster import LocalSlurm
@@ -79,22 +79,22 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         run = session.run
         if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
             if args.json:
-                view.end(list(run.records.values()), FileWriteError.exit_status)
+                view.end(list(run.records.values()), exits.UNWRITTEN)
             else:
                 verdicts(run.records.values(), run.unsaved_records, file=view.out)
             what = "results directory full" if run.unsaved.full else "results not saved"
             raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
         if rc == pytest.ExitCode.INTERRUPTED:
-            status = 128 + session.signum if session.signum else EXIT_INTERRUPTED  # 143 for SIGTERM, 129 SIGHUP
+            status = exits.signalled(session.signum)  # 143 for SIGTERM, 129 SIGHUP
             with contextlib.suppress(RecordError):  # interrupted before the first record
                 view.end(read_run(results), status)
             print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
             return status
         if rc == pytest.ExitCode.USAGE_ERROR:
-            return EXIT_USAGE
+            return exits.USAGE
         records = read_run(results)
         history_error = getattr(run, "history_error", None) if run else None
-        status = view.end(records, EXIT_USAGE if history_error else exit_status(records, args.allow_not_run),
+        status = view.end(records, exits.USAGE if history_error else exit_status(records, args.allow_not_run),
                           args.allow_not_run)
     finally:
         view.close()
@@ -215,7 +215,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     system = load_system(plan.system)
     records = batch.status(results, batch_variables(system, getattr(args, "slurm", "auto")), wait=args.wait)
     if records is None:
-        return EXIT_PENDING
+        return exits.PENDING
     write_report(results, references_of(system),
                  system.nic_line_rate_MBps)
     return summary(results, args.allow_not_run)
@@ -228,21 +228,7 @@ def add_status(s: argparse.ArgumentParser) -> None:
 
 
 def _run_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--system", default="local", help="systems/NAME.yaml, or a system file (default: local)")
-    s.add_argument("--results", help="results directory (default: a new results/<date-time>-<id>)")
-    s.add_argument("--osu-prefix", type=absolute,
-                   help="an OSU micro-benchmarks install, over --env's (default: --env's, else $COMMSTACK_OSU_PREFIX, "
-                        "else the local env's)")
-    s.add_argument("--pingpong", type=absolute, help="an mpi-pingpong binary (default: built with the system MPI)")
-    s.add_argument("--env", help="an installed Spack env (its directory): every benchmark from its view, the MPI "
-                                 "steps with its MPI (default: the system's install: {env: ...}, else none)")
-    s.add_argument("--no-build", action="store_true",
-                   help="never set up Spack or build OSU; steps without their binaries are not run")
-    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto",
-                   help="auto: a reachable cluster, else the local one; local; external; off")
-    s.add_argument("--launcher", choices=("srun", "mpirun"), default="srun", help="mpirun: this host, no Slurm")
-    s.add_argument("--memory", choices=("host", "device"), help="only the steps in this memory")
-    s.add_argument("--native-only", action="store_true", help="drop the container runs")
+    options.add(s.add_argument, options.RUN)
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
     s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")

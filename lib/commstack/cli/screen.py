@@ -8,13 +8,13 @@ import os
 import sys
 from pathlib import Path
 
-from commstack import limits
+from commstack import limits, options
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
 from commstack.files import own_dir
 from commstack.paths import TOP
-from commstack.pytest_plugin import CtrlC
-from commstack.run.runner import EXIT_INTERRUPTED, Binaries, given_run_dir, new_run_dir
+from commstack.exits import CtrlC
+from commstack.run.runner import Binaries, given_run_dir, new_run_dir
 from commstack.screen import output
 from commstack.screen.plan import plan
 from commstack.screen.pool import Progress
@@ -81,7 +81,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                           file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
-        return EXIT_INTERRUPTED if ctrl.signum in (None, 2) else 128 + ctrl.signum
+        return ctrl.status
     return outcome.exit
 
 
@@ -91,13 +91,12 @@ HEAD = ["phase", "rounds", "srun steps", "at once", "expected s", "bound by"]
 def add_screen(s: argparse.ArgumentParser) -> None:
     s.add_argument("screen", nargs="?", help="screens/NAME.yaml or a path (default: local on the local systems, "
                                              "else maintenance)")
-    s.add_argument("--system", default="local-multinode", help="the system (default: local-multinode)")
+    options.add(s.add_argument, ("system", "slurm", "osu_prefix", "results"),
+                system={"default": "local-multinode", "help": "the system (default: local-multinode)"},
+                results={"help": "a new or empty directory for the screen (default: results/<run-id>)"})
     s.add_argument("--nodes", type=int, help="the local cluster's size (local-multinode); with --plan: the nodes "
                                              "to plan for")
     s.add_argument("--max-steps", type=int, help="srun steps at once at most (default: the screen file's)")
-    s.add_argument("--slurm", choices=("auto", "local", "external", "off"), default="auto")
-    s.add_argument("--osu-prefix", help="an OSU micro-benchmarks install (default: $COMMSTACK_OSU_PREFIX)")
-    s.add_argument("--results", help="a new or empty directory for the screen (default: results/<run-id>)")
     s.add_argument("--history", help="the SQLite history (default: results/history.sqlite)")
     s.add_argument("--drain", action="store_true", help="print the scontrol lines that drain the bad nodes")
     s.add_argument("--apply", action="store_true", help="with --drain: run them")

@@ -27,6 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
+from commstack import exits
 from commstack.errors import CommstackError
 from commstack.files import FileWriteError, UnsafePathError, checked_parent, regular_or_missing, results_dir
 from commstack.results.compare import Change
@@ -57,14 +58,14 @@ class HistoryError(CommstackError):
 class HistoryFullError(HistoryError):
     """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
 
-    exit_status = FileWriteError.exit_status
+    exit_status = exits.UNWRITTEN
 
 
 class HistoryWriteError(HistoryError):
     """The history's directory could not be made or reached (a read-only file system, a file on the way).
     Not bad input; a HistoryError, so that a run names it after its verdicts and its doubts pass it by."""
 
-    exit_status = FileWriteError.exit_status
+    exit_status = exits.UNWRITTEN
 
 
 #: sqlite's result code for "database or disk is full" (the low byte of an extended code)

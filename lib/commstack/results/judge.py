@@ -21,7 +21,7 @@ from typing import Any
 from commstack.errors import CommstackError
 from commstack import benchmarks
 from commstack.benchmarks import COLUMNS, METRICS
-from commstack.results.lines import Sweep
+from commstack.tools.lines import Sweep
 from commstack.results.references import UNSTABLE_SPREAD, References
 
 #: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL

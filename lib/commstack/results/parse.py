@@ -1,5 +1,5 @@
 """Parse and check a run's output: its tables split at their titles, each one's tool (commstack.tools)
-told by its title, parsed by that tool's strict parser (lines shared by all: commstack.results.lines),
+told by its title, parsed by that tool's strict parser (lines shared by all: commstack.tools.lines),
 then checked: each table a Result with its own verdict, its validation and its notes.
 
 `parse_results` is what `commstack parse` calls, `parse_output` what the runner calls (one table per
@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from commstack import benchmarks, tools
+from commstack import benchmarks, exits, tools
 from commstack.benchmarks import COLUMNS
 from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitleError, ParseError, TruncatedError,
                               UnknownFormatError, ValidationFailedError, printable)
-from commstack.results import noise, settle
-from commstack.results.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
-from commstack.results.noise import Note
+from commstack.results import settle
+from commstack.tools import noise
+from commstack.tools.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
+from commstack.tools.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
 
@@ -312,7 +313,7 @@ def validation_failure(benchmark: str, text: str, args: list[str], ranks: int | 
 # ------------------------------------------------------------------------------ commstack parse
 
 PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
-    f"{e.exit_code} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
+    f"{exits.PARSE[e.kind]} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
 
 
 def describe(result: Result, quote: bool = True) -> dict[str, Any]:
@@ -383,4 +384,4 @@ def read_results(path: Path, argv: list[str], ranks: int | None, strict: bool) -
 
 def exit_status(results: list[Result]) -> int:
     failed = next((r.error for r in results if r.error), None)
-    return failed.exit_code if failed else 0
+    return exits.PARSE[failed.kind] if failed else exits.PASS

@@ -52,7 +52,7 @@ class Record(BaseModel):
     error_kind: str | None = None          # the kind of the named error (errors.py: crashed, timed-out, ...)
     #: whether the benchmark checked its data: yes, no (OSU without -c, nccl-tests -c 0) or failed; None: no output
     validated: Literal["yes", "no", "failed"] | None = None
-    notes: list[str] = []                  # known launcher and runtime lines of the output (results.noise)
+    notes: list[str] = []                  # known launcher and runtime lines of the output (tools.noise)
     detail: str = ""                       # the judge's summary, point by point
     title: str | None = None
     version: str | None = None

@@ -17,7 +17,7 @@ from commstack.benchmarks import METRICS
 from commstack.config import BenchmarkName, Line, MessageSize, MetricName, SafeName, Strict, System, load
 from commstack.errors import CommstackError, ConfigError
 from commstack.files import MAX_OUTPUT, read_bounded
-from commstack.results.lines import Sweep
+from commstack.tools.lines import Sweep
 from commstack.results.parse import parse_tables
 
 

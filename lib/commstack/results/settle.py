@@ -3,7 +3,7 @@ more of them only while no failure is settled. A failure is settled by a line th
 cannot change: a crash, Slurm's end, the benchmark's failed check, an unknown or foreign line inside a
 table, a bad number, once MARGIN more lines have been read after it (a Slurm reason or the failed data
 check that the crash lines around it follow from is printed just after them, and outranks them:
-commstack.results.lines). A truncated sweep and an empty output are never settled by a part of it:
+commstack.tools.lines). A truncated sweep and an empty output are never settled by a part of it:
 more lines may complete them; an output with no title yet only once TITLE_WITHIN lines are read (a job
 log's preamble is never that long). So an error early in a huge output is refused after reading a few
 thousand lines, in a time and memory that do not grow with the output.

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 from commstack.errors import ParseError, UnknownFormatError, cut
-from commstack.results import noise
-from commstack.results.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
-from commstack.results.noise import Note
+from commstack.tools import noise
+from commstack.tools.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
+from commstack.tools.noise import Note
 from commstack.tools import TOOLS, Tool
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
@@ -49,7 +49,7 @@ def _untitled_at(tool: Tool, numbered: list[tuple[int, str]], i: int) -> bool:
 def _outside(line: str) -> bool:
     """An unknown line that may stand between two tables as a note: text that is no row, comment, crash
     or the benchmark's own failure line (those belong to the table before them); known lines stay where
-    they are, notes of the table they stand in (commstack.results.lines)."""
+    they are, notes of the table they stand in (commstack.tools.lines)."""
     return bool(line.strip()) and not line.lstrip().startswith("#") \
         and (not DATA_ROW.match(line) or bool(LOG_TIME.match(line))) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \

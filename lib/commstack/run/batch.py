@@ -20,6 +20,7 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from commstack.config import Suite, System, load_suite, load_system
@@ -33,8 +34,8 @@ from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import GPU_WRAPPER, Launcher, StepResult
 from commstack.run.pair import placed
 from commstack.run.binaries import Binaries
-from commstack.run.runner import (add_repeat, conclude, judged, launched_step, new_record, probe_step,
-                                  substitute, validation_first)
+from commstack.run.runner import (evaluate, judged, launched_step, new_record, probe_step, substitute,
+                                  validation_first)
 from commstack.run.steps import SuiteStep, expand
 from commstack.slurm.clients import executable
 from commstack.slurm.procs import REAPER
@@ -202,26 +203,30 @@ def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[li
         return
     stack = _probe_facts(where / "probe")
     hosts = sorted(stack.get("nodes", {}))
-    limit = output_limit()
     with judged(record):
-        sweeps, out = [], ""
-        for outdir in done:
-            rc, started, ended = exit_of(outdir)
-            streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
-            over = {name: len(data) for name, data in streams.items() if len(data) > limit}
-            if over:
-                record.outputs.append(str(outdir.relative_to(run_dir)))
-                raise output_too_large(s.step.name, over, limit, outdir)
-            result = StepResult(launched_step(s, benchmark_argv(commands[1])), commands[1], rc,
-                                *(data.decode(errors="replace") for data in streams.values()),
-                                started, ended - started, hosts, outdir)
-            record.started = record.started or result.started
-            record.elapsed_s += result.elapsed_s
-            with validation_first(s, result.step, outdir):
-                Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
-            sweeps.append(add_repeat(s, record, result, run_dir))
-            out = result.stdout + result.stderr
-        conclude(s, record, sweeps, out, stack, system, refs)
+        evaluate(s, record, collected(s, record, done, commands[1], hosts, run_dir), stack, system, refs, run_dir)
+
+
+def collected(s: SuiteStep, record: Record, done: list[Path], command: list[str], hosts: list[str],
+              run_dir: Path) -> Iterator[StepResult]:
+    """The executor of a batch job, after it ended: each repeat's saved output and exit status, classified as a
+    launch here is."""
+    limit = output_limit()
+    for outdir in done:
+        rc, started, ended = exit_of(outdir)
+        streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
+        over = {name: len(data) for name, data in streams.items() if len(data) > limit}
+        if over:
+            record.outputs.append(str(outdir.relative_to(run_dir)))
+            raise output_too_large(s.step.name, over, limit, outdir)
+        result = StepResult(launched_step(s, benchmark_argv(command)), command, rc,
+                            *(data.decode(errors="replace") for data in streams.values()),
+                            started, ended - started, hosts, outdir)
+        record.started = record.started or result.started
+        record.elapsed_s += result.elapsed_s
+        with validation_first(s, result.step, outdir):
+            Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+        yield result
 
 
 def _head(path: Path, limit: int) -> bytes:

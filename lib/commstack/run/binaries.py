@@ -12,6 +12,8 @@ from typing import Callable
 from commstack import benchmarks
 from commstack.errors import BinaryNotFoundError
 from commstack.run.steps import SuiteStep
+from commstack.spack import find_spack
+from commstack.spack.install import SpackInstallError, install, location
 from commstack.spack.view import EnvView
 from commstack.tools import TOOLS, Tool
 
@@ -22,12 +24,13 @@ class Binaries:
     looks them up, when a step needs one)."""
 
     osu_prefix: str | None = None  # --osu-prefix as typed: wins over the env (COMMSTACK_OSU_PREFIX does not)
-    osu_found: tuple[str, str] | None = None  # OSU's own way, once looked up: its prefix ("": none) and what named it
     pingpong: str | None = None    # --pingpong
     build_dir: Path | None = None
     build: bool = True  # may set up Spack and install OSU in the local env (not: --no-build, --dry-run)
     say: Callable[[str], None] = print  # progress of a build, for the terminal
-    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # tool name -> why it has none, once known
+    #: tool name -> its native binary, or why it has none: looked up (and built) once per run
+    found: dict[str, str] = dataclasses.field(default_factory=dict)
+    missing: dict[str, str] = dataclasses.field(default_factory=dict)
     env: EnvView | None = None  # --env, or the system's install: {env: ...}: the binaries of its view
     #: tool name -> where its binary came from, for the record (the env, its lock and spec; the option given)
     sources: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -42,8 +45,38 @@ class Binaries:
     def native(self, tool: Tool) -> str:
         """A tool's native binary or prefix: an option typed that names it wins; else the env's view, where there
         is an env (a tool whose binary it lacks is not-run, mpi-pingpong is built as without one); else the tool's
-        own way (commstack.tools; for OSU, COMMSTACK_OSU_PREFIX comes in there, below the env)."""
-        return self._from_env(tool) or tool.native(self)
+        own way (commstack.tools; for OSU, COMMSTACK_OSU_PREFIX comes in there, below the env). Once per tool."""
+        if tool.name not in self.found and tool.name not in self.missing:
+            try:
+                self.found[tool.name] = self._from_env(tool) or self._own(tool)
+            except BinaryNotFoundError as e:
+                self.missing[tool.name] = str(e)
+        if tool.name in self.missing:
+            raise BinaryNotFoundError(self.missing[tool.name])
+        return self.found[tool.name]
+
+    def _own(self, tool: Tool, plan: bool = False) -> str | None:
+        """The tool's own way (`planned` for a dry run: nothing built); for a tool the local Spack env builds, where
+        the run names none, that env's install, installed now where the run may build. What named it: sources."""
+        way = tool.planned if plan else tool.native
+        found = way(self) if way else None
+        if found is None and tool.local:
+            found = tool.local(*self._local_env(tool.in_env.spec, build=self.build and not plan))
+        if found is not None and tool.source:
+            self.sources.setdefault(tool.name, {"from": tool.source(self)})
+        return found
+
+    def _local_env(self, spec: str, build: bool) -> tuple[str | None, str | None]:
+        """The local Spack env's install prefix of `spec`, installed now by the pinned Spack where `build`; else
+        None, and why where a build failed."""
+        exe = find_spack()
+        found = location(exe, spec) if exe else None
+        if found or not build:
+            return found, None
+        try:
+            return str(install(spec, self.build_dir / "spack-install.log", self.say)), None
+        except SpackInstallError as e:
+            return None, str(e).rstrip(".")
 
     def _from_env(self, tool: Tool) -> str | None:
         """The tool's binary from the env's view; None where there is no env, an option names the binary, or
@@ -78,7 +111,7 @@ class Binaries:
 
     def planned(self, tool: Tool) -> str | None:
         """Where a dry run shows the tool's binary: as native() finds it, building nothing; None: nowhere."""
-        return self._from_env(tool) or (tool.planned(self) if tool.planned else None)
+        return self._from_env(tool) or self._own(tool, plan=True)
 
     def record(self, tool: Tool, home: str, argv: list[str]) -> dict:
         """Where a step's binary came from: its path, and with an env its spec and the env's MPI; a binary of

@@ -366,7 +366,7 @@ class Launcher:
         if timed_out:
             raise StepTimeoutError(f"{name}: step timed out after {r.step.timeout_s} s", raw)
         if NODE_FAILURE.search(r.stderr):
-            raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw)
+            raise NodeFailureError(f"{name}: node failure reported by srun: {_first(NODE_FAILURE, r.stderr)}", raw=raw)
         if NOT_LAUNCHED.search(r.stderr):
             raise SrunError(f"{name}: the step did not launch: {_first(NOT_LAUNCHED, r.stderr)}", raw)
         if r.returncode == 0:

@@ -2,8 +2,9 @@
 
 Every task runs `python -m commstack.run.pair RENDEZVOUS TIMEOUT --program BINARY --server ARGV --client ARGV`;
 SLURM_PROCID tells the role (0 serves, 1 connects). ARGV is one shell-quoted command line with `{program}`,
-`{port}` (and for the client `{host}`) in it. A tool's argv (commstack.tools, launch `pair`) is `command()`'s,
-with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat (`placed`).
+`{port}` (and for the client `{host}`) in it. A tool's argv (commstack.tools, launch `pair`) is
+tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat
+(`placed`).
 
 - The server task picks a free port, starts the server on it and waits until the server's own process
   listens on it (its socket in /proc/net/tcp{,6} in state LISTEN, found among the fds of the server's
@@ -40,9 +41,8 @@ from typing import Iterator
 
 from commstack.files import private_dir, write_json
 from commstack.slurm import procs
+from commstack.tools.base import CLIENT_LINE, MODULE, RENDEZVOUS, TIMEOUT
 
-CLIENT_LINE = "# commstack pair client: "
-RENDEZVOUS, TIMEOUT = "{rendezvous}", "{timeout}"  # placeholders of command(), filled by placed()
 GRACE = 10.0      # seconds a server may outlive its client
 POLL = 0.1
 PORT_TRIES = 5
@@ -56,23 +56,6 @@ class PairError(Exception):
     def __init__(self, message: str, status: int = TIMED_OUT):
         super().__init__(message)
         self.status = status
-
-
-def client_argv(line: str, program: str) -> list[str] | None:
-    """The client's arguments, without the program, from the line this launcher writes before a client's
-    output (CLIENT_LINE), when that client is `program`; None for any other line."""
-    if not line.startswith(CLIENT_LINE):
-        return None
-    argv = shlex.split(line[len(CLIENT_LINE):])
-    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == program else None
-
-
-MODULE = [sys.executable, "-m", "commstack.run.pair"]
-
-
-def command(program: str, server: str, client: str) -> list[str]:
-    """The argv of a pair step: this launcher in each task, the binary and both command lines."""
-    return [*MODULE, RENDEZVOUS, TIMEOUT, "--program", program, "--server", server, "--client", client]
 
 
 def with_variables(argv: list[str], variables: dict[str, str]) -> list[str] | None:

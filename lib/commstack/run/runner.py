@@ -15,6 +15,7 @@ import dataclasses
 import os
 import secrets
 import time
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -22,11 +23,11 @@ from commstack.config import System
 from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
                               StepCrashedError, ValidationFailedError)
 from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
-from commstack import benchmarks
+from commstack import benchmarks, exits
 from commstack.benchmarks import METRICS
 from commstack.results.judge import judge
 from commstack.results.references import References, references_of
-from commstack.results.lines import Sweep
+from commstack.tools.lines import Sweep
 from commstack.results.parse import parse_output, validated, validation_failure
 from commstack.results.records import Plan, Record
 from commstack.run import doubts
@@ -154,6 +155,43 @@ def placement(launcher: Launcher, step: Step) -> tuple:
     return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
 
 
+def raw_dir(run_dir: Path, dirname: str, name: str) -> Path:
+    """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
+    try:
+        return make_dirs(run_dir, "steps", dirname, name)
+    except OSError as e:
+        raise FileWriteError.of(run_dir / "steps" / dirname / name, e) from e
+
+
+def launches(s: SuiteStep, step: Step, launcher: Launcher, run_dir: Path, record: Record,
+             keep_failed: bool = True) -> Iterator[StepResult]:
+    """The executor of a run and of the screen's pool: each repeat of `step` launched (srun, or mpirun) as the one
+    before it was evaluated, its output in steps/<dirname>/repeat-N; `keep_failed`: a repeat that failed or was
+    interrupted names the output it kept in the record. A batch job's executor is run.batch's `collected`."""
+    for r in range(s.repeats):
+        outdir = raw_dir(run_dir, record.dirname, f"repeat-{r}")
+        try:
+            with validation_first(s, step, outdir):
+                result = launcher.run(repeat_step(step, outdir), outdir)
+        except BaseException:
+            if keep_failed and (outdir / "stdout.txt").exists():
+                record.outputs.append(str(outdir.relative_to(run_dir)))
+            raise
+        yield result
+
+
+def evaluate(s: SuiteStep, record: Record, results: Iterable[StepResult], stack: dict, system: System,
+             references: References | None, run_dir: Path) -> None:
+    """A step's repeats, as its executor hands them over (`launches`, or a batch job's files), parsed, and the step
+    judged with its nodes' facts and the references, into its record: one path for a run, a batch job and the
+    screen."""
+    sweeps, out = [], ""
+    for result in results:
+        sweeps.append(add_repeat(s, record, result, run_dir))
+        out = result.stdout + result.stderr
+    conclude(s, record, sweeps, out, stack, system, references)
+
+
 def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
     """One repeat's saved output into the record: command, nodes, parsed rows."""
     record.outputs.append(str(result.outdir.relative_to(run_dir)))
@@ -214,7 +252,7 @@ class Run:
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._inner = 0.0
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (the pytest plugin sets it)
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (exits.CtrlC sets it)
         binaries.build_dir = binaries.build_dir or results / "build"
 
     @contextlib.contextmanager
@@ -319,33 +357,15 @@ class Run:
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
         stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
-        sweeps, out = [], ""
-        for r in range(s.repeats):
-            outdir = self.raw_dir(record.dirname, f"repeat-{r}")
-            try:
-                with validation_first(s, step, outdir):
-                    result = launcher.run(repeat_step(step, outdir), outdir)
-            except BaseException:  # interrupted or failed: the output it kept is named all the same
-                if (outdir / "stdout.txt").exists():
-                    record.outputs.append(str(outdir.relative_to(self.dir)))
-                raise
-            sweeps.append(add_repeat(s, record, result, self.dir))
-            out = result.stdout + result.stderr
-        conclude(s, record, sweeps, out, stack, self.system, self.references)
-
-    def raw_dir(self, dirname: str, name: str) -> Path:
-        """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
-        try:
-            return make_dirs(self.dir, "steps", dirname, name)
-        except OSError as e:
-            raise FileWriteError.of(self.dir / "steps" / dirname / name, e) from e
+        evaluate(s, record, launches(s, step, launcher, self.dir, record), stack, self.system, self.references,
+                 self.dir)
 
     def facts(self, launcher: Launcher, step: Step, dirname: str) -> dict:
         """The stack facts of the step's placement: probed (output in steps/<dirname>/probe) by the first step
         placed so; later ones name that probe's directory."""
         key = placement(launcher, step)
         if key not in self._facts:
-            outdir = self.raw_dir(dirname, "probe")
+            outdir = raw_dir(self.dir, dirname, "probe")
             self._facts[key] = {**probe(launcher, step, outdir, self.binaries.facts_programs()),
                                 "probe": str(outdir.relative_to(self.dir))}
         return self._facts[key]
@@ -369,15 +389,10 @@ class Run:
         return list(self.records.values())
 
 
-#: exit statuses of `commstack run` and `commstack suite`, documented in docs/harness.md
-EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_PENDING = 4  # `commstack status`: the batch job has not ended yet
-
-
 def exit_status(records: list[Record], allow_not_run: bool = False) -> int:
     """0: every step ran and passed; 1: some step did not pass; 3: the rest passed but some did not run."""
     if any(r.verdict not in ("pass", "not-run") for r in records):
-        return EXIT_FAILED
+        return exits.FAILED
     if any(r.verdict == "not-run" for r in records) and not allow_not_run:
-        return EXIT_NOT_RUN
-    return EXIT_PASS
+        return exits.NOT_RUN
+    return exits.PASS

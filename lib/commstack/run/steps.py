@@ -29,6 +29,8 @@ class SuiteStep:
     repeats: int = 1
     not_run: str | None = None    # why this system cannot run the step (no GPU, too few nodes)
     require_validation: bool = False  # the suite or the system: a step without a data check fails
+    #: the id up to the placement: the suite step's name (its id, else its benchmark) and mode
+    base: str = ""
 
     @property
     def metric(self) -> str:
@@ -89,8 +91,8 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
                 why = (f"{ntasks} rank{'s' if ntasks > 1 else ''} on {n_nodes} node{'s' if n_nodes > 1 else ''}: "
                        f"{bench} needs at least {b.min_ranks}")
             argv = _program(b, spec, memory, environment, binaries, mode, suite.device_args, system)
-            parts = [spec.name, mode, f"N{n_nodes}", f"n{ntasks}", memory, environment]
-            name = "-".join(str(p) for p in parts if p)
+            base = "-".join(p for p in (spec.name, mode) if p)
+            name = "-".join(str(p) for p in (base, f"N{n_nodes}", f"n{ntasks}", memory, environment) if p)
             if name in names:
                 continue
             names.add(name)
@@ -106,7 +108,7 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             if mode:
                 tags["mode"] = mode
             out.append(SuiteStep(name, bench, tool.name, step, tags, spec.repeats, why,
-                                 suite.require_validation or system.require_validation))
+                                 suite.require_validation or system.require_validation, base))
     return out
 
 

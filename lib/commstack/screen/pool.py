@@ -1,6 +1,6 @@
 """Many checks at once inside one allocation: each an srun step on its own named nodes (`--nodelist`,
 `--exact`), started as soon as none of its nodes is busy, at most `max_steps` at a time. Each step is
-launched, parsed, judged and recorded as a suite's step is (run.runner's pieces, run.launch's Launcher): a
+launched, parsed, judged and recorded as a suite's step is (run.runner's launches and evaluate): a
 step that fails or hangs costs its own nodes only.
 
 Ctrl-C or SIGTERM (the main thread's KeyboardInterrupt): every running step is cancelled (srun cancels it),
@@ -21,12 +21,11 @@ from typing import Callable
 from commstack import benchmarks
 from commstack.config import System
 from commstack.errors import CommstackError
-from commstack.files import FileWriteError, make_dirs
+from commstack.files import FileWriteError
 from commstack.results.records import Record
 from commstack.results.references import References
 from commstack.run.launch import Launcher
-from commstack.run.pair import repeat_step
-from commstack.run.runner import add_repeat, conclude, judged, launched_step, new_record, substitute, validation_first
+from commstack.run.runner import evaluate, judged, launched_step, launches, new_record, substitute
 from commstack.run.steps import SuiteStep
 
 
@@ -80,15 +79,8 @@ def measure(ctx: Context, p: Placed, index: int) -> Record:
     with judged(record):
         step = launched_step(s, substitute(s.step.argv, ctx.binaries.get(p.check.id, {})))
         step = dataclasses.replace(step, name=p.name, hosts=list(p.hosts))
-        sweeps, out = [], ""
-        for r in range(s.repeats):
-            outdir = make_dirs(ctx.run_dir, "steps", record.dirname, f"repeat-{r}")
-            with validation_first(s, step, outdir):
-                result = ctx.launcher.run(repeat_step(step, outdir), outdir)
-            sweeps.append(add_repeat(s, record, result, ctx.run_dir))
-            out = result.stdout + result.stderr
-        conclude(s, record, sweeps, out, {"nodes": {h: ctx.facts.get(h, {}) for h in p.hosts}}, ctx.system,
-                 ctx.references)
+        evaluate(s, record, launches(s, step, ctx.launcher, ctx.run_dir, record, keep_failed=False),
+                 {"nodes": {h: ctx.facts.get(h, {}) for h in p.hosts}}, ctx.system, ctx.references, ctx.run_dir)
     record.elapsed_s = time.monotonic() - t0
     try:
         record.write(ctx.run_dir)

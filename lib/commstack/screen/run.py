@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commstack import benchmarks
+from commstack import benchmarks, exits
 from commstack.config import Suite, System
 from commstack.errors import BinaryNotFoundError, CommstackError, SlurmUnavailableError
 from commstack.results import history
@@ -43,9 +43,9 @@ class Outcome:
 
     @property
     def exit(self) -> int:
-        """1: something bad or lost; 3: nothing bad, but a check that ran could tell no slowdown; else 0."""
+        """FAILED: something bad or lost; NOT_RUN: nothing bad, but a check that ran could tell no slowdown."""
         f = self.findings
-        return 1 if f.bad_nodes or f.bad_pairs or f.lost else 3 if f.blind else 0
+        return exits.FAILED if f.bad_nodes or f.bad_pairs or f.lost else exits.NOT_RUN if f.blind else exits.PASS
 
 
 def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:
@@ -89,7 +89,7 @@ class Screen:
         self.down: dict[str, str] = {}   # node -> its state, when the screen began
         self.lost: dict[str, str] = {}   # node -> its state, where it went down since
         self.phases_s: dict[str, float] = {}
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (cli.screen's CtrlC sets it)
+        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (exits.CtrlC sets it)
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
     # ---- Slurm and the allocation
@@ -127,9 +127,9 @@ class Screen:
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
         for s in expand(suite, node_phase.sized(self.system, nodes)):
-            # the check's name: its id or benchmark and mode (expand's name up to the placement), its memory and
-            # environment where they are not the plain ones
-            check = "-".join([s.id.split(f"-N{nodes}-")[0]] + (["device"] if s.tags["memory"] == "device" else [])
+            # the check's name: its id or benchmark and mode (its base), its memory and environment where they are
+            # not the plain ones
+            check = "-".join([s.base] + (["device"] if s.tags["memory"] == "device" else [])
                              + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
             s = node_phase.renamed(s, check)
             if not s.not_run:

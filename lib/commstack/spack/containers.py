@@ -20,6 +20,7 @@ from pathlib import Path
 import tomli_w
 from dockerfile_parse import DockerfileParser
 
+from commstack import exits
 from commstack.config import ImagesFile, load
 from commstack.yamlfile import read_yaml
 from commstack.errors import ConfigError
@@ -347,7 +348,7 @@ def containerize(spack: Spack, names: list[str], check: bool) -> int:
         problems.append("containers drifted from their envs: run bin/commstack containerize")
     for problem in problems:
         print(problem, file=sys.stderr)
-    return 1 if problems else 0
+    return exits.FAILED if problems else exits.PASS
 
 
 def show_images() -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from commstack import exits
 from commstack.errors import ConfigError
 from commstack.paths import TOP
 from commstack.files import write_atomic
@@ -334,7 +335,7 @@ def lock(spack: Spack, names: list[str] | None = None, check: bool = False) -> i
     if stale:
         print(f"lock --check: {len(stale)} of {len(names)} locks stale: {', '.join(stale)} "
               f"(bin/commstack lock {' '.join(stale)} rewrites them)")
-    return 1 if stale else 0
+    return exits.FAILED if stale else exits.PASS
 
 
 def check_lines(committed: Path, now: Path) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from commstack import exits
 from commstack.errors import CommstackError
 from commstack.paths import TOP
 from commstack.spack import Spack, script
@@ -290,4 +291,4 @@ def run(spack: Spack, name: str) -> int:
     print(f"preflight {name}: {len(checks)} externals, "
           + (f"{len(failed)} missing or at another version: {', '.join(c.name for c in failed)}" if failed
              else "all present at the versions claimed"))
-    return 1 if failed else 0
+    return exits.FAILED if failed else exits.PASS

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,21 +26,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from commstack import exits
 from commstack.errors import printable
-from commstack.files import FileWriteError
 from commstack.pytest_plugin import NOTES, PROGRESS, RUN, StepItem, time_left
 from commstack.results.judge import VERDICTS
 from commstack.results.records import Record
-from commstack.run.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_PASS, EXIT_USAGE
 from commstack.terminal.figures import duration, figure_text, key_figure
 from commstack.terminal.streams import Output, PytestLog
 
 LOG = "pytest.log"
-#: what each exit status of run and suite means
-MEANING = {EXIT_PASS: "every step ran and passed", EXIT_FAILED: "some step did not pass",
-           EXIT_NOT_RUN: "every step that ran passed, but some did not run (--allow-not-run accepts that)",
-           EXIT_USAGE: "bad input, named below", EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
-           FileWriteError.exit_status: "the results could not all be written"}
 STYLE = {"pass": "green", "no-reference": "cyan", "unstable": "yellow", "degraded": "yellow", "fail": "bold red",
          "not-run": "magenta"}
 
@@ -256,11 +249,8 @@ class View:
         self._stop()
         counts = Counter(r.verdict for r in records)
         report = self.results / "report" / "index.html"
-        meaning = MEANING.get(status, "")
-        if not meaning and status > 128:  # 128+N: ended by signal N (SIGTERM, SIGHUP), cleaned up as for Ctrl-C
-            with contextlib.suppress(ValueError):
-                meaning = f"interrupted by {signal.Signals(status - 128).name}"
-        if status == EXIT_PASS and counts["not-run"] and allow_not_run:
+        meaning = exits.meaning(status)
+        if status == exits.PASS and counts["not-run"] and allow_not_run:
             meaning = "every step that ran passed; those that did not run are accepted (--allow-not-run)"
         if self.mode == "json":
             self._json("run-ended", counts={v: counts[v] for v in VERDICTS if counts[v]}, exit=status,
@@ -302,7 +292,7 @@ class View:
         self._line(f"pytest's output: {self.log.path}" if self.log.error is None else
                    f"pytest's output: not saved ({self.log.error.strerror}: {self.log.path})")
         self._line(Text(f"exit {status}" + (f": {meaning}" if meaning else ""),
-                        style="bold" + (" green" if status == EXIT_PASS else "")))
+                        style="bold" + (" green" if status == exits.PASS else "")))
         return status
 
     def close(self) -> None:

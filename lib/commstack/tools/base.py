@@ -4,19 +4,39 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from commstack.errors import BinaryNotFoundError, ConfigError
 
 if TYPE_CHECKING:
-    from commstack.results.lines import Sweep
+    from commstack.tools.lines import Sweep
 
 LAYERS = ("fabric", "ucx", "mpi", "nccl")  # bottom up
 LAUNCHES = ("mpi", "pair")  # one program of N ranks; a server and a client
 #: where the images put things (containers/templates: the view)
 IMAGE_VIEW = "/opt/view"
+#: a `pair` tool's launch: commstack.run.pair in each task, which prints the client's command line after CLIENT_LINE
+MODULE = [sys.executable, "-m", "commstack.run.pair"]
+CLIENT_LINE = "# commstack pair client: "
+RENDEZVOUS, TIMEOUT = "{rendezvous}", "{timeout}"  # placeholders of pair_command(), filled by run.pair.placed()
+
+
+def pair_command(program: str, server: str, client: str) -> list[str]:
+    """The argv of a pair step: commstack.run.pair in each task, the binary and both command lines."""
+    return [*MODULE, RENDEZVOUS, TIMEOUT, "--program", program, "--server", server, "--client", client]
+
+
+def client_argv(line: str, program: str) -> list[str] | None:
+    """The client's arguments, without the program, from the line commstack.run.pair writes before a client's
+    output (CLIENT_LINE), when that client is `program`; None for any other line."""
+    if not line.startswith(CLIENT_LINE):
+        return None
+    argv = shlex.split(line[len(CLIENT_LINE):])
+    return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == program else None
 
 
 @dataclass(frozen=True)
@@ -211,8 +231,10 @@ class Tool:
     #: the benchmark an output whose title is missing is, from its own lines ((lineno, line)) from an index on;
     #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
     untitled: Callable[[list[tuple[int, str]], int], Benchmark | None] | None = None
-    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how
-    native: Callable[[Any], str] | None = None
+    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how. It only
+    #: reads the run's options (commstack.run.binaries, the resolver, keeps what is found). None: a `local` tool's
+    #: binary that the run names no way to
+    native: Callable[[Any], str | None] | None = None
     #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)
     planned: Callable[[Any], str] | None = None
     variables: tuple[tuple[str, str], ...] = ()  # set for every launch
@@ -237,6 +259,11 @@ class Tool:
     in_env: InSpec | None = None
     #: the option that gave the binary explicitly (it wins over --env), or None
     given: Callable[[Any], str | None] = _none_given
+    #: a tool the local Spack env builds (in_env's spec there, OSU): its binary from that install's prefix (None:
+    #: none, or why it could not be built), where `native` gives none; the resolver looks it up and installs it
+    local: Callable[[str | None, str | None], str] | None = None
+    #: what named the native binary, for the record (OSU: the option, the variable or the local env)
+    source: Callable[[Any], str] | None = None
     #: with --env, whether a binary the env's view lacks is got as without it (mpi-pingpong: built with make)
     env_optional: bool = False
     #: the programs the facts probe runs from the env (commstack.run.facts: fi_info, ucx_info)

@@ -23,10 +23,10 @@ from typing import Any
 
 from commstack.errors import (BadNumberError, CrashedError, TruncatedError, UnknownFormatError,
                               ValidationFailedError)
-from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
-from commstack.results.noise import Note
-from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
+from commstack.tools.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.tools.noise import Note
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+                                  pair_command)
 
 NAME = "fi_pingpong"
 COLUMNS = {
@@ -131,7 +131,7 @@ def parse_pingpong(text: str) -> Sweep:
     sweep.meta["size_texts"] = []
     header = False
     for lineno, line in t.lines:
-        if (argv := pair.client_argv(line, NAME)) is not None:
+        if (argv := client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
@@ -265,7 +265,7 @@ def parse_output(text: str, args: list[str] | None = None, max_size: int | None 
 def is_own(line: str) -> bool:
     """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
     of its error lines."""
-    return (line.split() == HEADER or pair.client_argv(line, NAME) is not None or bool(PRINTERR.match(line))
+    return (line.split() == HEADER or client_argv(line, NAME) is not None or bool(PRINTERR.match(line))
             or bool(ERR.match(line) and "pingpong" in line))
 
 
@@ -281,7 +281,7 @@ def program(b: Benchmark, p: Program) -> list[str]:
     """The pair launcher with fi_pingpong as server and client, over the system's provider (-p): the
     server on the control port the launcher picks (-B), the client to it (-P, then the server's host)."""
     common = shlex.join([*(["-p", p.provider] if p.provider else []), *p.args])
-    return pair.command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
+    return pair_command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
 
 
 HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-packages.txt), on a system the env that "

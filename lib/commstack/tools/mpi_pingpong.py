@@ -17,8 +17,8 @@ from typing import Any
 from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.results.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
-                                     cut_number, cut_row, number, own_lines)
+from commstack.tools.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
+                                   cut_number, cut_row, number, own_lines)
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 
 NAME = "mpi-pingpong"

@@ -7,7 +7,7 @@ import re
 from typing import Any, Container
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.results.lines import Sweep, Text, assign_warnings, check_last_line, count, cut_number, cut_row, number, \
+from commstack.tools.lines import Sweep, Text, assign_warnings, check_last_line, count, cut_number, cut_row, number, \
     own_lines
 
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"

@@ -29,11 +29,11 @@ Printed sizes are rounded down to whole elements per rank, so with many ranks th
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
-from commstack.results.lines import Sweep
-from commstack.run.facts import nccl_net, nccl_plugin_problem
+from commstack.tools.lines import Sweep
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 from commstack.tools.nccl_tables import PARAMS, START, VERSION, read
 
@@ -92,6 +92,40 @@ def native(binaries: Any) -> str:
     raise BinaryNotFoundError("no native nccl-tests on this system: run it in the nccl-tests image "
                               "(environments: [nccl-tests]) or give the run an env that has it (--env ENV, or the "
                               "system's install: {env: ENV})")
+
+
+NCCL_OFI_SELECTED = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;+:-]+)")
+NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using network|NET/Plugin:?) (.*)$")
+
+
+def nccl_net(text: str) -> dict[str, dict]:
+    """Per node (the host prefix of NCCL's INFO lines), the network NCCL used and the OFI provider the
+    aws-ofi-nccl plugin selected (None: the plugin selected none, or NCCL did not load it)."""
+    out: dict[str, dict] = {}
+    for line in text.splitlines():
+        if m := NCCL_OFI_SELECTED.match(line):
+            out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["ofi_provider"] = m.group(2)
+        elif m := NCCL_NETWORK.match(line):
+            net = out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["network"]
+            if m.group(2) not in net:
+                net.append(m.group(2))
+    return out
+
+
+def nccl_plugin_problem(required: str | None, tags: dict, nets: dict[str, dict]) -> str | None:
+    """Why an NCCL step fails on a system whose NCCL must use the `required` net plugin (ofi), or None.
+    A step run with the plugin's hook off on purpose (aws_ofi_nccl_hook: false) is exempt."""
+    if required != "ofi" or tags.get("aws_ofi_nccl_hook") is False:
+        return None
+    without = sorted(host for host, n in nets.items() if not n["ofi_provider"])
+    if not nets:
+        return ("NCCL did not select the OFI net plugin (no 'NET/OFI Selected provider' line in its "
+                "NCCL_DEBUG=INFO output): it ran on another network, whatever its bandwidth")
+    if without:
+        used = "; ".join(sorted({", ".join(nets[h]["network"]) or "unknown" for h in without}))
+        return (f"NCCL did not select the OFI net plugin on {', '.join(without)} (network: {used}), "
+                "whatever its bandwidth")
+    return None
 
 
 def tags(environment: str) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import re
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.results.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Sweep, Text, assign_warnings,
-                                     check_last_line, count, cut_number, cut_row, number, own_lines)
+from commstack.tools.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Sweep, Text, assign_warnings,
+                                   check_last_line, count, cut_number, cut_row, number, own_lines)
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
@@ -25,7 +25,7 @@ from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNT
                                         STARTUP_COLUMNS, XCCL_COLL_SIZES, XCCL_LAT_SIZES, XCCL_PT2PT_SIZES,
                                         XCCL_REDUCE_SIZES, XCCL_USING, family, header_columns, matched_meta,
                                         release_numbers, untitled_benchmark)
-from commstack.tools.osu_install import MPI_DIR, NAME, native
+from commstack.tools.osu_install import MPI_DIR, NAME, local, native, source
 
 
 def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
@@ -272,8 +272,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
 
 
 TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, untitled=untitled,
-            native=native, planned=native, family=family, zero_lo_is_default=True, first_size=first_size,
-            last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
+            native=native, planned=native, local=local, source=source, family=family, zero_lo_is_default=True,
+            first_size=first_size, last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
 
 # ----------------------------------------------------------------------------------- benchmarks

@@ -1,6 +1,7 @@
 """Where OSU's binaries come from when a step runs them natively and no env's view gives them (an env's view is
 commstack.run.binaries's): the install prefix typed (--osu-prefix), else COMMSTACK_OSU_PREFIX's, else the local
-Spack env's osu-micro-benchmarks, installed there by the pinned Spack where the run may build."""
+Spack env's osu-micro-benchmarks (the resolver, commstack.run.binaries, installs it there by the pinned Spack
+where the run may build). What is found, and what is missing, the resolver keeps: these functions only look."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ from typing import Any
 
 from commstack.errors import BinaryNotFoundError
 from commstack.paths import absolute
-from commstack.spack import find_spack
-from commstack.spack.install import SpackInstallError, install, location
 
-#: the tool's name (commstack.tools.osu.TOOL), under which a run notes why it has no OSU
+#: the tool's name (commstack.tools.osu.TOOL)
 NAME = "osu"
 OSU_HINT = ("give an OSU install with --osu-prefix PREFIX (or COMMSTACK_OSU_PREFIX=PREFIX), or let `commstack run` "
             "build it with the pinned Spack (without --no-build)")
@@ -27,40 +26,31 @@ MPI_DIR = "libexec/osu-micro-benchmarks/mpi"
 PREFIX_VARIABLE = "COMMSTACK_OSU_PREFIX"
 
 
-def native(binaries: Any) -> str:
-    """libexec/osu-micro-benchmarks/mpi of the install typed (--osu-prefix), else of $COMMSTACK_OSU_PREFIX's, else
-    of the local env's (installed there by the pinned Spack where `binaries.build` allows); which of them goes
-    to the record (binaries.sources)."""
-    if binaries.osu_found is None:  # looked up, and built if need be, once per run ("": there is none)
-        binaries.osu_found = _install(binaries)
-    prefix, whence = binaries.osu_found
+def native(binaries: Any) -> str | None:
+    """libexec/osu-micro-benchmarks/mpi of the install the run names: typed (--osu-prefix), else
+    $COMMSTACK_OSU_PREFIX's; None where it names none (the resolver, commstack.run.binaries, then asks `local`)."""
+    prefix = binaries.osu_prefix or absolute(os.environ.get(PREFIX_VARIABLE, ""))
+    return home(prefix) if prefix else None
+
+
+def local(prefix: str | None, failed: str | None = None) -> str:
+    """The same of the local Spack env's osu-micro-benchmarks, `prefix` (None: it has none, or `failed` says
+    why it could not be built)."""
     if not prefix:
-        raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {binaries.missing.get(NAME, OSU_HINT)}")
+        raise BinaryNotFoundError(f"no OSU micro-benchmarks here: {f'{failed}; {OSU_FIX}' if failed else OSU_HINT}")
+    return home(prefix)
+
+
+def home(prefix: str) -> str:
     mpi = Path(prefix) / MPI_DIR
     if not (mpi / "pt2pt" / "osu_latency").is_file():
         raise BinaryNotFoundError(f"{prefix} is not an OSU install (no {mpi}/pt2pt/osu_latency): "
                                   f"{OSU_HINT}")
-    binaries.sources.setdefault(NAME, {"from": whence})
     return str(mpi)
 
 
-def _install(binaries: Any) -> tuple[str, str]:
-    """The OSU install prefix where no env's view gives one, and what named it."""
+def source(binaries: Any) -> str:
+    """What named the install, for the record."""
     if binaries.osu_prefix:
-        return binaries.osu_prefix, "--osu-prefix"
-    if os.environ.get(PREFIX_VARIABLE):
-        return absolute(os.environ[PREFIX_VARIABLE]), f"${PREFIX_VARIABLE}"
-    return _from_spack(binaries), "the local env's osu-micro-benchmarks"
-
-
-def _from_spack(binaries: Any) -> str:
-    """The local env's OSU: installed already, else installed now by the pinned Spack."""
-    exe = find_spack()
-    found = location(exe, "osu-micro-benchmarks") if exe else None
-    if found or not binaries.build:
-        return found or ""
-    try:
-        return str(install("osu-micro-benchmarks", binaries.build_dir / "spack-install.log", binaries.say))
-    except SpackInstallError as e:
-        binaries.missing[NAME] = f"{str(e).rstrip('.')}; {OSU_FIX}"
-        return ""
+        return "--osu-prefix"
+    return f"${PREFIX_VARIABLE}" if os.environ.get(PREFIX_VARIABLE) else "the local env's osu-micro-benchmarks"

@@ -20,9 +20,9 @@ import shlex
 from typing import Any
 
 from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
-from commstack.results.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
-from commstack.run import pair
-from commstack.tools.base import Benchmark, Column, InSpec, Program, SizeFlags, Tool, on_path
+from commstack.tools.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+                                  pair_command)
 
 NAME = "ucx_perftest"
 TESTS = {"tag_lat": "tag match latency", "tag_bw": "tag match bandwidth"}
@@ -83,7 +83,7 @@ FLOAT = re.compile(r"\d+(?:\.\d+)?")
 #: such an average is no figure (None), and neither are its bandwidth and message rate, which print 0
 INTERVAL = {PRINTED.index(c) for c in ("latency_avg_us", "bandwidth_avg_MiBps", "message_rate_avg")}
 NOT_FINITE = re.compile(r"-?(?:inf|nan)")
-# UCX's other log lines (WARN, DIAG) are notes before the parser sees them (results.noise)
+# UCX's other log lines (WARN, DIAG) are notes before the parser sees them (tools.noise)
 UCX_ERROR = re.compile(r"^\[\d+\.\d+\] \[[^\]]+\] +\S+:\d+ +UCX +(?P<level>ERROR|FATAL) +(?P<msg>.*)$")
 FATAL = re.compile(r"^\[[^\]]+:\d+ *:\d+:\d+\] +\S+:\d+ |^==== backtrace \(tid: *\d+\) ====$")
 USAGE = re.compile(r"^\s+Usage: ucx_perftest ")
@@ -134,7 +134,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     progress: list[list[float]] = []
     final = None
     for lineno, line in t.lines:
-        if (argv := pair.client_argv(line, NAME)) is not None:
+        if (argv := client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"], quoted = argv, (lineno, line)
@@ -274,7 +274,7 @@ def _test_and_size(sweep: Sweep, box: dict[str, str], quoted: tuple[int, str]) -
 def title(line: str) -> Benchmark | None:
     """The benchmark the pair launcher's line names (-t); ucx_perftest's own first lines (the test box, the
     table header, the server's wait) name none yet (UNNAMED: the parser reads the test from the box)."""
-    if (argv := pair.client_argv(line, NAME)) is not None:
+    if (argv := client_argv(line, NAME)) is not None:
         test = asked(argv)[0] or "(none)"
         if f"{NAME}-{test}" not in BENCHMARKS:
             raise UnknownFormatError(f"ucx_perftest -t {test}: not one commstack runs ({', '.join(TESTS)})")
@@ -293,7 +293,7 @@ def program(b: Benchmark, p: Program) -> list[str]:
     server's host, the test, the step's arguments: -s SIZE -n ITERATIONS); device memory: -m cuda on both."""
     memory = ["-m", "cuda"] if p.memory == "device" else []
     client = shlex.join(["-t", b.name.split("-", 1)[1], *memory, *p.args])
-    return pair.command(p.home, f"{{program}} -p {{port}} {shlex.join(memory)}".rstrip(),
+    return pair_command(p.home, f"{{program}} -p {{port}} {shlex.join(memory)}".rstrip(),
                         f"{{program}} {{host}} -p {{port}} {client}")
 
 

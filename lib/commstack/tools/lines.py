@@ -1,6 +1,6 @@
 """A parsed table (Sweep) and the line machinery every tool's parser shares.
 
-Every line of an output is the benchmark's own, a known launcher or runtime line (commstack.results.noise,
+Every line of an output is the benchmark's own, a known launcher or runtime line (commstack.tools.noise,
 kept as a note in `Sweep.notes`, also when it is glued to the start or end of another line, which then
 still counts), or an error naming its
 kind (commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailedError, ParseError,
+from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailureError, ParseError,
                               TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
-from commstack.results import noise
-from commstack.results.noise import Note
+from commstack.tools import noise
+from commstack.tools.noise import Note
 
 
 #: a Sweep's meta key: its table had no title (cut when pasted), so its benchmark is inferred, its check not vouched for
@@ -38,7 +38,7 @@ class Sweep:
     columns: list[str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    notes: list[Note] = field(default_factory=list)  # known lines that are not the benchmark's (results.noise)
+    notes: list[Note] = field(default_factory=list)  # known lines that are not the benchmark's (tools.noise)
     complete: bool | None = None  # the format's own end marker was seen; None: the format has none
     # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
     row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
@@ -116,7 +116,7 @@ def validation_failed(line: str) -> bool:
 
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
 # (slurmstepd-<node>: error: *** STEP 1.3 ON node1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG ... ***)
-SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailedError,
+SLURM_ENDED = [(re.compile(r"DUE TO NODE FAILURE|^srun: error: Node failure on \S+$"), NodeFailureError,
                 "Slurm ended the step: a node failed"),
                (re.compile(r"DUE TO TIME LIMIT"), TimedOutError, "Slurm ended the step at its time limit")]
 

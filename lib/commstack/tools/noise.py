@@ -209,7 +209,7 @@ def crash(line: str) -> Pattern | None:
 
 #: per-line prefixes that launchers add: the rest of the line is the program's own
 # prterun (PRRTE 3) writes a NUL byte after each help message it forwards: it begins the next line.
-# Stripped like a prefix, and a note of its line (commstack.results.lines.own_lines)
+# Stripped like a prefix, and a note of its line (commstack.tools.lines.own_lines)
 PRRTE_NUL = _p("open-mpi", "NUL byte after a help message (PRRTE)", r"\x00+",
                "\x001 more process has sent help message help-accelerator-cuda.txt / cuMemHostRegister failed")
 PREFIXES: tuple[Pattern, ...] = (
