@@ -1,5 +1,6 @@
 """Suites expand into the srun lines the seeds imply; what a system cannot hold is kept, with the reason."""
 
+import re
 import shlex
 import subprocess
 import sys
@@ -143,7 +144,9 @@ def test_the_gpu_node_suite_is_not_run_on_local_and_runs_on_a_gpu_system():
     assert "suite gpu-node on local: 7 steps, 7 not runnable here" in local.stdout
     alps = dry("alps-gh200").stdout
     assert alps.count("srun ") == 7 and "'$NCCL_TESTS/sendrecv_perf' -b 8 -e 128M -f 2 -g 1" in alps
-    assert "'$OSU_MPI/collective/osu_allreduce' -c -m 8:1048576 -d cuda" in alps
+    # OSU's placeholder, or the local Spack env's view where this checkout has one set up (.ci/run beside a mirror)
+    assert re.search(r"(?:'\$OSU_MPI|/\S+/libexec/osu-micro-benchmarks/mpi)/collective/osu_allreduce'? "
+                     r"-c -m 8:1048576 -d cuda", alps), alps
 
 
 def test_pingpong_runs_its_cpu_mode_on_the_multinode_system():

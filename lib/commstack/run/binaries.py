@@ -30,7 +30,7 @@ class Binaries:
     say: Callable[[str], None] = print  # progress of a build, for the terminal
     #: tool name -> its native binary, or why it has none: looked up (and built) once per run
     found: dict[str, str] = dataclasses.field(default_factory=dict)
-    missing: dict[str, str] = dataclasses.field(default_factory=dict)
+    missing: dict[str, BinaryNotFoundError] = dataclasses.field(default_factory=dict)  # its kind kept for the record
     env: EnvView | None = None  # --env, or the system's install: {env: ...}: the binaries of its view
     #: tool name -> where its binary came from, for the record (the env, its lock and spec; the option given)
     sources: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -50,9 +50,9 @@ class Binaries:
             try:
                 self.found[tool.name] = self._from_env(tool) or self._own(tool)
             except BinaryNotFoundError as e:
-                self.missing[tool.name] = str(e)
+                self.missing[tool.name] = e
         if tool.name in self.missing:
-            raise BinaryNotFoundError(self.missing[tool.name])
+            raise self.missing[tool.name]
         return self.found[tool.name]
 
     def _own(self, tool: Tool, plan: bool = False) -> str | None:
