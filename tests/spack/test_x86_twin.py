@@ -18,7 +18,10 @@ DIFFERS = {
         "osu-micro-benchmarks": {"cuda_kernels"},   # --enable-cuda=basic: util/kernel.cu needs nvcc
         "aws-ofi-nccl": {"cudart"},         # the cu12 wheels have libcudart.so only
     },
-    "x86-ompi-cuda13": FABRICS,             # nvcc and libcudart_static.a: the rest as gh200-ompi's
+    "x86-ompi-cuda13": {                    # nvcc and libcudart_static.a: the rest as gh200-ompi's
+        **FABRICS,
+        "osu-micro-benchmarks": {"patches"},  # cuda13-prefetch.patch: CUDA 13's cudaMemPrefetchAsync
+    },
 }
 #: twin -> its CUDA and NCCL (version, prefix): ci/cuda-wheels.py [--toolkit 13.0.2]
 TOOLKIT = {

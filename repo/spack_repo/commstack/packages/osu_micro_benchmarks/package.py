@@ -13,7 +13,8 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
     # non-blocking collectives) with nvcc; --enable-cuda=basic (seed 004's example) builds every
     # `-d cuda` benchmark without it, so a toolkit without nvcc (ci/cuda-wheels.py) can build it.
     variant("cuda_kernels", default=True, when="+cuda", description="CUDA kernels (need nvcc)")
-    # CUDA 13's cudaMemPrefetchAsync takes a cudaMemLocation and flags: OSU 7.5.1's one call, to build against it
+    # CUDA 13's cudaMemPrefetchAsync takes a cudaMemLocation and flags: OSU 7.5.1's one call,
+    # to build against it
     patch("cuda13-prefetch.patch", when="@7.5.1 +cuda ^cuda@13:")
 
     def configure_args(self):
