@@ -124,7 +124,8 @@ def test_the_lower_layers_pair_crosses_the_virtual_network(cluster, env, system,
     from commstack.config import load_suite
     from commstack.results.parse import parse_output
     from commstack.run.pair import repeat_step
-    from commstack.run.runner import launched_step, substitute
+    from commstack.run.lifecycle import launched_step
+    from commstack.run.runner import substitute
     from commstack.run.steps import expand
     tool = benchmarks.get(benchmark).tool
     if not shutil.which(tool.name):

@@ -177,14 +177,13 @@ def test_unknown_tags_have_no_reference():
 def test_a_system_without_references_is_judged_on_correctness_and_says_so():
     """local and local-multinode declare no references: a pass there says it checked correctness only."""
     from commstack.config import load_system
-    from commstack.run.runner import conclude, new_record
+    from commstack.run.lifecycle import evaluate
     from commstack.run.steps import SuiteStep
 
     system = load_system("local-multinode")
     assert system.references is None
     s = SuiteStep("osu_bw-N2-n2-host-native", "osu_bw", "osu", None, tags={"suite": "t", **INTER})
-    record = new_record("run", 0, s, system)
-    conclude(s, record, [osu("cscs-osu-01.txt")], "", {}, system, None)
+    record = evaluate(s, [osu("cscs-osu-01.txt")], "", {}, system, None)
     assert (record.verdict, record.reason) == ("pass", "correctness only: system local-multinode has no references")
 
 

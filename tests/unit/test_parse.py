@@ -702,10 +702,9 @@ def test_registry_covers_every_suite_benchmark_and_every_title_parses():
 
 def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed(tmp_path):
     """The runner's path: srun says exit status 1 (StepCrashedError); the saved stdout says why."""
-    from commstack.config import load_system
-    from commstack.errors import StepCrashedError
+    from commstack.errors import CommstackError, StepCrashedError
     from commstack.run.launch import Step
-    from commstack.run.runner import judged, new_record, validation_first
+    from commstack.run.lifecycle import failure, validation_first
     from commstack.run.steps import SuiteStep
 
     exe = str(tmp_path / "osu_reduce_scatter")  # never run: the step's outcome is given below
@@ -714,10 +713,12 @@ def test_a_step_that_exits_non_zero_after_failed_validation_is_validation_failed
     outcomes = {}
     for name in ("7.2/osu_reduce_scatter-c.stdout", "7.2/osu_bw-np3.stdout"):  # a Fail row; no row at all
         (tmp_path / "stdout.txt").write_bytes((OSU / name).read_bytes())
-        record = new_record("run", 0, s, load_system("local"))
-        with judged(record), validation_first(s, s.step, tmp_path):
-            raise StepCrashedError("rs: exit status 1; last stderr line: 'srun: Terminating StepId=1.1'", "raw")
-        outcomes[name] = (record.verdict, record.error_kind, record.reason)
+        try:
+            with validation_first(s, s.step, tmp_path):
+                raise StepCrashedError("rs: exit status 1; last stderr line: 'srun: Terminating StepId=1.1'", "raw")
+        except CommstackError as e:
+            outcome = failure(e, [])
+        outcomes[name] = (outcome.verdict, outcome.error_kind, outcome.reason)
     verdict, kind, reason = outcomes["7.2/osu_reduce_scatter-c.stdout"]
     assert (verdict, kind) == ("fail", "validation-failed") and "the step then exited non-zero" in reason
     assert reason.endswith("exited with status 1 on message size 64.')")

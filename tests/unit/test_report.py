@@ -429,7 +429,7 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
 def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
     import commstack.cli.main  # noqa: F401 - imports every module, so every error class exists
     from commstack.errors import CommstackError, StepTimeoutError
-    from commstack.run.runner import judged
+    from commstack.run.lifecycle import failure, settle
 
     def subclasses(c):
         for s in c.__subclasses__():
@@ -442,8 +442,7 @@ def test_every_error_class_has_a_kind_and_records_store_it(tmp_path):
         "timed-out", "node-failure", "crashed")
     assert kinds["RecordError"] == "record" and kinds["SpackInstallError"] == "spack-install"
     rec = record(tmp_path, "osu_bw", None)
-    with judged(rec):
-        raise StepTimeoutError("osu_bw: step timed out after 4 s", "raw")
+    settle(rec, failure(StepTimeoutError("osu_bw: step timed out after 4 s", "raw"), []))
     assert (rec.verdict, rec.error_kind) == ("fail", "timed-out")
     rec.write(tmp_path)
     write_report(tmp_path)

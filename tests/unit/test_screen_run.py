@@ -4,6 +4,7 @@ one-node checks' placement and the facts that count against a node, the steps' f
 what was not run and why, and what a screen writes, on the records of a real screen (tests/data/screen)."""
 
 import copy
+import dataclasses
 import io
 import json
 import time
@@ -11,10 +12,11 @@ import time
 import pytest
 
 from commstack.config import load_system
-from commstack.files import UnsafePathError
+from commstack.results.records import Record
 from commstack.run.binaries import Binaries
 from commstack.screen import nodes as node_phase
-from commstack.screen.pool import Context, Placed, Progress, unmeasured
+from commstack.run.lifecycle import Lifecycle
+from commstack.screen.pool import Context, Placed, Progress, broken
 from commstack.screen.run import Outcome, Screen, _natural, both_ways, unavailable, unavailable_of
 from commstack.screen.spec import load_screen
 from test_screen import NODES, findings, records
@@ -129,7 +131,7 @@ def test_a_check_that_needs_gpus_is_not_run_on_a_node_without(screen):
 def test_the_probe_runs_the_first_check_s_binary(screen):
     cpu, paths = screen.checks(screen.screen.per_node, 1, "per-node")
     pairs, pair_paths = screen.checks(screen.screen.pairs.checks, 2, "pairs")
-    ctx = Context("r", screen.dir, SYSTEM, None, None, {}, {**paths, **pair_paths})
+    ctx = Context(Lifecycle(screen.dir, SYSTEM, None), None, {}, {**paths, **pair_paths})
     assert node_phase.probe_binary(ctx, cpu + pairs) == str(screen.dir / "build" / "mpi-pingpong")
     # a placeholder that heads a path: the path under the binary's; a program run through the pair launcher
     # (fi_pingpong), or a check without a binary (osu_bw without OSU): any program the node has
@@ -160,14 +162,20 @@ def test_a_group_check_is_placed_in_no_round(screen):
 
 
 def test_a_check_that_left_no_measurement(screen):
+    """A check the screen never started (Ctrl-C before it), and one whose worker died of a bug: each recorded
+    on its nodes, and saved."""
     check = screen.checks(screen.screen.pairs.checks, 2, "pairs")[0][0]
-    ctx = Context("run1", screen.dir, SYSTEM, None, None, {}, {})
-    r = unmeasured(ctx, 7, Placed(check, ("node1", "node2"), "pairs", 1), "interrupted (Ctrl-C) before this step")
+    ctx = Context(Lifecycle(screen.dir, SYSTEM, None), None, {}, {})
+    placed = Placed(check, ("node1", "node2"), "pairs", 1)
+    r = ctx.steps.ended(7, dataclasses.replace(check, id=placed.name), "interrupted (Ctrl-C) before this step",
+                        placed.hosts)
     assert (r.run_id, r.index, r.step, r.verdict, r.reason, r.error_kind, r.nodelist) == (
-        "run1", 7, "fi_pingpong--node1-node2-r1", "not-run", "interrupted (Ctrl-C) before this step", None,
+        screen.dir.name, 7, "fi_pingpong--node1-node2-r1", "not-run", "interrupted (Ctrl-C) before this step", None,
         ["node1", "node2"])
-    r = unmeasured(ctx, 8, Placed(check, ("node1",), "pairs"), "no directory", "fail", UnsafePathError.kind)
-    assert (r.verdict, r.error_kind) == ("fail", UnsafePathError.kind)
+    r = broken(ctx, 8, Placed(check, ("node1",), "pairs"))
+    assert (r.verdict, r.reason, r.nodelist) == ("fail", "commstack screen: internal error", ["node1"])
+    assert [Record.read(p).step for p in sorted(screen.dir.glob("steps/*/record.json"))] == [
+        "fi_pingpong--node1", "fi_pingpong--node1-node2-r1"]
 
 
 class Terminal(io.StringIO):

@@ -12,7 +12,7 @@ from commstack.results.references import load_references
 from commstack.tools.nccl_tests import parse_nccl
 from commstack.run.facts import parse_probe, probe_argv
 from commstack.tools.nccl_tests import nccl_net
-from commstack.run.runner import conclude, new_record
+from commstack.run.lifecycle import evaluate
 from commstack.run.steps import expand
 
 SEEDS = Path(__file__).resolve().parents[2] / "systems" / "references" / "seeds"
@@ -33,15 +33,13 @@ def judged(alps, environment: str, seed: str, extra: str = ""):
     system, refs, steps = alps
     s = steps[environment]
     text = (SEEDS / seed).read_text()
-    record = new_record("run", 0, s, system)
-    conclude(s, record, [parse_nccl(text)], text + extra, {}, system, refs)
-    return record
+    return evaluate(s, [parse_nccl(text)], text + extra, {}, system, refs)
 
 
 def test_nccl_with_the_ofi_plugin_selected_on_every_node_passes(alps):
     r = judged(alps, "nccl-tests", "cscs-nccl-01.txt", OFI.format(host="nid005471") + OFI.format(host="nid005487"))
     assert r.verdict == "pass", r.reason
-    assert r.stack["nccl_net"]["nid005487"]["ofi_provider"] == "cxi"
+    assert dict(r.stack)["nccl_net"]["nid005487"]["ofi_provider"] == "cxi"
 
 
 def test_nccl_without_the_plugin_fails_whatever_its_bandwidth(alps):
@@ -68,9 +66,8 @@ def test_a_system_without_the_plugin_requirement_ignores_it(alps):
     other = system.model_copy(update={"nccl_net_plugin": None})
     s = steps["nccl-tests"]
     text = (SEEDS / "cscs-nccl-01.txt").read_text()
-    record = new_record("run", 0, s, other)
-    conclude(s, record, [parse_nccl(text)], text, {}, other, refs)
-    assert record.verdict == "pass" and record.stack["nccl_net"] == {}
+    outcome = evaluate(s, [parse_nccl(text)], text, {}, other, refs)
+    assert outcome.verdict == "pass" and dict(outcome.stack)["nccl_net"] == {}
 
 
 def test_nccl_net_reads_hosts_from_the_prefix():

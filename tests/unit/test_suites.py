@@ -182,7 +182,7 @@ def test_one_rank_may_drive_every_gpu_of_nccl_tests_not_of_osu(tmp_path):
     """nccl-tests' min_ranks 1 (-g 8: one process, eight GPUs); OSU's 2. nccl-tests always gets GPUs and
     NCCL_DEBUG=INFO (its net plugin lines), and has no native build (its image runs it)."""
     from commstack.errors import BinaryNotFoundError
-    from commstack.run.runner import launched_step
+    from commstack.run.lifecycle import launched_step
     from commstack.tools import TOOLS
     suite = tmp_path / "one.yaml"
     suite.write_text("name: one\nsteps:\n- {benchmark: all_reduce_perf, nodes: 1, ranks_per_node: 1, args: [-g, '4']}\n"

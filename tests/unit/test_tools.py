@@ -10,7 +10,7 @@ from commstack import benchmarks, tools
 from commstack.config import load_suite, load_system
 from commstack.run.launch import Step
 from commstack.run.pair import repeat_step
-from commstack.run.runner import launched_step
+from commstack.run.lifecycle import launched_step
 from commstack.run.steps import SuiteStep, expand
 from commstack.tools.base import LAUNCHES, LAYERS
 

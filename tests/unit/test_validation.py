@@ -14,7 +14,7 @@ from commstack.paths import TOP
 from commstack.results.parse import parse_output, parse_results, validated
 from commstack.results.records import Record
 from commstack.results.report import write_report
-from commstack.run.runner import conclude, new_record
+from commstack.run.lifecycle import evaluate
 from commstack.run.steps import SuiteStep
 
 OSU = TOP / "tests" / "data" / "osu" / "7.2"
@@ -56,19 +56,16 @@ def step(require: bool) -> SuiteStep:
 
 def test_require_validation_fails_a_step_that_checked_nothing():
     system = load_system("local")
-    record = new_record("run", 0, step(True), system)
-    conclude(step(True), record, [sweep("osu_bw.stdout")], "", {}, system, None)
+    record = evaluate(step(True), [sweep("osu_bw.stdout")], "", {}, system, None)
     assert (record.verdict, record.validated) == ("fail", "no")
     assert record.reason.startswith("not validated: osu_bw checked no data") and "require_validation" in record.reason
 
 
 def test_without_the_requirement_an_unvalidated_step_keeps_its_verdict_and_says_not_validated():
     system = load_system("local")
-    record = new_record("run", 0, step(False), system)
-    conclude(step(False), record, [sweep("osu_bw.stdout")], "", {}, system, None)
+    record = evaluate(step(False), [sweep("osu_bw.stdout")], "", {}, system, None)
     assert (record.verdict, record.validated) == ("pass", "no")
-    validated_record = new_record("run", 0, step(True), system)
-    conclude(step(True), validated_record, [sweep("osu_bw-c.stdout", "-c")], "", {}, system, None)
+    validated_record = evaluate(step(True), [sweep("osu_bw-c.stdout", "-c")], "", {}, system, None)
     assert (validated_record.verdict, validated_record.validated) == ("pass", "yes")
 
 

@@ -15,6 +15,8 @@ cancelled or hit its time limit leaves the steps it never finished not-run, with
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import re
 import shlex
@@ -31,11 +33,11 @@ from commstack.results.records import PLAN, Plan, Record, read_run
 from commstack.results.records import read_plan as read_run_plan
 from commstack.run.capture import output_limit, output_too_large
 from commstack.run.facts import PROBE, parse_probe
-from commstack.run.launch import GPU_WRAPPER, Launcher, StepResult
+from commstack.run.launch import GPU_WRAPPER, Launcher, Step, StepResult
 from commstack.run.pair import placed
 from commstack.run.binaries import Binaries
-from commstack.run.runner import (evaluate, judged, launched_step, new_record, probe_step, substitute,
-                                  validation_first)
+from commstack.run.lifecycle import Lifecycle, launched_step, validation_first
+from commstack.run.runner import probe_step, substitute
 from commstack.run.steps import SuiteStep, expand
 from commstack.slurm.clients import executable
 from commstack.slurm.procs import REAPER
@@ -114,7 +116,7 @@ def submit(run_dir: Path, system: System, suite: Suite, binaries: Binaries, plan
            dry_run: bool = False) -> str:
     """Write the job script and plan, submit with sbatch; the job id (or the script, for a dry run)."""
     planned = steps(plan, system)
-    plan.steps = [new_record(run_dir.name, i, s, system) for i, s in enumerate(planned)]
+    plan.steps = Lifecycle(run_dir, system, None).plan(planned)
     script = job_script(run_dir, system, suite, planned, binaries, plan)
     if dry_run:
         return script
@@ -175,58 +177,64 @@ def collect(run_dir: Path, state: str) -> list[Record]:
     """Judge what the ended job left, step by step, exactly as an interactive run judges it."""
     plan = read_plan(run_dir)
     system = load_system(plan.system)
-    refs = references_of(system)
+    lifecycle = Lifecycle(run_dir, system, references_of(system))
     records = []
     for index, s in enumerate(steps(plan, system)):
-        record = new_record(run_dir.name, index, s, system)
-        commands = plan.commands.get(record.dirname)
-        if not s.not_run and commands is None:
-            record.reason = "not in the job: its binary was not found when it was submitted"
-        elif not s.not_run:
-            _collect_step(run_dir, s, record, commands, state, system, refs)
-        record.write(run_dir)
-        records.append(record)
+        job = Collected(run_dir, state, plan.commands.get(f"{s.tags['suite']}--{s.id}"))
+        records.append(lifecycle.perform(index, s, job, None if s.not_run else job.missing(s)))
     plan.collected = state
     plan.write(run_dir)
     history.add_run(run_dir)
     return records
 
 
-def _collect_step(run_dir: Path, s: SuiteStep, record: Record, commands: list[list[str]], state: str,
-                  system: System, refs) -> None:
-    where = run_dir / "steps" / record.dirname
-    done = [(where / f"repeat-{r}") for r in range(s.repeats) if (where / f"repeat-{r}" / EXIT).is_file()]
-    if len(done) < s.repeats:
-        started = (where / "probe").is_dir()
-        record.reason = (f"the job ended ({state}) while this step ran; its output so far is kept in {where}"
-                         if started else f"the job ended ({state}) before this step")
-        return
-    stack = _probe_facts(where / "probe")
-    hosts = sorted(stack.get("nodes", {}))
-    with judged(record):
-        evaluate(s, record, collected(s, record, done, commands[1], hosts, run_dir), stack, system, refs, run_dir)
+@dataclasses.dataclass
+class Collected:
+    """The executor of a batch job, after it ended (lifecycle.Executor): each repeat's saved output and exit status,
+    classified as a launch here is, with the times the job wrote."""
 
+    run_dir: Path
+    state: str                             # the job's final state
+    commands: list[list[str]] | None       # [probe command, repeat command], None: not in the job
+    hosts: list[str] = dataclasses.field(default_factory=list)  # the nodes its probe answered from
+    clocked = False
 
-def collected(s: SuiteStep, record: Record, done: list[Path], command: list[str], hosts: list[str],
-              run_dir: Path) -> Iterator[StepResult]:
-    """The executor of a batch job, after it ended: each repeat's saved output and exit status, classified as a
-    launch here is."""
-    limit = output_limit()
-    for outdir in done:
-        rc, started, ended = exit_of(outdir)
-        streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
-        over = {name: len(data) for name, data in streams.items() if len(data) > limit}
-        if over:
-            record.outputs.append(str(outdir.relative_to(run_dir)))
-            raise output_too_large(s.step.name, over, limit, outdir)
-        result = StepResult(launched_step(s, benchmark_argv(command)), command, rc,
-                            *(data.decode(errors="replace") for data in streams.values()),
-                            started, ended - started, hosts, outdir)
-        record.started = record.started or result.started
-        record.elapsed_s += result.elapsed_s
-        with validation_first(s, result.step, outdir):
-            Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
-        yield result
+    def missing(self, s: SuiteStep) -> str | None:
+        """Why the step left nothing to judge: not in the job, or the job ended before all its repeats."""
+        if self.commands is None:
+            return "not in the job: its binary was not found when it was submitted"
+        where = self.run_dir / "steps" / f"{s.tags['suite']}--{s.id}"
+        if all((where / f"repeat-{r}" / EXIT).is_file() for r in range(s.repeats)):
+            return None
+        if (where / "probe").is_dir():
+            return f"the job ended ({self.state}) while this step ran; its output so far is kept in {where}"
+        return f"the job ended ({self.state}) before this step"
+
+    def watch(self, record: Record):
+        return contextlib.nullcontext()
+
+    def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
+        stack = _probe_facts(self.run_dir / "steps" / record.dirname / "probe")
+        self.hosts = sorted(stack.get("nodes", {}))
+        return launched_step(s, benchmark_argv(self.commands[1])), stack
+
+    def repeats(self, s: SuiteStep, step: Step, record: Record) -> Iterator[StepResult]:
+        limit = output_limit()
+        for r in range(s.repeats):
+            outdir = self.run_dir / "steps" / record.dirname / f"repeat-{r}"
+            rc, started, ended = exit_of(outdir)
+            streams = {name: _head(outdir / name, limit) for name in ("stdout.txt", "stderr.txt")}
+            over = {name: len(data) for name, data in streams.items() if len(data) > limit}
+            if over:
+                record.outputs.append(str(outdir.relative_to(self.run_dir)))
+                raise output_too_large(s.step.name, over, limit, outdir)
+            out, err = (data.decode(errors="replace") for data in streams.values())
+            result = StepResult(step, self.commands[1], rc, out, err, started, ended - started, self.hosts, outdir)
+            record.started = record.started or started
+            record.elapsed_s += result.elapsed_s
+            with validation_first(s, step, outdir):
+                Launcher.classify(result, timed_out=result.returncode == 124)  # coreutils timeout: 124
+            yield result
 
 
 def _head(path: Path, limit: int) -> bytes:

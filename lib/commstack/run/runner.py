@@ -1,11 +1,10 @@
-"""A run: suite steps on one system, in one Slurm allocation, each step launched, parsed, judged and
-recorded. No pytest in here: the pytest plugin drives a Run, one test item per step.
+"""A run: suite steps on one system, in one Slurm allocation, each step launched here (srun, or mpirun) and
+taken through run.lifecycle. No pytest in here: the pytest plugin drives a Run, one test item per step.
 
 Every step ends with a record, whatever happens: a step the system cannot run, a missing binary or
 no Slurm is `not-run` with the reason and the fix; a crash, a timeout or output that does not parse
-is `fail` with the named error; Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT: interrupted_by) records the step as
-interrupted and re-raises. close()
-releases the allocation, stops the Slurm the run started, and records every step it never reached.
+is `fail` with the named error. close() releases the allocation, stops the Slurm the run started, and
+records every step it never reached.
 """
 
 from __future__ import annotations
@@ -15,29 +14,23 @@ import dataclasses
 import os
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from commstack.config import System
-from commstack.errors import (BinaryNotFoundError, CommstackError, LaunchError, ParseError, SlurmUnavailableError,
-                              StepCrashedError, ValidationFailedError)
-from commstack.files import FileWriteError, UnsafePathError, make_dirs, own_dir
 from commstack import benchmarks, exits
-from commstack.benchmarks import METRICS
-from commstack.results.judge import judge
-from commstack.results.references import References, references_of
-from commstack.tools.lines import Sweep
-from commstack.results.parse import parse_output, validated, validation_failure
+from commstack.config import System
+from commstack.errors import CommstackError, LaunchError, ParseError
+from commstack.files import FileWriteError, own_dir
 from commstack.results.records import Plan, Record
+from commstack.results.references import references_of
 from commstack.run import doubts
 from commstack.run.binaries import Binaries
-from commstack.run.facts import lower_layer_problem, parse_probe, probe_argv
-from commstack.run.pair import repeat_step
+from commstack.run.facts import parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
+from commstack.run.lifecycle import Lifecycle, launched_step, launches, raw_dir
 from commstack.run.steps import SuiteStep
 from commstack.slurm.cluster import take_slurm
-from commstack.spack.trust import UntrustedPathError
 
 #: the phases of a run's timings; build: finding or building the binaries
 PHASES = ("slurm start", "allocation", "build", "steps", "report", "release")
@@ -93,46 +86,6 @@ def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     return out
 
 
-def new_record(run_id: str, index: int, s: SuiteStep, system: System, reason: str | None = None) -> Record:
-    """A step's record before it runs: not-run, with the reason the system cannot run it, if any."""
-    return Record(run_id=run_id, index=index, suite=s.tags["suite"], system=system.name, step=s.id,
-                  benchmark=s.benchmark, tool=s.tool, tags=s.tags, metric=s.metric, unit=METRICS[s.metric].unit,
-                  verdict="not-run", reason=s.not_run or reason or "")
-
-
-@contextlib.contextmanager
-def judged(record: Record):
-    """A step's named errors as its verdict: what could not start is not-run, what broke is fail."""
-    try:
-        yield
-    except (BinaryNotFoundError, SlurmUnavailableError, UnsafePathError, UntrustedPathError) as e:
-        record.verdict, record.error_kind, record.reason = "not-run", e.kind, str(e)
-    except CommstackError as e:  # LaunchError, ParseError, FileWriteError, ...
-        record.verdict, record.error_kind, record.reason = "fail", e.kind, str(e)
-        if isinstance(e, ValidationFailedError):
-            record.validated = "failed"
-
-
-@contextlib.contextmanager
-def validation_first(s: SuiteStep, step: Step, outdir: Path):
-    """A step that exits non-zero after its benchmark said its data check failed is validation-failed."""
-    try:
-        yield
-    except StepCrashedError as e:
-        failed = validation_failure(s.benchmark, (outdir / "stdout.txt").read_bytes().decode(errors="replace"),
-                                    step.argv[1:], step.ntasks)
-        if failed:
-            raise failed from e
-        raise
-
-
-def launched_step(s: SuiteStep, argv: list[str]) -> Step:
-    """The step as launched: real binaries, and the variables its tool needs (nccl-tests: NCCL_DEBUG=INFO,
-    so that its output names the net plugin)."""
-    tool = benchmarks.get(s.benchmark).tool
-    return dataclasses.replace(s.step, argv=argv, variables={**s.step.variables, **dict(tool.variables)})
-
-
 def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
     """The facts probe, placed exactly like `step` (nodes, ranks, GPU binding, container); `programs`: the
     env's fi_info and ucx_info (Binaries.facts_programs)."""
@@ -155,104 +108,26 @@ def placement(launcher: Launcher, step: Step) -> tuple:
     return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
 
 
-def raw_dir(run_dir: Path, dirname: str, name: str) -> Path:
-    """steps/<dirname>/<name> for a step's raw output, made without following a symlink (files.make_dirs)."""
-    try:
-        return make_dirs(run_dir, "steps", dirname, name)
-    except OSError as e:
-        raise FileWriteError.of(run_dir / "steps" / dirname / name, e) from e
+class Run(Lifecycle):
+    """One run of suite steps on a system: its results directory, Slurm, allocation and records; the executor of
+    its steps (lifecycle.Executor)."""
 
-
-def launches(s: SuiteStep, step: Step, launcher: Launcher, run_dir: Path, record: Record,
-             keep_failed: bool = True) -> Iterator[StepResult]:
-    """The executor of a run and of the screen's pool: each repeat of `step` launched (srun, or mpirun) as the one
-    before it was evaluated, its output in steps/<dirname>/repeat-N; `keep_failed`: a repeat that failed or was
-    interrupted names the output it kept in the record. A batch job's executor is run.batch's `collected`."""
-    for r in range(s.repeats):
-        outdir = raw_dir(run_dir, record.dirname, f"repeat-{r}")
-        try:
-            with validation_first(s, step, outdir):
-                result = launcher.run(repeat_step(step, outdir), outdir)
-        except BaseException:
-            if keep_failed and (outdir / "stdout.txt").exists():
-                record.outputs.append(str(outdir.relative_to(run_dir)))
-            raise
-        yield result
-
-
-def evaluate(s: SuiteStep, record: Record, results: Iterable[StepResult], stack: dict, system: System,
-             references: References | None, run_dir: Path) -> None:
-    """A step's repeats, as its executor hands them over (`launches`, or a batch job's files), parsed, and the step
-    judged with its nodes' facts and the references, into its record: one path for a run, a batch job and the
-    screen."""
-    sweeps, out = [], ""
-    for result in results:
-        sweeps.append(add_repeat(s, record, result, run_dir))
-        out = result.stdout + result.stderr
-    conclude(s, record, sweeps, out, stack, system, references)
-
-
-def add_repeat(s: SuiteStep, record: Record, result: StepResult, run_dir: Path) -> Sweep:
-    """One repeat's saved output into the record: command, nodes, parsed rows."""
-    record.outputs.append(str(result.outdir.relative_to(run_dir)))
-    record.commands.append(result.command)
-    record.nodelist = result.nodelist
-    sweep = parse_output(s.benchmark, result.stdout, result.step.argv[1:], ranks=result.step.ntasks)
-    record.repeats.append(sweep.rows)
-    record.notes += [f"repeat {len(record.repeats)}, {n}" for n in sweep.notes]
-    return sweep
-
-
-def conclude(s: SuiteStep, record: Record, sweeps: list[Sweep], out: str, stack: dict, system: System,
-             references: References | None) -> None:
-    """The verdict of a step from its parsed repeats and the facts of its nodes: the same for a step run
-    here and one collected from a batch job."""
-    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
-    record.title, record.version = sweeps[0].title, sweeps[0].version
-    record.verdict, record.reason, record.detail = verdict.verdict, verdict.reason, verdict.summary()
-    # the worst of the repeats: one that checked no data leaves the step unvalidated
-    record.validated = max((validated(sw) for sw in sweeps), key=("yes", "no", "failed").index)
-    if s.require_validation and record.validated == "no" and record.verdict != "fail":
-        record.verdict = "fail"
-        record.reason = (f"not validated: {s.benchmark} checked no data (OSU without -c, nccl-tests -c 0), and the "
-                         "suite or system requires validation (require_validation: true)")
-        record.detail += f"\n  validation: {record.reason}"
-    record.stack = {**stack, "gpu_binding": system.launcher.gpu_binding}
-    tool = benchmarks.get(s.benchmark).tool
-    facts, problem = tool.stack(out, system, s.tags) if tool.stack else ({}, None)
-    record.stack.update(facts)
-    # the provider and transports the system expects, on the nodes of a step of their layer
-    fabric = system.fabric
-    problem = problem or (fabric and lower_layer_problem(tool.layer, fabric.provider, fabric.ucx_transports,
-                                                         stack.get("nodes", {})))
-    if problem:
-        record.verdict, record.reason = "fail", problem
-        record.detail += f"\n  stack: {problem}"
-
-
-class Run:
-    """One run of suite steps on a system: its results directory, Slurm, allocation and records."""
+    clocked = True
 
     def __init__(self, system: System, results: Path, binaries: Binaries, launcher: str = "srun",
                  slurm: str = "auto"):
-        self.system, self.dir, self.binaries = system, results, binaries
-        self.id = results.name
+        super().__init__(results, system, references_of(system))
+        self.binaries = binaries
         self.launcher_kind, self.slurm_mode = launcher, slurm
-        self.references: References | None = references_of(system)
         self.planned: list[SuiteStep] = []
-        self.records: dict[tuple[str, str], Record] = {}
         self._cleanup = contextlib.ExitStack()
         self._launcher: Launcher | None = None
         self._variables: dict[str, str] | None = None
         self._slurm_error: CommstackError | None = None  # a Slurm that failed to start is not tried again
-        #: the first write to the results directory that failed, and the records that could not be written
-        self.unsaved: FileWriteError | None = None
-        self.unsaved_records: set[tuple[str, str]] = set()
         self._facts: dict[tuple, dict] = {}  # placement -> stack facts, probed once per run
         #: where the run's time went (seconds), each phase of PHASES without the phases inside it
         self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._inner = 0.0
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended the run instead (exits.CtrlC sets it)
         binaries.build_dir = binaries.build_dir or results / "build"
 
     @contextlib.contextmanager
@@ -303,43 +178,14 @@ class Run:
 
     def execute(self, s: SuiteStep) -> Record:
         if not self.records:  # before the first step: what the run set out to do
-            Plan(system=str(self.system.path), steps=[new_record(self.id, i, p, self.system)
-                                                      for i, p in enumerate(self.planned)]).write(self.dir)
-        record = new_record(self.id, self._index(s), s, self.system)
-        self.records[record.key] = record
-        if self.unsaved and not s.not_run:
-            record.error_kind = self.unsaved.kind
-            record.reason = f"the results directory cannot be written ({self.unsaved})"
-        if self.unsaved or s.not_run:
-            self._keep(record)
-            return record
-        record.started = time.time()
-        t0 = time.monotonic()
-        try:
-            with self.phase("steps"), doubts.checked(record, self.dir), judged(record):
-                try:
-                    self._execute(s, record)
-                except FileWriteError as e:
-                    self.unsaved = self.unsaved or e
-                    raise
-        except KeyboardInterrupt:
-            record.verdict, record.reason = "not-run", f"interrupted ({self.interrupted_by}); its output so far is kept"
-            raise
-        finally:
-            record.elapsed_s = time.monotonic() - t0
-            self._keep(record)
-        return record
+            Plan(system=str(self.system.path), steps=self.plan(self.planned)).write(self.dir)
+        with self.phase("steps"):
+            return self.perform(self._index(s), s, self)
 
-    def _keep(self, record: Record) -> None:
-        """record.json, or the record noted as not saved (a full results file system): the run goes on
-        to release what it holds and print the verdicts."""
-        try:
-            record.write(self.dir)
-        except FileWriteError as e:
-            self.unsaved = self.unsaved or e
-            self.unsaved_records.add(record.key)
+    def watch(self, record: Record):
+        return doubts.checked(record, self.dir)
 
-    def _execute(self, s: SuiteStep, record: Record) -> None:
+    def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
         with self.phase("build"):
             binaries = self.binaries.resolve(s)
             argv = substitute(s.step.argv, binaries)
@@ -356,9 +202,11 @@ class Run:
                                             + ", ".join(f"{k}={v}" for k, v in extra.items()) + ")")
         launcher = self.launcher()
         launcher.check_alive(step)  # a step after a lost allocation leaves no directory behind
-        stack, record.nodelist = self.facts(launcher, step, record.dirname), launcher.nodelist(step)  # kept on failure
-        evaluate(s, record, launches(s, step, launcher, self.dir, record), stack, self.system, self.references,
-                 self.dir)
+        record.nodelist = launcher.nodelist(step)
+        return step, self.facts(launcher, step, record.dirname)
+
+    def repeats(self, s: SuiteStep, step: Step, record: Record) -> Iterator[StepResult]:
+        return launches(self.launcher(), self.dir, s, step, record)
 
     def facts(self, launcher: Launcher, step: Step, dirname: str) -> dict:
         """The stack facts of the step's placement: probed (output in steps/<dirname>/probe) by the first step
@@ -382,10 +230,8 @@ class Run:
             why = f"interrupted ({self.interrupted_by}) before this step" if interrupted else \
                 "the run ended before this step"
             for s in self.planned:
-                key = (s.tags["suite"], s.id)
-                if key not in self.records:
-                    self.records[key] = new_record(self.id, self._index(s), s, self.system, why)
-                    self._keep(self.records[key])
+                if (s.tags["suite"], s.id) not in self.records:
+                    self.ended(self._index(s), s, why)
         return list(self.records.values())
 
 

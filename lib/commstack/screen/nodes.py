@@ -21,7 +21,7 @@ from commstack.screen.pool import Context, Placed
 def probe(ctx: Context, nodes: list[str], binary: str) -> tuple[dict[str, dict], str | None]:
     """Every node's stack facts from one probe step over all of them; what a node that did not answer leaves
     out is missing, with the reason (the probe's error) returned."""
-    outdir = make_dirs(ctx.run_dir, "facts")
+    outdir = make_dirs(ctx.steps.dir, "facts")
     step = Step(name="screen-facts", argv=probe_argv(binary), nodes=len(nodes), ntasks=len(nodes),
                 ntasks_per_node=1, timeout_s=120, probe=True, hosts=list(nodes))
     error = None

@@ -1,7 +1,7 @@
 """Many checks at once inside one allocation: each an srun step on its own named nodes (`--nodelist`,
 `--exact`), started as soon as none of its nodes is busy, at most `max_steps` at a time. Each step is
-launched, parsed, judged and recorded as a suite's step is (run.runner's launches and evaluate): a
-step that fails or hangs costs its own nodes only.
+taken through run.lifecycle as a suite's step is, this module its executor: a step that fails or hangs costs
+its own nodes only.
 
 Ctrl-C or SIGTERM (the main thread's KeyboardInterrupt): every running step is cancelled (srun cancels it),
 its output kept, and every check not started is recorded not-run; nothing is left running.
@@ -9,23 +9,20 @@ its output kept, and every check not started is recorded not-run; nothing is lef
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import re
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import Callable
+from collections.abc import Iterator
 
 from commstack import benchmarks
-from commstack.config import System
-from commstack.errors import CommstackError
-from commstack.files import FileWriteError
 from commstack.results.records import Record
-from commstack.results.references import References
-from commstack.run.launch import Launcher
-from commstack.run.runner import evaluate, judged, launched_step, launches, new_record, substitute
+from commstack.run.launch import Launcher, Step, StepResult
+from commstack.run.lifecycle import Lifecycle, launched_step, launches
+from commstack.run.runner import substitute
 from commstack.run.steps import SuiteStep
 
 
@@ -53,13 +50,30 @@ class Placed:
 
 @dataclasses.dataclass
 class Context:
-    run_id: str
-    run_dir: Path
-    system: System
-    references: References | None
+    steps: Lifecycle         # the screen's records
     launcher: Launcher
-    facts: dict[str, dict]   # node -> its stack facts (the per-node phase's probe), for conclude()
-    binaries: dict[str, str]  # check id -> placeholder -> path, resolved once per check
+    facts: dict[str, dict]   # node -> its stack facts (the per-node phase's probe)
+    binaries: dict[str, dict[str, str]]  # check id -> placeholder -> path, resolved once per check
+
+
+@dataclasses.dataclass
+class Placement:
+    """The executor of one placed check (lifecycle.Executor): an srun step on its own nodes."""
+
+    ctx: Context
+    p: Placed
+    clocked = True
+
+    def watch(self, record: Record):
+        return contextlib.nullcontext()
+
+    def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
+        step = launched_step(s, substitute(s.step.argv, self.ctx.binaries.get(self.p.check.id, {})))
+        return (dataclasses.replace(step, name=self.p.name, hosts=list(self.p.hosts)),
+                {"nodes": {h: self.ctx.facts.get(h, {}) for h in self.p.hosts}})
+
+    def repeats(self, s: SuiteStep, step: Step, record: Record) -> Iterator[StepResult]:
+        return launches(self.ctx.launcher, self.ctx.steps.dir, s, step, record, keep_failed=False)
 
 
 def measure(ctx: Context, p: Placed, index: int) -> Record:
@@ -68,33 +82,14 @@ def measure(ctx: Context, p: Placed, index: int) -> Record:
     sender = benchmarks.get(p.check.benchmark).sender
     if sender is not None and len(p.hosts) == 2:  # a one-way check: the node whose data the figure carries
         tags["screen_from"] = p.hosts[sender]
-    s = dataclasses.replace(p.check, id=p.name, tags=tags)
-    record = new_record(ctx.run_id, index, s, ctx.system, p.not_run)
-    record.nodelist = list(p.hosts)
-    if p.not_run or s.not_run:
-        record.write(ctx.run_dir)
-        return record
-    record.started = time.time()
-    t0 = time.monotonic()
-    with judged(record):
-        step = launched_step(s, substitute(s.step.argv, ctx.binaries.get(p.check.id, {})))
-        step = dataclasses.replace(step, name=p.name, hosts=list(p.hosts))
-        evaluate(s, record, launches(s, step, ctx.launcher, ctx.run_dir, record, keep_failed=False),
-                 {"nodes": {h: ctx.facts.get(h, {}) for h in p.hosts}}, ctx.system, ctx.references, ctx.run_dir)
-    record.elapsed_s = time.monotonic() - t0
-    try:
-        record.write(ctx.run_dir)
-    except FileWriteError as e:
-        record.notes.append(f"record not saved: {e}")
-    return record
+    return ctx.steps.perform(index, dataclasses.replace(p.check, id=p.name, tags=tags), Placement(ctx, p),
+                             p.not_run, p.hosts)
 
 
-def unmeasured(ctx: Context, index: int, p: Placed, reason: str, verdict: str = "not-run",
-               kind: str | None = None) -> Record:
-    """The record of a placed check that left no measurement: not started, or failed before it launched."""
-    rec = new_record(ctx.run_id, index, dataclasses.replace(p.check, id=p.name), ctx.system, reason)
-    rec.verdict, rec.error_kind, rec.nodelist = verdict, kind, list(p.hosts)
-    return rec
+def broken(ctx: Context, index: int, p: Placed) -> Record:
+    """The record of a check whose worker died of a bug: failed, named so."""
+    return ctx.steps.ended(index, dataclasses.replace(p.check, id=p.name), "commstack screen: internal error",
+                           p.hosts, "fail")
 
 
 class Progress:
@@ -121,7 +116,7 @@ class Progress:
 
 
 def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, progress: Progress,
-            first_index: int = 0, interrupted: Callable[[], str] = lambda: "Ctrl-C") -> list[Record]:
+            first_index: int = 0) -> list[Record]:
     """Every placed check, each as soon as its nodes are free, at most max_steps at once; the records in the
     order given. KeyboardInterrupt: the running steps cancelled and awaited, the rest recorded not-run,
     then raised again with the records so far in `partial` (the exception's attribute)."""
@@ -140,8 +135,6 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
         t0 = time.monotonic()
         try:
             rec = measure(ctx, p, first_index + i)
-        except CommstackError as e:  # its directory could not be made: the check failed, the screen goes on
-            rec = unmeasured(ctx, first_index + i, p, str(e), "fail", e.kind)
         finally:  # whatever happened, the main loop hears of it: a silent thread would hold its nodes forever
             took.append(time.monotonic() - t0)
             done.put((i, rec if "rec" in locals() else None))
@@ -163,9 +156,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                 pass
             else:
                 running.pop(i).join()
-                # a worker that died of a bug: its check failed, named so
-                records[i] = rec or unmeasured(ctx, first_index + i, placed[i], "commstack screen: internal error",
-                                               "fail")
+                records[i] = rec or broken(ctx, first_index + i, placed[i])
                 busy -= set(placed[i].hosts)
                 for h in placed[i].hosts:
                     nodes_of[h] -= 1
@@ -179,17 +170,12 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
             t.join()
         while not done.empty():
             i, rec = done.get()
-            records[i] = rec
+            records[i] = rec or broken(ctx, first_index + i, placed[i])
         for i, p in pending:
-            records[i] = unmeasured(ctx, first_index + i, p, f"interrupted ({interrupted()}) before this step")
-        for i, rec in records.items():
-            if i in running or i in dict(pending):  # cancelled while it ran: not a verdict on the nodes
-                if i in running:
-                    rec.verdict, rec.reason = "not-run", f"interrupted ({interrupted()}); its output so far is kept"
-                try:
-                    rec.write(ctx.run_dir)
-                except FileWriteError as err:
-                    rec.notes.append(f"record not saved: {err}")
+            records[i] = ctx.steps.ended(first_index + i, dataclasses.replace(p.check, id=p.name),
+                                         f"interrupted ({ctx.steps.interrupted_by}) before this step", p.hosts)
+        for i in running:  # cancelled while it ran: not a verdict on the nodes
+            ctx.steps.interrupted(records[i])
         e.partial = [records[i] for i in sorted(records)]
         raise
     finally:

@@ -16,8 +16,9 @@ from commstack.errors import BinaryNotFoundError, CommstackError, SlurmUnavailab
 from commstack.results import history
 from commstack.results.records import Record
 from commstack.results.references import references_of
+from commstack.run.binaries import Binaries
 from commstack.run.launch import Allocation, Launcher
-from commstack.run.runner import Binaries
+from commstack.run.lifecycle import Lifecycle
 from commstack.run.steps import SuiteStep, expand
 from commstack.screen import matching, nodes as node_phase, output, verdict
 from commstack.screen.pool import Context, Placed, Progress, run_all
@@ -89,8 +90,17 @@ class Screen:
         self.down: dict[str, str] = {}   # node -> its state, when the screen began
         self.lost: dict[str, str] = {}   # node -> its state, where it went down since
         self.phases_s: dict[str, float] = {}
-        self.interrupted_by = "Ctrl-C"  # or the signal that ended it (exits.CtrlC sets it)
+        self.steps = Lifecycle(run_dir, system, references_of(system))
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
+
+    @property
+    def interrupted_by(self) -> str:
+        """What stopped the screen, in its records (exits.CtrlC sets it)."""
+        return self.steps.interrupted_by
+
+    @interrupted_by.setter
+    def interrupted_by(self, by: str) -> None:
+        self.steps.interrupted_by = by
 
     # ---- Slurm and the allocation
 
@@ -144,7 +154,7 @@ class Screen:
         t0 = time.monotonic()
         try:
             recs = run_all(ctx, placed, name, min(self.max_steps, at_once or self.max_steps), self.progress,
-                           len(self.records), lambda: self.interrupted_by)
+                           len(self.records))
         except KeyboardInterrupt as e:
             self.records += getattr(e, "partial", [])
             raise
@@ -165,8 +175,7 @@ class Screen:
             node_checks, paths = self.checks(self.screen.per_node, 1, "per-node") if self.screen.per_node else ([], {})
             pair_checks, pair_paths = self.checks(self.screen.pairs.checks, 2, "pairs") if self.screen.pairs \
                 else ([], {})
-            ctx = Context(self.dir.name, self.dir, self.system, references_of(self.system), launcher, facts,
-                          {**paths, **pair_paths})
+            ctx = Context(self.steps, launcher, facts, {**paths, **pair_paths})
             t1 = time.monotonic()
             found, why = node_phase.probe(ctx, up, node_phase.probe_binary(ctx, node_checks + pair_checks))
             facts.update(found)
