@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 from waits import queue_empties
 
-from commstack.errors import CommstackError, SlurmUnavailableError
-from commstack.pytest_plugin import session_run, session_system
-from commstack.run.launch import Launcher
-from commstack.tools import mpi_pingpong
+from commstack.errors import SlurmUnavailableError
 from commstack.spack import NO_SPACK
 from commstack.slurm.cluster import LocalSlurm
 from commstack.slurm.config import free_ports
@@ -87,53 +84,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = f"COMMSTACK_REQUIRE_SPACK=1: the spack tier may not skip for want of Spack here: {reason}"
     return report
-
-
-# ---- the session's Run (commstack.pytest_plugin.session_run) for the tiers' own tests
-
-@pytest.fixture(scope="session")
-def system(pytestconfig: pytest.Config):
-    return session_system(pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def results_dir(pytestconfig: pytest.Config) -> Path:
-    return session_run(pytestconfig).dir
-
-
-@pytest.fixture(scope="session")
-def slurm_variables(pytestconfig: pytest.Config) -> dict[str, str]:
-    """Environment for Slurm clients: a reachable cluster, else the local one the run starts."""
-    mode, kind = pytestconfig.getoption("--slurm"), pytestconfig.getoption("--launcher")
-    if kind == "mpirun" or mode == "off":
-        pytest.skip(f"slurm tier off (--slurm={mode}, --launcher={kind})")
-    try:
-        return session_run(pytestconfig).slurm_variables()
-    except CommstackError as e:
-        if mode == "external":
-            pytest.fail(str(e))
-        pytest.skip(f"no Slurm here and the local one cannot start: {e}")
-
-
-@pytest.fixture(scope="session")
-def launcher(pytestconfig: pytest.Config, request) -> Launcher:
-    """The run's launcher: srun steps in the session's one allocation (mpirun only when asked)."""
-    if pytestconfig.getoption("--launcher") != "mpirun":
-        request.getfixturevalue("slurm_variables")
-    return session_run(pytestconfig).launcher()
-
-
-@pytest.fixture(scope="session")
-def pingpong_binary(pytestconfig: pytest.Config) -> Path:
-    try:
-        return Path(mpi_pingpong.TOOL.native(session_run(pytestconfig).binaries))
-    except CommstackError as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture
-def step_dir(request, results_dir: Path) -> Path:
-    name = request.node.nodeid.replace("/", ".").replace("::", "--")
-    d = results_dir / "tests" / "".join(c if c.isalnum() or c in "._-[]" else "_" for c in name)
-    d.mkdir(parents=True, exist_ok=True)
-    return d

@@ -5,8 +5,10 @@ A suite file (suites/<name>.yaml) is collected as one test item per step of the 
 `commstack suite smoke` (pytest.main in process) and the JUnit report (one testcase per step) are
 the same run. The items drive one run.Run per session; its records and report land in --results.
 A step that passes is a passed test, one that did not run is a skipped test with the reason, any
-other verdict is a failed test that prints the verdict, not a traceback. The test tiers' fixtures
-(tests/conftest.py) use the same Run (session_run).
+other verdict is a failed test that prints the verdict, not a traceback.
+
+The fixtures (system, results_dir, slurm_variables, launcher, pingpong_binary, step_dir) serve any test file
+pytest runs with the plugin (the test tiers under tests/ among them), from the same Run.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import pytest
 from commstack import options
 from commstack.config import load_suite, load_system
 from commstack.results.references import references_of
+from commstack.tools import mpi_pingpong
 from commstack.errors import CommstackError
 from commstack.exits import CtrlC
 from commstack.files import FileWriteError, own_dir, write_json
 from commstack.paths import TOP
 from commstack.results.records import Record
+from commstack.run.launch import Launcher
 from commstack.spack.view import load_env
 from commstack.run.binaries import Binaries
 from commstack.run.runner import Run, check_results_dir, new_run_dir
@@ -69,7 +73,7 @@ class SuiteFile(pytest.File):
     def collect(self):
         config = self.config
         suite = load_suite(self.path)
-        system = session_system(config)
+        system = _system(config)
         for s in expand(suite, system, memory_only=config.getoption("--memory"),
                         native_only=config.getoption("--native-only")):
             yield StepItem.from_parent(self, name=s.id, suite_step=s)
@@ -175,7 +179,7 @@ class SessionOf:
         return ctrl_c.signum if ctrl_c else None
 
 
-def session_system(config: pytest.Config):
+def _system(config: pytest.Config):
     system = load_system(config.getoption("--system"))
     references_of(system)  # a bad references file is an error now, before anything is launched
     return system
@@ -189,7 +193,7 @@ def session_run(config: pytest.Config) -> Run:
             results = own_dir(Path(given))
         else:  # results/latest names runs of suite steps, not a test session's Slurm lease
             results = new_run_dir(TOP / "results", latest=bool(config.stash.get(PROGRESS, {}).get("total")))
-        system = session_system(config)
+        system = _system(config)
         env = config.getoption("--env") or (system.install.env if system.install else None)
         binaries = Binaries(osu_prefix=config.getoption("--osu-prefix"), pingpong=config.getoption("--pingpong"),
                             build=not config.getoption("--no-build"), say=lambda line: say(config, line),
@@ -269,3 +273,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "spack" in item.keywords:
                 item.add_marker(skip)
+
+
+# ---- fixtures for the test tiers
+
+@pytest.fixture(scope="session")
+def system(pytestconfig: pytest.Config):
+    return _system(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def results_dir(pytestconfig: pytest.Config) -> Path:
+    return session_run(pytestconfig).dir
+
+
+@pytest.fixture(scope="session")
+def slurm_variables(pytestconfig: pytest.Config) -> dict[str, str]:
+    """Environment for Slurm clients: a reachable cluster, else the local one the run starts."""
+    mode, kind = pytestconfig.getoption("--slurm"), pytestconfig.getoption("--launcher")
+    if kind == "mpirun" or mode == "off":
+        pytest.skip(f"slurm tier off (--slurm={mode}, --launcher={kind})")
+    try:
+        return session_run(pytestconfig).slurm_variables()
+    except CommstackError as e:
+        if mode == "external":
+            pytest.fail(str(e))
+        pytest.skip(f"no Slurm here and the local one cannot start: {e}")
+
+
+@pytest.fixture(scope="session")
+def launcher(pytestconfig: pytest.Config, request) -> Launcher:
+    """The run's launcher: srun steps in the session's one allocation (mpirun only when asked)."""
+    if pytestconfig.getoption("--launcher") != "mpirun":
+        request.getfixturevalue("slurm_variables")
+    return session_run(pytestconfig).launcher()
+
+
+@pytest.fixture(scope="session")
+def pingpong_binary(pytestconfig: pytest.Config) -> Path:
+    try:
+        return Path(mpi_pingpong.TOOL.native(session_run(pytestconfig).binaries))
+    except CommstackError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def step_dir(request, results_dir: Path) -> Path:
+    name = request.node.nodeid.replace("/", ".").replace("::", "--")
+    d = results_dir / "tests" / "".join(c if c.isalnum() or c in "._-[]" else "_" for c in name)
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import threading
@@ -249,7 +250,7 @@ class Launcher:
         env = dict(self.variables)  # the benchmark's variables are on its command line (program())
         if self.kind == "mpirun" and os.geteuid() == 0:  # Open MPI's mpirun refuses root without these
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        write_atomic(outdir / "command.txt", " ".join(_quote(c) for c in cmd) + "\n")
+        write_atomic(outdir / "command.txt", shlex.join(cmd) + "\n")
         ranks = {**env, **self.benchmark_variables(step)}  # what the benchmark's ranks get
         write_json(outdir / "variables.json", {k: ranks[k] for k in sorted(ranks) if _interesting(k)})
         env[STEP_TOKEN] = token = secrets.token_hex(8)
@@ -393,7 +394,3 @@ def _first(pattern: re.Pattern, text: str) -> str:
 def _interesting(key: str) -> bool:
     return key.startswith(("SLURM_", "OMPI_", "PMIX_", "UCX_", "FI_", "NCCL_", "CUDA_", "MPICH_", "CXI_")) \
         or key in ("PATH", "HOSTNAME") or bool(LOADER.fullmatch(key))
-
-
-def _quote(arg: str) -> str:
-    return arg if re.fullmatch(r"[\w@%+=:,./-]+", arg) else "'" + arg.replace("'", "'\\''") + "'"
