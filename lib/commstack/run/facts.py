@@ -116,27 +116,6 @@ def _mpi(libmpi: str, ompi_info: str) -> dict:
 
 # ---------------------------------------------------------------------------------- fi_info
 
-LIST_NAME = re.compile(r"^(?P<name>[\w;]+):$")
-LIST_VERSION = re.compile(r"^    version: (?P<version>\d+\.\d+)$")
-
-
-def providers(text: str) -> dict[str, str]:
-    """`fi_info -l` (util/info.c, the same in 1.17 and 1.22): provider name -> its version (1.17's are
-    117.0). An unknown line is an error quoting it."""
-    out: dict[str, str] = {}
-    name = None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if (m := LIST_NAME.match(line)) and name is None:
-            name = m.group("name")
-        elif (m := LIST_VERSION.match(line)) and name is not None:
-            out[name], name = m.group("version"), None
-        elif line.strip():
-            raise UnknownFormatError("not a line of fi_info -l", line, lineno)
-    if name is not None:
-        raise TruncatedError(f"fi_info -l: the output ends after provider {name}, before its version")
-    return out
-
-
 SECTION = re.compile(r"^(?P<indent> {4}| {8})(?P<name>fi_\w+|nic):(?: (?P<value>.*))?$")
 FIELD = re.compile(r"^(?P<indent> +)(?P<key>\w+): ?(?P<value>.*)$")
 
