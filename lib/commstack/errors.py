@@ -3,15 +3,19 @@
 import re
 import unicodedata
 
+from commstack import exits
+
 
 class CommstackError(Exception):
     """Base of every error the harness raises on purpose.
 
     `kind` names it in records, reports and `commstack parse`: the issue's kinds (empty,
     unknown-format, bad-number, truncated, validation-failed, crashed, timed-out, node-failure)
-    are set below; any other class gets its name in kebab case, less "Error" (RecordError: record)."""
+    are set below; any other class gets its name in kebab case, less "Error" (RecordError: record).
+    `exit_status`: the status of a command it ends (commstack.exits), bad input unless the class says otherwise."""
 
     kind = "error"
+    exit_status = exits.USAGE
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -30,7 +34,7 @@ class UnknownSystemError(ConfigError):
 class ParseError(CommstackError):
     """Output that is not a complete, valid benchmark table; quotes the offending line.
 
-    `kind` names the problem in reports and in `commstack parse`, whose exit status it sets (exits.PARSE)."""
+    `kind` names the problem in reports and in `commstack parse`, which exits with its `exit_status`."""
 
     kind = "parse-error"
 
@@ -45,12 +49,14 @@ class EmptyOutputError(ParseError):
     """No benchmark output at all (nothing, or only warnings)."""
 
     kind = "empty"
+    exit_status = exits.EMPTY
 
 
 class UnknownFormatError(ParseError):
     """A title, header or line that no known format has."""
 
     kind = "unknown-format"
+    exit_status = exits.UNKNOWN_FORMAT
 
 
 class NoTitleError(UnknownFormatError):
@@ -63,30 +69,35 @@ class BadNumberError(ParseError):
     """A value where a number (or a byte count) should be is not one."""
 
     kind = "bad-number"
+    exit_status = exits.BAD_NUMBER
 
 
 class TruncatedError(ParseError):
     """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
 
     kind = "truncated"
+    exit_status = exits.TRUNCATED
 
 
 class ValidationFailedError(ParseError):
     """The benchmark's own data check failed (a Fail row, wrong elements, a validation error line)."""
 
     kind = "validation-failed"
+    exit_status = exits.VALIDATION_FAILED
 
 
 class CrashedError(ParseError):
     """The output holds a launcher error line, an MPI abort or a signal: a rank died."""
 
     kind = "crashed"
+    exit_status = exits.CRASHED
 
 
 class TimedOutError(ParseError):
     """Slurm cancelled the step at its time limit (`... CANCELLED AT ... DUE TO TIME LIMIT ***`)."""
 
     kind = "timed-out"
+    exit_status = exits.TIMED_OUT
 
 
 class LaunchError(CommstackError):
@@ -102,6 +113,7 @@ class NodeFailureError(ParseError, LaunchError):
     ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
 
     kind = "node-failure"
+    exit_status = exits.NODE_FAILURE
 
     def __init__(self, message: str, line: str | None = None, lineno: int | None = None, raw: str | None = None):
         super().__init__(message + (f" (raw output: {raw})" if raw else ""), line, lineno)

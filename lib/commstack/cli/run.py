@@ -153,7 +153,7 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
             print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
     print(f"# suite {suite.name} on {system.name}: {len(steps)} steps, "
           f"{sum(1 for s in steps if s.not_run)} not runnable here")
-    return 0
+    return exits.PASS
 
 
 def verdicts(records, unsaved=frozenset(), file=None) -> None:
@@ -182,7 +182,7 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
             results = Path(args.results or TOP / "results" / "RUN")
             binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
-        return 0
+        return exits.PASS
     results = _results(args)
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
