@@ -25,8 +25,6 @@ class Status(IntEnum):
         status._value_, status.meaning = value, meaning
         return status
 
-    __str__ = int.__repr__  # "0", as Python 3.11's IntEnum prints; 3.10's printed "Status.PASS"
-
     PASS = 0, "every step ran and passed"  # compare: no difference; screen: no bad node or pair; lock: no drift
     FAILED = 1, "some step did not pass"  # a difference, a bad node or pair, a drifted lock or image
     USAGE = 2, "bad input, named below"  # a damaged record, plan or history included
@@ -95,11 +93,11 @@ class CtrlC:
         if self.pressed:
             self.tell("interrupted: still cleaning up, please wait")
             return
-        self.signum = signum
+        self.signum, name = signum, signal.Signals(signum).name
         if self.run:
-            self.run.interrupted_by = interruption(signum)
+            self.run.interrupted_by = "Ctrl-C" if signum == signal.SIGINT else name
         self.tell("interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
-                  if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}: cleaning up, "
+                  if signum == signal.SIGINT else f"interrupted by {name}: cleaning up, "
                                                   "please wait (further signals are ignored until done)")
         raise KeyboardInterrupt
 
@@ -114,8 +112,3 @@ class CtrlC:
 
 class Interruptible(Protocol):
     interrupted_by: str  # what stopped it, in its records: "Ctrl-C" (the default), SIGTERM, ...
-
-
-def interruption(signum: int) -> str:
-    """How records name what interrupted a run: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT."""
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name

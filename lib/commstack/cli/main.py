@@ -126,7 +126,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
         drop_stdout()
         return exits.BROKEN_PIPE
-
-
-if __name__ == "__main__":
-    sys.exit(main())
