@@ -53,10 +53,7 @@ globals().update(Status.__members__)  # each by its name too: exits.PASS
 
 def meaning(status: int) -> str:
     """What `status` means ("" where it is none of the table's)."""
-    try:
-        return Status(status).meaning
-    except ValueError:
-        return ""
+    return Status(status).meaning if status in list(Status) else ""
 
 
 def signalled(signum: int | None) -> Status:
@@ -77,20 +74,12 @@ class CtrlC:
     def __init__(self, tell: Callable[[str], None], run: Interruptible | None = None):
         self.tell, self.run, self.signum, self.previous = tell, run, None, {}
 
-    @property
-    def pressed(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def status(self) -> int:
-        return signalled(self.signum)
-
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
             self.previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.pressed:
+        if self.signum is not None:
             self.tell("interrupted: still cleaning up, please wait")
             return
         self.signum, name = signum, signal.Signals(signum).name
@@ -106,7 +95,7 @@ class CtrlC:
         ignored to its end: Python's own finalization puts a handler of ours back to the default, which
         would kill it (exit -2 instead of 130)."""
         for sig, previous in self.previous.items():
-            signal.signal(sig, signal.SIG_IGN if self.pressed else previous)
+            signal.signal(sig, signal.SIG_IGN if self.signum is not None else previous)
         self.previous = {}
 
 

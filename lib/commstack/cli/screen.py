@@ -80,7 +80,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                           file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
-        return ctrl.status
+        return exits.signalled(ctrl.signum)
     return outcome.exit
 
 
