@@ -32,14 +32,14 @@ class Status(IntEnum):
     NOT_RUN = 3, "every step that ran passed, but some did not run (--allow-not-run accepts that)"
     PENDING = 4, "the batch job has not ended yet"  # `commstack status`
     UNWRITTEN = 5, "the results could not all be written"  # a full or read-only file system
-    EMPTY = 10, "parse: no output, or only known warnings (empty)"
-    UNKNOWN_FORMAT = 11, "parse: a title, header or line that no known format has (unknown-format)"
-    BAD_NUMBER = 12, "parse: a value that is not a number (bad-number)"
-    TRUNCATED = 13, "parse: sizes missing at either end, or a row cut (truncated)"
-    VALIDATION_FAILED = 14, "parse: the benchmark's own data check failed (validation-failed)"
-    CRASHED = 15, "parse: a rank died (crashed)"
-    TIMED_OUT = 16, "parse: Slurm cancelled the step at its time limit (timed-out)"
-    NODE_FAILURE = 17, "parse: a node failed under the step (node-failure)"
+    EMPTY = 10, "parse: empty"  # its first failure's kind (commstack.errors, each class's docstring)
+    UNKNOWN_FORMAT = 11, "parse: unknown-format"
+    BAD_NUMBER = 12, "parse: bad-number"
+    TRUNCATED = 13, "parse: truncated"
+    VALIDATION_FAILED = 14, "parse: validation-failed"
+    CRASHED = 15, "parse: crashed"
+    TIMED_OUT = 16, "parse: timed-out"
+    NODE_FAILURE = 17, "parse: node-failure"
     #: a signal that ends a run or a screen: the same clean-up as for Ctrl-C (CtrlC), then 128 + the signal
     HANGUP = 128 + signal.SIGHUP, "interrupted by SIGHUP"
     INTERRUPTED = 128 + signal.SIGINT, "interrupted (Ctrl-C)"
