@@ -3,15 +3,17 @@
 import re
 import unicodedata
 
+from commstack import exits
+
 
 class CommstackError(Exception):
     """Base of every error the harness raises on purpose.
 
-    `kind` names it in records, reports and `commstack parse`: the issue's kinds (empty,
-    unknown-format, bad-number, truncated, validation-failed, crashed, timed-out, node-failure)
-    are set below; any other class gets its name in kebab case, less "Error" (RecordError: record)."""
+    `kind` names it in records, reports and `commstack parse`: its class's name in kebab case, less "Error"
+    (BadNumberError: bad-number), unless the class sets another; `exit_status` ends a command (commstack.exits)."""
 
     kind = "error"
+    exit_status = exits.USAGE
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -30,7 +32,7 @@ class UnknownSystemError(ConfigError):
 class ParseError(CommstackError):
     """Output that is not a complete, valid benchmark table; quotes the offending line.
 
-    `kind` names the problem in reports and in `commstack parse`, whose exit status it sets (exits.PARSE)."""
+    `kind` names the problem in reports and in `commstack parse`, which exits with its `exit_status`."""
 
     kind = "parse-error"
 
@@ -45,12 +47,13 @@ class EmptyOutputError(ParseError):
     """No benchmark output at all (nothing, or only warnings)."""
 
     kind = "empty"
+    exit_status = exits.EMPTY
 
 
 class UnknownFormatError(ParseError):
     """A title, header or line that no known format has."""
 
-    kind = "unknown-format"
+    exit_status = exits.UNKNOWN_FORMAT
 
 
 class NoTitleError(UnknownFormatError):
@@ -62,31 +65,31 @@ class NoTitleError(UnknownFormatError):
 class BadNumberError(ParseError):
     """A value where a number (or a byte count) should be is not one."""
 
-    kind = "bad-number"
+    exit_status = exits.BAD_NUMBER
 
 
 class TruncatedError(ParseError):
     """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
 
-    kind = "truncated"
+    exit_status = exits.TRUNCATED
 
 
 class ValidationFailedError(ParseError):
     """The benchmark's own data check failed (a Fail row, wrong elements, a validation error line)."""
 
-    kind = "validation-failed"
+    exit_status = exits.VALIDATION_FAILED
 
 
 class CrashedError(ParseError):
     """The output holds a launcher error line, an MPI abort or a signal: a rank died."""
 
-    kind = "crashed"
+    exit_status = exits.CRASHED
 
 
 class TimedOutError(ParseError):
     """Slurm cancelled the step at its time limit (`... CANCELLED AT ... DUE TO TIME LIMIT ***`)."""
 
-    kind = "timed-out"
+    exit_status = exits.TIMED_OUT
 
 
 class LaunchError(CommstackError):
@@ -101,7 +104,7 @@ class NodeFailureError(ParseError, LaunchError):
     """A node failed under the step: Slurm cancelled it (`... DUE TO NODE FAILURE ***` in its output, a
     ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
 
-    kind = "node-failure"
+    exit_status = exits.NODE_FAILURE
 
     def __init__(self, message: str, line: str | None = None, lineno: int | None = None, raw: str | None = None):
         super().__init__(message + (f" (raw output: {raw})" if raw else ""), line, lineno)
@@ -134,8 +137,6 @@ class BinaryNotFoundError(LaunchError):
 
 class PairFailedError(LaunchError):
     """A server/client step whose pair did not meet or run (commstack.run.pair's named error)."""
-
-    kind = "pair-failed"
 
 
 class StepTimeoutError(LaunchError):
@@ -177,8 +178,6 @@ def has_control(text: str, allow: str = "") -> str | None:
 def printable(text: str, keep: str = "") -> str:
     """`text` with every control and format character (but those in `keep`, e.g. "\\n") shown as its escape,
     \\x1b or \\u202e: what input put in a message cannot retitle a terminal or reorder a line."""
-    if has_control(text, keep) is None:
-        return text
     return "".join(c if unicodedata.category(c) not in UNSHOWN or c in keep
                    else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in text)
 
@@ -186,8 +185,6 @@ def printable(text: str, keep: str = "") -> str:
 class OutputTooLargeError(LaunchError):
     """A step printed more than the limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB): it was stopped, and
     its output up to the limit is kept."""
-
-    kind = "output-too-large"
 
 
 class EmbeddedSlurmNeedsRootError(SlurmUnavailableError):
@@ -198,6 +195,6 @@ class EmbeddedSlurmNeedsRootError(SlurmUnavailableError):
 LINE_LIMIT = 200
 
 
-def cut(line: str, limit: int = LINE_LIMIT) -> str:
-    """`line` as shown and stored: at most `limit` characters, and how many more there were."""
-    return line if len(line) <= limit else f"{line[:limit]}... ({len(line) - limit} more characters)"
+def cut(line: str) -> str:
+    """`line` as shown and stored: at most LINE_LIMIT characters, and how many more there were."""
+    return line if len(line) <= LINE_LIMIT else f"{line[:LINE_LIMIT]}... ({len(line) - LINE_LIMIT} more characters)"

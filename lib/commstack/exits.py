@@ -1,8 +1,7 @@
-"""How a `commstack` command ends: every exit status, each with one name (docs/harness.md, the README), and the
-signals that end a run (CtrlC).
+"""How a `commstack` command ends: every exit status of every command in one table, each number with one
+name and one meaning (docs/harness.md#exit-statuses), and the signals that end a run (CtrlC).
 
-An error that ends a command with its own status carries it as `exit_status`; any other named error is bad
-input. `commstack parse` exits with its first failure's kind: PARSE below.
+A named error carries its status as `exit_status` (commstack.errors: USAGE unless it says otherwise).
 """
 
 from __future__ import annotations
@@ -10,41 +9,56 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from enum import IntEnum, unique
 from typing import Protocol
 
-PASS = 0  # every step ran and passed; no difference; no bad node or pair; nothing drifted
-FAILED = 1  # some step did not pass; a difference, a bad node or pair, a drifted lock or image
-USAGE = 2  # bad input (a damaged record, plan or history included)
-NOT_RUN = 3  # every step that ran passed, but some did not run (--allow-not-run: PASS)
-PENDING = 4  # `commstack status`: the batch job has not ended yet
-UNWRITTEN = 5  # results (a report, a history, stdout) could not be written: a full or read-only file system
-INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C; another signal that ends a run: signalled()
-BROKEN_PIPE = 128 + signal.SIGPIPE  # the reader of stdout went away (`commstack parse FILE | head`)
 
-#: what each status of run, suite, status and report means, as their last line says it
-MEANING = {PASS: "every step ran and passed", FAILED: "some step did not pass",
-           NOT_RUN: "every step that ran passed, but some did not run (--allow-not-run accepts that)",
-           USAGE: "bad input, named below", INTERRUPTED: "interrupted (Ctrl-C)",
-           UNWRITTEN: "the results could not all be written"}
+@unique
+class Status(IntEnum):
+    """An exit status; its meaning is what `run`, `suite`, `status` and `report` print after it. `parse` exits
+    with its first failure's kind, in a block of its own (10 and up, commstack.errors.PARSE_ERRORS)."""
 
-#: `commstack parse`: the status of each kind of ParseError (commstack.errors.PARSE_ERRORS), its own table
-PARSE = {"parse-error": 3, "empty": 4, "unknown-format": 5, "bad-number": 6, "truncated": 7,
-         "validation-failed": 8, "crashed": 9, "timed-out": 10, "node-failure": 11}
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> Status:
+        status = int.__new__(cls, value)
+        status._value_, status.meaning = value, meaning
+        return status
+
+    PASS = 0, "every step ran and passed"  # compare: no difference; screen: no bad node or pair; lock: no drift
+    FAILED = 1, "some step did not pass"  # a difference, a bad node or pair, a drifted lock or image
+    USAGE = 2, "bad input, named below"  # a damaged record, plan or history included
+    #: compare: a step ran on neither side; screen: nothing bad, but a check's spread hid any slowdown
+    NOT_RUN = 3, "every step that ran passed, but some did not run (--allow-not-run accepts that)"
+    PENDING = 4, "the batch job has not ended yet"  # `commstack status`
+    UNWRITTEN = 5, "the results could not all be written"  # a full or read-only file system
+    EMPTY = 10, "parse: empty"  # its first failure's kind (commstack.errors, each class's docstring)
+    UNKNOWN_FORMAT = 11, "parse: unknown-format"
+    BAD_NUMBER = 12, "parse: bad-number"
+    TRUNCATED = 13, "parse: truncated"
+    VALIDATION_FAILED = 14, "parse: validation-failed"
+    CRASHED = 15, "parse: crashed"
+    TIMED_OUT = 16, "parse: timed-out"
+    NODE_FAILURE = 17, "parse: node-failure"
+    #: a signal that ends a run or a screen: the same clean-up as for Ctrl-C (CtrlC), then 128 + the signal
+    HANGUP = 128 + signal.SIGHUP, "interrupted by SIGHUP"
+    INTERRUPTED = 128 + signal.SIGINT, "interrupted (Ctrl-C)"
+    QUIT = 128 + signal.SIGQUIT, "interrupted by SIGQUIT"
+    BROKEN_PIPE = 128 + signal.SIGPIPE, "the reader of stdout went away"  # `commstack parse FILE | head`
+    TERMINATED = 128 + signal.SIGTERM, "interrupted by SIGTERM"
+
+
+globals().update(Status.__members__)  # each by its name too: exits.PASS
 
 
 def meaning(status: int) -> str:
-    """What `status` of run, suite, status or report means ("" where it has no fixed meaning)."""
-    if status in MEANING:
-        return MEANING[status]
-    try:  # 128+N: ended by signal N (SIGTERM, SIGHUP), cleaned up as for Ctrl-C
-        return f"interrupted by {signal.Signals(status - 128).name}" if status > 128 else ""
-    except ValueError:
-        return ""
+    """What `status` means ("" where it is none of the table's)."""
+    return Status(status).meaning if status in list(Status) else ""
 
 
-def signalled(signum: int | None) -> int:
+def signalled(signum: int | None) -> Status:
     """The status of a command a signal ended (None: Ctrl-C): 130, 143 for SIGTERM, 129 SIGHUP, 131 SIGQUIT."""
-    return 128 + (signum or signal.SIGINT)
+    return Status(128 + (signum or signal.SIGINT))
 
 
 class CtrlC:
@@ -60,27 +74,19 @@ class CtrlC:
     def __init__(self, tell: Callable[[str], None], run: Interruptible | None = None):
         self.tell, self.run, self.signum, self.previous = tell, run, None, {}
 
-    @property
-    def pressed(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def status(self) -> int:
-        return signalled(self.signum)
-
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
             self.previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.pressed:
+        if self.signum is not None:
             self.tell("interrupted: still cleaning up, please wait")
             return
-        self.signum = signum
+        self.signum, name = signum, signal.Signals(signum).name
         if self.run:
-            self.run.interrupted_by = interruption(signum)
+            self.run.interrupted_by = "Ctrl-C" if signum == signal.SIGINT else name
         self.tell("interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
-                  if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}: cleaning up, "
+                  if signum == signal.SIGINT else f"interrupted by {name}: cleaning up, "
                                                   "please wait (further signals are ignored until done)")
         raise KeyboardInterrupt
 
@@ -89,14 +95,9 @@ class CtrlC:
         ignored to its end: Python's own finalization puts a handler of ours back to the default, which
         would kill it (exit -2 instead of 130)."""
         for sig, previous in self.previous.items():
-            signal.signal(sig, signal.SIG_IGN if self.pressed else previous)
+            signal.signal(sig, signal.SIG_IGN if self.signum is not None else previous)
         self.previous = {}
 
 
 class Interruptible(Protocol):
     interrupted_by: str  # what stopped it, in its records: "Ctrl-C" (the default), SIGTERM, ...
-
-
-def interruption(signum: int) -> str:
-    """How records name what interrupted a run: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT."""
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name

@@ -13,8 +13,6 @@ from commstack.files import read_bounded
 
 
 class _OnceLoader(yaml.SafeLoader):
-    """SafeLoader without duplicate keys (YAML keeps the last one, silently)."""
-
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen = set()
         for key_node, _ in node.value:
@@ -26,8 +24,6 @@ class _OnceLoader(yaml.SafeLoader):
 
 
 class _NoAliasLoader(_OnceLoader):
-    """Nor anchors and aliases (a few lines of `*a` can otherwise expand to gigabytes)."""
-
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()

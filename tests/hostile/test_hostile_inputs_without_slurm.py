@@ -18,6 +18,7 @@ import markdown
 import pytest
 from checkouts import UNSET, without_osu
 
+from commstack import exits
 from commstack.files import UnsafePathError, own_dir
 from commstack.paths import TOP
 from commstack.results.records import Record
@@ -380,10 +381,10 @@ def test_parse_quotes_an_output_line_with_its_escapes_shown(tmp_path):
     out = tmp_path / "stdout.txt"
     out.write_text("# OSU MPI Latency Test v7.2\n" + "".join(ESCAPES) + " junk\n")
     proc = commstack("parse", "--strict", str(out))  # a step's rule: the line is the table's error
-    assert proc.returncode == 5 and not raw_controls(proc.stderr)
+    assert proc.returncode == exits.UNKNOWN_FORMAT and not raw_controls(proc.stderr)
     assert "  line 2: \\x1b]0;PWNED\\x07\\x1b[31m\\x1b[2K\\u202e junk" in proc.stderr
     proc = commstack("parse", str(out))  # a job log's: the line after the header is its note (issue 35)
-    assert proc.returncode == 7 and not raw_controls(proc.stdout + proc.stderr)
+    assert proc.returncode == exits.TRUNCATED and not raw_controls(proc.stdout + proc.stderr)
     assert "note line 2: unknown (a line of the job log after the last table): \\x1b]0;PWNED" in proc.stdout
 
 

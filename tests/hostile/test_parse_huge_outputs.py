@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from commstack import exits
 from commstack.paths import TOP
 
 pytestmark = pytest.mark.hostile
@@ -35,9 +36,9 @@ def parse_measured(path) -> tuple[int, int, str]:
 
 
 @pytest.mark.parametrize("error, row, kind, exit_code", [
-    ("garbage from the job script\n", "2                       2.34\n", "unknown-format", 5),
-    ("srun: error: nid001: task 1: Segmentation fault\n", "2                       2.34\n", "crashed", 9),
-    ("", "1 1.0\n", "unknown-format", 5),  # 63 MB of short rows, out of order from the second
+    ("garbage from the job script\n", "2                       2.34\n", "unknown-format", exits.UNKNOWN_FORMAT),
+    ("srun: error: nid001: task 1: Segmentation fault\n", "2                       2.34\n", "crashed", exits.CRASHED),
+    ("", "1 1.0\n", "unknown-format", exits.UNKNOWN_FORMAT),  # 63 MB of short rows, out of order from the second
 ])
 def test_an_early_error_in_60_mb_is_refused_in_flat_memory(tmp_path, error, row, kind, exit_code):
     path = tmp_path / "out.txt"
@@ -56,7 +57,7 @@ def test_no_title_in_a_huge_job_log_is_refused_in_bounded_memory(tmp_path):
     path = tmp_path / "out.txt"
     path.write_text("echo from the job script\n" * (MB * 10 ** 6 // 25))
     status, peak, stderr = parse_measured(path)
-    assert status == 5 and "no benchmark title" in stderr and "read 131072 lines" in stderr, stderr
+    assert status == exits.UNKNOWN_FORMAT and "no benchmark title" in stderr and "read 131072 lines" in stderr, stderr
     assert peak < PEAK_LIMIT, f"peak {peak / 2 ** 20:.0f} MB"
 
 

@@ -18,7 +18,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from commstack.cli import main as cli
-from commstack import exits
 from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
 
@@ -28,7 +27,7 @@ INDEXES = [CORPUS / "index.yaml", *sorted((CORPUS / "index.d").glob("*.yaml"))]
 #: the files `commstack parse` does not yet give their indexed result, and why; a file that gives it leaves this list
 GAPS = {"osu7/osu_bibw-7.5-cuda-lnx-bus-error.out":
         "the bus error ends the table mid-sweep: the 13 rows before it are not read back (rows 0 for 13)"}
-EXIT = {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS}
+EXIT = {e.kind: e.exit_status for e in PARSE_ERRORS}
 
 Verdict = Literal["complete", "validation-failed", "truncated", "unknown-format", "crashed", "empty", "bad-number",
                   "timed-out", "node-failure"]

@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from commstack import exits
 from commstack.paths import TOP
 
 NCCL = TOP / "tests" / "data" / "corpus" / "nccl-tests"
@@ -100,7 +101,7 @@ def test_mpi_pingpong_staged_on_the_h200():
 def test_mpi_pingpong_cuda_aware_under_an_mpi_without_cuda_is_a_crash():
     """Debian's Open MPI 4.1.6 there is built without CUDA: the program refuses the mode before its header."""
     p = parse(PINGPONG / "mpi-pingpong-h200-cuda-aware.out", "-m cuda-aware -e 4M -n 20")
-    assert p.returncode == 9 and "0 rows, crashed, validated: no" in p.stdout
+    assert p.returncode == exits.CRASHED and "0 rows, crashed, validated: no" in p.stdout
     assert "crashed: the launcher says a rank exited with a non-zero status" in p.stderr
 
 
@@ -170,7 +171,7 @@ def test_osu_with_c_checked_the_device_buffers_on_the_h200(name, args, rows, las
 
 def test_osu_latency_cut_by_the_recording_script_s_timeout_is_truncated():
     p = parse(OSU7 / "osu_latency-7.5.1-h200-cuda-dd-cut.out", "-d cuda D D", "--strict")
-    assert p.returncode == 7 and "11 rows, 1..1024 B, truncated" in p.stdout
+    assert p.returncode == exits.TRUNCATED and "11 rows, 1..1024 B, truncated" in p.stdout
     assert "the sweep stops at 1024 B; the next size, 2048 B, is within the 1..4194304 B asked for" in p.stderr
 
 

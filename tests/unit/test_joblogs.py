@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commstack import exits
 from commstack.errors import PARSE_ERRORS
 from commstack.paths import TOP
 from commstack.tools import noise
@@ -21,7 +20,7 @@ from commstack.results.parse import parse_arguments, parse_results
 from test_corpus import CORPUS, INDEX
 
 BIN = str(TOP / "bin" / "commstack")
-EXIT = {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS}
+EXIT = {e.kind: e.exit_status for e in PARSE_ERRORS}
 
 
 def parse(*argv: str) -> subprocess.CompletedProcess:

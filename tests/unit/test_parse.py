@@ -10,9 +10,8 @@ import sys
 import pytest
 import yaml
 
-from commstack import benchmarks
+from commstack import benchmarks, exits
 from commstack.cli.main import main
-from commstack import exits
 from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
@@ -26,7 +25,7 @@ SEEDS = TOP / "systems" / "references" / "seeds"
 SEED_INDEX = yaml.safe_load((SEEDS / "index.yaml").read_text())
 OSU = TOP / "tests" / "data" / "osu"
 OSU_INDEX = yaml.safe_load((OSU / "index.yaml").read_text())
-EXIT = {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS} | {"ok": 0}
+EXIT = {e.kind: e.exit_status for e in PARSE_ERRORS} | {"ok": 0}
 
 
 def swap(text, old, new):
@@ -164,8 +163,8 @@ def test_parse_help_documents_every_exit_status():
     p = subprocess.run([sys.executable, "-m", "commstack", "parse", "--help"], capture_output=True, text=True)
     help_text = " ".join(p.stdout.split())
     for e in PARSE_ERRORS:
-        assert f"{exits.PARSE[e.kind]} {e.kind}" in help_text
-    assert len({exits.PARSE[e.kind] for e in PARSE_ERRORS}) == len(PARSE_ERRORS)
+        assert f"{e.exit_status} {e.kind}" in help_text
+    assert len({e.exit_status for e in PARSE_ERRORS}) == len(PARSE_ERRORS)
 
 
 def test_json_gives_benchmark_version_columns_with_units_and_rows(capsys):
@@ -239,7 +238,7 @@ def test_a_crash_in_a_datatype_table_keeps_that_datatypes_rows(capsys, tmp_path)
     path.write_text("".join(lines[:15] + ["srun: error: nid001: task 1: Killed\n"] + lines[15:]))
     rc, out, _ = commstack_parse(capsys, path, "-T all -m 1:64", "--json")
     [t] = json.loads(out)
-    assert (rc, t["verdict"], t["error"]["lineno"], t["meta"]["datatype"]) == (9, "crashed", 16, "MPI_INT")
+    assert (rc, t["verdict"], t["error"]["lineno"], t["meta"]["datatype"]) == (exits.CRASHED, "crashed", 16, "MPI_INT")
     assert [r["size"] for r in t["rows"]] == [4, 8, 16]
 
 
@@ -249,7 +248,7 @@ def test_a_crash_line_in_an_output_with_no_title_is_quoted_on_its_line(capsys, t
                     "[1795498764.937797] [vm:7107 :0]  perftest.c:405  UCX  ERROR client failed.\n")
     rc, out, _ = commstack_parse(capsys, path, "", "--json")
     [t] = json.loads(out)
-    assert (rc, t["verdict"], t["error"]["lineno"]) == (9, "crashed", 2)
+    assert (rc, t["verdict"], t["error"]["lineno"]) == (exits.CRASHED, "crashed", 2)
     assert t["error"]["message"] == "no benchmark title, and a crash line: ucx's UCX error log line"
 
 
@@ -271,7 +270,7 @@ def test_a_table_after_a_failed_one_is_still_read(capsys, tmp_path, case):
     path.write_text(make(osu_text("7.2/osu_latency.stdout")) + osu_text("7.2/osu_bw.stdout"))
     rc, out, _ = commstack_parse(capsys, path, "", "--json", *flags)
     assert [(t["verdict"], t["benchmark"]) for t in json.loads(out)][1:] == [("complete", "osu_bw")]
-    assert json.loads(out)[0]["verdict"] == kind and rc == {e.kind: exits.PARSE[e.kind] for e in PARSE_ERRORS}[kind]
+    assert json.loads(out)[0]["verdict"] == kind and rc == EXIT[kind]
 
 
 def test_a_steps_output_of_two_tables_is_refused_at_the_second():
@@ -313,7 +312,7 @@ def test_commstack_parse_says_where_a_verdict_stopped_its_reading(capsys, tmp_pa
     path = tmp_path / "out"
     path.write_text("hello\n" * 200_000)
     rc, _, err = commstack_parse(capsys, path)
-    assert rc == 5 and err.splitlines()[-1] == \
+    assert rc == exits.UNKNOWN_FORMAT and err.splitlines()[-1] == \
         f"commstack parse: {path}: read 131072 lines: the failure above settles the verdict, whatever follows"
 
 
@@ -672,7 +671,7 @@ def test_a_size_argument_that_is_no_byte_count_is_refused_by_parse(capsys):
 def test_size_flags_read_as_getopt_reads_them(capsys):
     """`-m1:1024` is -m with its value attached; a `-m` last, with no value, leaves the default sizes."""
     rc, out, err = commstack_parse(capsys, SEEDS / "cscs-osu-01.txt", "-m1:1024")
-    assert rc == 5 and "past the 1..1024 B its arguments ask for" in err, err
+    assert rc == exits.UNKNOWN_FORMAT and "past the 1..1024 B its arguments ask for" in err, err
     rc, out, err = commstack_parse(capsys, SEEDS / "cscs-osu-01.txt", "-i 10 -m")
     assert rc == 0 and ", complete, " in out, out + err
 
@@ -684,7 +683,8 @@ def test_an_unknown_benchmark_of_a_known_tool_after_a_table_is_a_table_of_its_ow
     path.write_text((SEEDS / "cscs-osu-07.txt").read_text() + "# OSU MPI Frobnicate Test v7.5\n"
                     "# Size       Latency (us)\n1                       1.00\n")
     rc, out, err = commstack_parse(capsys, path)
-    assert rc == 5 and "23 rows, 1..4194304 B, complete" in out and "lines 30-32: no table" in out, out
+    assert rc == exits.UNKNOWN_FORMAT, out
+    assert "23 rows, 1..4194304 B, complete" in out and "lines 30-32: no table" in out, out
     assert "unknown-format: unknown OSU benchmark title\n  line 30: # OSU MPI Frobnicate Test v7.5" in err, err
 
 
@@ -1080,7 +1080,7 @@ def test_prrte_s_nul_after_the_last_row_leaves_it_whole_and_a_failed_help_line_i
     cut = tmp_path / "cut.out"
     cut.write_bytes(data[:-len(b"7.14\n\x00")])
     rc, out, err = commstack_parse(capsys, cut, "-d cuda D D -m 1:1024", "--strict")
-    assert rc == 7 and "truncated, validated: no" in out and "the output ends inside its last row" in err
+    assert rc == exits.TRUNCATED and "truncated, validated: no" in out and "the output ends inside its last row" in err
 
 
 def test_another_benchmarks_cut_output_is_unknown_format_for_a_step():

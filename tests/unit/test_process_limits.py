@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from commstack import exits
+
 TOP = Path(__file__).resolve().parents[2]
 
 
@@ -18,7 +20,7 @@ def test_parse_cuts_a_long_line_it_quotes(tmp_path):
     out = tmp_path / "stdout.txt"
     out.write_text("y" * 8_000_000 + "\n")
     proc = commstack("parse", "--strict", str(out))  # a step's rule quotes the line that breaks it
-    assert proc.returncode == 5, proc.stderr
+    assert proc.returncode == exits.UNKNOWN_FORMAT, proc.stderr
     assert "y" * 200 + "... (7999800 more characters)" in proc.stderr and len(proc.stderr) < 2000
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from commstack import exits
 from commstack.files import own_dir
 from commstack.spack import containers, envs, mirror, need_spack
 from commstack.spack import preflight as spack_preflight
@@ -71,7 +72,7 @@ def cmd_mirror(args: argparse.Namespace, extra: list[str]) -> int:
     # DIR ours before Spack writes into it: another user's directory, or a link to one, could redirect its files
     dest = own_dir(Path(args.dir), what="mirror directory") if args.dir else None
     mirror.create(need_spack(), args.env, dest, args.key)
-    return 0
+    return exits.PASS
 
 
 def add_mirror(s: argparse.ArgumentParser) -> None:

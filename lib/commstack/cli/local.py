@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from commstack import options
+from commstack import exits, options
 from commstack.errors import CommstackError
 from commstack.files import own_dir
 from commstack.paths import TOP
@@ -19,6 +19,9 @@ from commstack.slurm.cluster import LocalSlurm
 #: what `bin/commstack test` runs without -m or --all: the tiers any workstation runs (unit, hostile,
 #: slurm, faults); the spack tier (Spack, tens of minutes) and multinode (root, network namespaces) on demand
 DEFAULT_TIERS = "not spack and not multinode"
+#: pytest's exit codes (pytest.ExitCode: OK, TESTS_FAILED, INTERRUPTED, which a collection error is too,
+#: INTERNAL_ERROR, USAGE_ERROR, NO_TESTS_COLLECTED) as commstack's own; a Ctrl-C ends `test` itself (130)
+PYTEST = (exits.PASS, exits.FAILED, exits.FAILED, exits.FAILED, exits.USAGE, exits.USAGE)
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
@@ -40,7 +43,8 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
     if args.osu_prefix:  # the tests that run `bin/commstack run` themselves take it from the environment
         env["COMMSTACK_OSU_PREFIX"] = args.osu_prefix
-    return subprocess.call(argv, cwd=TOP, env=env)
+    rc = subprocess.call(argv, cwd=TOP, env=env)
+    return PYTEST[rc] if 0 <= rc < len(PYTEST) else exits.FAILED
 
 
 def add_test(s: argparse.ArgumentParser) -> None:
@@ -81,7 +85,7 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
                       "it stops when the last of them ends")
         else:
             print(f"{what}:\n{cluster.status()}")
-    return 0
+    return exits.PASS
 
 
 def add_slurm(s: argparse.ArgumentParser) -> None:

@@ -1,12 +1,6 @@
 """commstack: the commands a site engineer and CI use (each in one line below; `commstack CMD --help`: its
-options).
-
-Exit status of run, suite, status and report: 0 every step ran and passed; 1 some step did not pass;
-3 every step that ran passed but some did not run (--allow-not-run: 0); 4 a batch job still runs;
-2 bad input (a damaged history or record included); 5 results could not be written (a full or read-only
-file system); 130 Ctrl-C (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT: the same clean-up). screen: 0 no node and no
-pair bad, 1 some are, 2 bad input, 130 and 128+N as above. Whatever input put in what they print (names,
-reasons, errors) is shown with its control characters escaped.
+options). Whatever input put in what they print (names, reasons, errors) is shown with its control characters
+escaped.
 """
 
 from __future__ import annotations
@@ -56,6 +50,11 @@ COMMANDS = {
 }
 
 
+#: the end of --help: every exit status of every command (commstack.exits), as `run` says it after its summary
+STATUSES = "exit statuses (each command's reading: docs/harness.md#exit-statuses):\n" + "\n".join(
+    f"  {s:<4} {s.meaning}" for s in exits.Status)
+
+
 def command(name: str, role: str):
     """add_NAME or cmd_NAME of the command's module."""
     try:
@@ -82,7 +81,7 @@ def install_deps() -> None:
 def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
     """commstack's parser and, where `name` is a command, that command's: the others are their
     names and help alone, so that neither --help nor an unknown command imports their modules."""
-    p = argparse.ArgumentParser(prog="commstack", description=__doc__, allow_abbrev=False,
+    p = argparse.ArgumentParser(prog="commstack", description=__doc__, epilog=STATUSES, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -95,7 +94,7 @@ def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.A
 
 def failed(cmd: str, e: CommstackError) -> int:
     print(f"commstack {cmd}: error: {printable(str(e), keep=chr(10))}", file=sys.stderr)
-    return getattr(e, "exit_status", exits.USAGE)
+    return e.exit_status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +126,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `commstack parse FILE | head`: the reader took what it wanted and went away
         drop_stdout()
         return exits.BROKEN_PIPE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -91,7 +91,7 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
             for run, n in history.import_results(Path(d), path).items():
                 print(f"history: {run}: {n} records")
         print(f"history: {path}")
-        return 0
+        return exits.PASS
     if args.action or args.dirs:
         raise CommstackError(f"unknown history action {args.action!r} (import, or none to print the trend)")
     if args.plot not in (None, "-"):
@@ -107,7 +107,7 @@ def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
         out = Path(args.plot)
         write_atomic(out, history.plot(points, out.suffix.lstrip(".") or "png"))
         print(f"plot: {out}")
-    return 0
+    return exits.PASS
 
 
 def add_history(s: argparse.ArgumentParser) -> None:
@@ -133,7 +133,7 @@ def cmd_export(args: argparse.Namespace, extra: list[str]) -> int:
         if args.output:
             writable(Path(args.output))
         print(f"export: {export(Path(args.results), args.format, Path(args.output) if args.output else None)}")
-    return 0
+    return exits.PASS
 
 
 def add_export(s: argparse.ArgumentParser) -> None:
@@ -159,7 +159,7 @@ def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int 
         names = sorted(p.name for p in directory.iterdir())
     except OSError as e:
         raise InputFileError(f"{directory}: cannot list: {e.strerror}") from None
-    worst, out = 0, []
+    worst, out = exits.PASS, []
     for name in names:
         path = directory / name
         if path.is_dir() and not path.is_symlink():
@@ -169,7 +169,7 @@ def parse_directory(directory: Path, argv: list[str], as_json: bool, ranks: int 
         except InputFileError as e:
             out.append({"file": name, "verdict": "unreadable", "error": str(e), "lineno": None, "tables": 0,
                         "rows": 0, "benchmarks": []})
-            worst = max(worst, 2)
+            worst = max(worst, exits.USAGE)
             continue
         failed = next((r for r in results if r.error), None)
         worst = max(worst, parse.exit_status(results))

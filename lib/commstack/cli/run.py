@@ -40,10 +40,6 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     return cmd_suite(args, extra)
 
 
-def add_run(s: argparse.ArgumentParser) -> None:
-    _run_options(s)
-
-
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
@@ -115,7 +111,7 @@ def env_of(args: argparse.Namespace, system) -> EnvView | None:
 
 def add_suite(s: argparse.ArgumentParser) -> None:
     s.add_argument("name", help="a suite: suites/NAME.yaml, or a suite file")
-    _run_options(s)
+    add_run(s)
 
 
 def _results(args: argparse.Namespace) -> Path:
@@ -153,7 +149,7 @@ def _dry_run(args: argparse.Namespace, system, suite) -> int:
             print(shlex.join(launcher.command(s.step)) + (f"   # x{s.repeats}" if s.repeats > 1 else ""))
     print(f"# suite {suite.name} on {system.name}: {len(steps)} steps, "
           f"{sum(1 for s in steps if s.not_run)} not runnable here")
-    return 0
+    return exits.PASS
 
 
 def verdicts(records, unsaved=frozenset(), file=None) -> None:
@@ -182,7 +178,7 @@ def cmd_submit(args: argparse.Namespace, system, suite) -> int:
             results = Path(args.results or TOP / "results" / "RUN")
             binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=Path(tmp), build=False)
             print(batch.submit(results, system, suite, binaries, plan, {}, dry_run=True), end="")
-        return 0
+        return exits.PASS
     results = _results(args)
     binaries = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, build_dir=results / "build",
                         build=not args.no_build)
@@ -227,7 +223,8 @@ def add_status(s: argparse.ArgumentParser) -> None:
     s.add_argument("--allow-not-run", action="store_true", help="exit 0 when only not-run steps are not passed")
 
 
-def _run_options(s: argparse.ArgumentParser) -> None:
+def add_run(s: argparse.ArgumentParser) -> None:
+    """What a suite run takes (`run`, `suite`)."""
     options.add(s.add_argument, options.RUN)
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")

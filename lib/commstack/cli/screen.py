@@ -8,12 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from commstack import limits, options
+from commstack import exits, limits, options
 from commstack.config import load_system
 from commstack.errors import CommstackError, printable
 from commstack.files import own_dir
 from commstack.paths import TOP
-from commstack.exits import CtrlC
 from commstack.run.runner import Binaries, given_run_dir, new_run_dir
 from commstack.screen import output
 from commstack.screen.plan import plan
@@ -49,14 +48,14 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
         for r in [HEAD, *rows]:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
         print(f"from: {source}")
-        return 0
+        return exits.PASS
     run_dir = given_run_dir(own_dir(Path(args.results))) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, build_dir=run_dir / "build", build=False)
     progress = Progress(0, sys.stderr)
     s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps, progress)
     # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.interrupted_by);
     # later ones wait for the clean-up
-    ctrl = CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s)
+    ctrl = exits.CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s)
     ctrl.install()
     try:
         outcome = s.run()
@@ -81,7 +80,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
                           file=sys.stderr)
     if outcome.interrupted:
         print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
-        return ctrl.status
+        return exits.signalled(ctrl.signum)
     return outcome.exit
 
 

@@ -313,7 +313,7 @@ def validation_failure(benchmark: str, text: str, args: list[str], ranks: int | 
 # ------------------------------------------------------------------------------ commstack parse
 
 PARSE_HELP = "exit status: 0 complete and valid; " + "; ".join(
-    f"{exits.PARSE[e.kind]} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
+    f"{e.exit_status} {e.kind}" for e in PARSE_ERRORS) + "; 2 bad arguments or unreadable FILE"
 
 
 def describe(result: Result, quote: bool = True) -> dict[str, Any]:
@@ -384,4 +384,4 @@ def read_results(path: Path, argv: list[str], ranks: int | None, strict: bool) -
 
 def exit_status(results: list[Result]) -> int:
     failed = next((r.error for r in results if r.error), None)
-    return exits.PARSE[failed.kind] if failed else exits.PASS
+    return failed.exit_status if failed else exits.PASS
