@@ -62,12 +62,6 @@ class Yardstick:
     def short(self) -> bool:
         return bool(self.points or self.failed)
 
-    def headline(self, record: Record) -> int | None:
-        """The headline size of those it is short at (None: none, a failed step)."""
-        if not self.points:
-            return None
-        return headline(record, self.points)
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -79,8 +73,12 @@ class Finding:
         return f"{self.step} on {', '.join(self.nodes)}: {self.message}"
 
 
-def headline(record: Record, sizes: Iterable[int]) -> int:
-    """The size a reader looks at first: the largest of a rate, the smallest of a time."""
+def headline(record: Record, sizes: Iterable[int] | None = None) -> int | None:
+    """The size a reader looks at first, of `sizes` (default: the record's): the largest of a rate, the smallest of
+    a time (a sweep's small sizes of a rate, and large ones of a time, say more about the host than the link)."""
+    sizes = list(record.medians() if sizes is None else sizes)
+    if not sizes:
+        return None
     return max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
 
 
@@ -175,15 +173,15 @@ def _lower(records: list[Record], upper: Record, layer: str) -> Record | None:
     nodes = set(upper.nodelist)
     hits = [r for r in records if layer_of(r) == layer and set(r.nodelist) == nodes and r.verdict != "not-run"
             and quantity(r) == quantity(upper)]
-    hits.sort(key=lambda r: (r.tags.get("memory", "host") != upper.tags.get("memory", "host"), r.index))
-    return hits[0] if hits else None
+    return min(hits, key=lambda r: (r.tags.get("memory", "host") != upper.tags.get("memory", "host"), r.index),
+               default=None)
 
 
 def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
              yardsticks: dict[tuple[str, str], Yardstick]) -> Finding:
     kind = quantity(upper)
     higher = METRICS[upper.metric].higher_is_better
-    size = short.headline(upper)
+    size = headline(upper, short.points)  # None: a failed step
     if size is None:
         head, expected = f"{upper.benchmark} {short.failed}", None
     else:

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from commstack.benchmarks import METRICS
-from commstack.results.diagnosis import NAMES, layer_of, quantity, shown, si, size_text
+from commstack.results.diagnosis import NAMES, headline, layer_of, quantity, shown, si, size_text
 from commstack.results.records import Record
 from commstack.screen.matching import Pair, pair
 from commstack.screen.spec import Rule
@@ -116,15 +116,6 @@ class Peers:
     def blind(self, records: list[Record], rule: Rule) -> list[str]:
         """The checks whose healthy spread hides any slowdown: what they measured judged nothing."""
         return [check for check, (_, told) in self.tolds(records, rule).items() if told == math.inf]
-
-
-def headline(r: Record) -> int | None:
-    """The size a check is judged at: the largest of a rate, the smallest of a time (a sweep's small sizes
-    of a rate, and large ones of a time, say more about the host than about the link)."""
-    medians = r.medians()
-    if not medians:
-        return None
-    return max(medians) if METRICS[r.metric].higher_is_better else min(medians)
 
 
 def check_of(r: Record) -> str:
