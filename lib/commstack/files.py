@@ -78,18 +78,21 @@ def _write_atomic(path: Path, raw: bytes, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(fd, raw)
         os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(path.parent)
+
+
+def write_synced(fd: int, data: bytes) -> None:
+    """`data` into the new file open at `fd` (closed after), on disk before the caller makes it seen."""
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def regular_or_missing(path: Path) -> None:
@@ -188,10 +191,8 @@ def private_dir(path: Path) -> Path:
     symlink, belongs to another user, or is open to group or others. Its parent is one commstack checked
     already (private_tree, a run's directory)."""
     path = Path(path)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePathError(_STATE_LINK.format(path))
@@ -224,7 +225,7 @@ def private_path(path: Path) -> Path:
 
 #: the most symlinks walk_dir follows in one path, as the kernel's own limit (ELOOP)
 MAX_LINKS = 40
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def walk_dir(path: Path, make: int | None = None, make_parents: int | None = None,
@@ -238,7 +239,7 @@ def walk_dir(path: Path, make: int | None = None, make_parents: int | None = Non
     (`make_parents` for those before the last, `make` for the last), else FileNotFoundError."""
     path = Path(os.path.abspath(path))
     todo = list(reversed(path.parts[1:]))
-    fds, at, links = [os.open("/", _DIR)], Path("/"), 0
+    fds, at, links = [os.open("/", DIR_FLAGS)], Path("/"), 0
     try:
         while todo:
             name = todo.pop()
@@ -273,7 +274,7 @@ def walk_dir(path: Path, make: int | None = None, make_parents: int | None = Non
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise UnsafePathError(f"{at / name} is {_kind(st.st_mode)}, not a directory")
-            fds.append(os.open(name, _DIR, dir_fd=fds[-1]))
+            fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
             at, st = at / name, os.fstat(fds[-1])
             if todo:
                 _check_parent(path, at, st)
@@ -374,10 +375,8 @@ def make_dirs(root: Path, *names: str, mode: int = 0o750) -> Path:
     try:
         for name in names:
             inside_name(name)
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(name, mode, dir_fd=fd)
-            except FileExistsError:
-                pass
             try:
                 sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as e:
