@@ -50,17 +50,14 @@ def _load(model: type[Model], path: Path, _mtime: int, _size: int) -> Model:
     except ValidationError as e:
         problems: dict[str, list[dict]] = {}
         for err in e.errors():  # a union's members fail one by one: one problem per key path
-            problems.setdefault(_where(err["loc"]), []).append(err)
+            where = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and _MEMBER.fullmatch(p)))
+            problems.setdefault(where or "(top level)", []).append(err)
         raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}:\n"
                           + "\n".join(_problem(where, errs) for where, errs in problems.items())) from None
 
 
 #: the names pydantic gives a union's members in an error's location; not keys of the file
 _MEMBER = re.compile(r"(int|str|float|bool|none|constrained-\w+|(literal|list|dict|tuple|function-\w+)\[.*\])")
-
-
-def _where(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc if not (isinstance(p, str) and _MEMBER.fullmatch(p))) or "(top level)"
 
 
 def _problem(where: str, errs: list[dict]) -> str:

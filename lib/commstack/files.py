@@ -56,10 +56,22 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     Something at `path` that is not a regular file (a symlink, a device such as /dev/null, a FIFO, a
     directory) is refused, never replaced nor written through."""
     path = Path(path)
-    raw = data.encode() if isinstance(data, str) else data
     writable(path)
     try:
-        _write_atomic(path, raw, mode)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(fd, mode)
+            write_synced(fd, data.encode() if isinstance(data, str) else data)
+            os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)  # the rename on disk too
+        finally:
+            os.close(dir_fd)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
 
@@ -72,19 +84,6 @@ def writable(path: Path) -> None:
         regular_or_missing(path)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
-
-
-def _write_atomic(path: Path, raw: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        write_synced(fd, raw)
-        os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def write_synced(fd: int, data: bytes) -> None:
@@ -176,14 +175,6 @@ def drop_stdout() -> None:
 
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def private_dir(path: Path) -> Path:

@@ -24,7 +24,6 @@ from pathlib import Path
 from matplotlib.figure import Figure  # no pyplot: files only, no display and no global figure state
 from matplotlib.ticker import FuncFormatter
 
-from commstack.errors import CommstackError
 from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
 from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
@@ -34,10 +33,6 @@ from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, binary_source, read_run
-
-
-class ReportError(CommstackError):
-    """No results to report, or a report that cannot be made from them."""
 
 
 #: the sizes seed 001 shows for osu_alltoall against node counts
