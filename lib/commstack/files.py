@@ -106,12 +106,9 @@ def regular_or_missing(path: Path) -> None:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return {stat.S_IFLNK: "a symlink", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+            stat.S_IFREG: "a regular file"}.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = True) -> bytes:

@@ -258,11 +258,8 @@ class View:
                        pytest_log=str(self.log.path), elapsed_s=round(time.monotonic() - self.t0, 3))
             return status
         if records:
-            line = Text(f"{len(records)} steps in {duration(time.monotonic() - self.t0)}: ")
-            for i, verdict in enumerate(v for v in VERDICTS if counts[v]):
-                line.append(", " if i else "")
-                line.append(f"{counts[verdict]} {verdict}", style=STYLE[verdict])
-            self._line(line)
+            self._line(Text(f"{len(records)} steps in {duration(time.monotonic() - self.t0)}: ").append_text(
+                Text(", ").join(Text(f"{counts[v]} {v}", style=STYLE[v]) for v in VERDICTS if counts[v])))
         groups: dict[tuple[str, str], list[str]] = {}
         for r in records:
             if r.reason:
