@@ -220,10 +220,10 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
     medians = low.medians()
     if not medians:
         return f"{name} left no figures", True
-    if size is None:  # the upper step failed: the lower one's headline size
-        size_low = headline(low, medians)
-    else:  # the same size, else the nearest power of two (the larger of two)
-        size_low = min(medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
+    # the upper step failed: the lower one's headline size; else the same size, else the nearest power of two
+    # (the larger of two)
+    size_low = headline(low) if size is None else min(
+        medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
     value = medians[size_low][0]
     at = "" if size_low == size else f" at {size_text(size_low)}"
     text = f"{name} reaches {shown(quantity(low), si(low, value))}{at}"
@@ -254,11 +254,8 @@ def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tupl
     for nodes, rs in groups.items():
         rows = []
         for r in sorted(rs, key=lambda r: LAYERS.index(layer_of(r))):
-            medians, kind = r.medians(), quantity(r)
-            figure = ""
-            if medians and kind:
-                size = headline(r, medians)
-                figure = f"{shown(kind, si(r, medians[size][0]))} at {size_text(size)}"
-            rows.append((NAMES[layer_of(r)], r, figure))
+            size, kind = headline(r), quantity(r)
+            at = f"{shown(kind, si(r, r.medians()[size][0]))} at {size_text(size)}" if size is not None and kind else ""
+            rows.append((NAMES[layer_of(r)], r, at))
         out.append((nodes, rows))
     return out

@@ -212,14 +212,11 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
           size: int | None = None, node: str | None = None) -> list[Point]:
     """The judged figure of every matching step and size, oldest run first; `node`: the steps that ran on it
     (a node's history across screens and runs)."""
-    where, args = [], []
-    for column, value in (("r.system", system), ("r.suite", suite), ("r.step", step), ("f.size", size)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            args.append(value)
+    given = [(f"{column} = ?", value) for column, value in (("r.system", system), ("r.suite", suite),
+                                                             ("r.step", step), ("f.size", size)) if value is not None]
     if node is not None:  # the node list is stored as JSON: the name with its quotes, exactly
-        where.append("instr(r.nodelist, ?) > 0")
-        args.append(json.dumps(node))
+        given.append(("instr(r.nodelist, ?) > 0", json.dumps(node)))
+    where, args = [c for c, _ in given], [v for _, v in given]
     if not Path(path).is_file():
         raise HistoryError(f"no history at {path}: runs add themselves when they finish, or "
                            "`commstack history import RESULTS_DIR`")

@@ -84,12 +84,10 @@ class Peers:
     def slow(self, r: Record, rule: Rule) -> str | None:
         """The first slow figure of `r`, as a person reads it, or None."""
         size = headline(r)
-        if size is None:
-            return None
-        value = r.medians()[size][0]
-        s = self.stats.get((check_of(r), size))
+        s = self.stats.get((check_of(r), size))  # None too for a record without figures
         if s is None or s.count < 3 or s.median <= 0:  # fewer than 3 figures: no majority to hold it against
             return None
+        value = r.medians()[size][0]
         higher = METRICS[r.metric].higher_is_better
         worse = value < s.median * (1 - rule.slower_by) if higher else value > s.median / (1 - rule.slower_by)
         if worse and abs(value - s.median) > rule.mads * s.mad:

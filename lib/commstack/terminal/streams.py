@@ -72,13 +72,9 @@ class PytestLog(io.TextIOBase):
         self.error: OSError | None = None
 
     def write(self, s: str) -> int:
-        if self.file is None and self.error is None:
+        if self.error is None:
             try:
-                self.file = open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
-            except OSError as e:
-                self.error = e
-        if self.file is not None:
-            try:
+                self.file = self.file or open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
                 self.file.write(s)
             except OSError as e:
                 self.error, self.file = e, None
