@@ -51,10 +51,8 @@ class FileWriteError(CommstackError):
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a part.
-    The temporary file is created with `mode` (0600 for secrets) before a byte is written.
-    Something at `path` that is not a regular file (a symlink, a device such as /dev/null, a FIFO, a
-    directory) is refused, never replaced nor written through."""
+    """Write `data` to `path` so that readers see the old file or the new one, never a part. The temporary file
+    is created with `mode` (0600 for secrets) before a byte is written; what is at `path` is checked (writable)."""
     path = Path(path)
     writable(path)
     try:
@@ -163,10 +161,11 @@ def stdout_written():
         raise FileWriteError(f"cannot write standard output: {e.strerror or e}", e.errno) from None
 
 
-def drop_stdout() -> None:
-    """Standard output to /dev/null: what is still buffered goes there at exit, not into a traceback."""
+def drop_stdout(fd: int | None = None) -> None:
+    """Standard output (or `fd`, a copy of it) to /dev/null: what is still buffered goes there, now and at exit,
+    not into a traceback."""
     null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, sys.stdout.fileno())
+    os.dup2(null, sys.stdout.fileno() if fd is None else fd)
     os.close(null)
 
 
