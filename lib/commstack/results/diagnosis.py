@@ -69,9 +69,6 @@ class Finding:
     nodes: tuple[str, ...]
     message: str              # its figures, the lower layers' on its nodes, and the lowest layer at fault
 
-    def line(self) -> str:
-        return f"{self.step} on {', '.join(self.nodes)}: {self.message}"
-
 
 def headline(record: Record, sizes: Iterable[int] | None = None) -> int | None:
     """The size a reader looks at first, of `sizes` (default: the record's): the largest of a rate, the smallest of
@@ -240,7 +237,7 @@ def findings_text(findings: list[Finding]) -> str:
     """The findings as `compare` prints them, after its table."""
     if not findings:
         return ""
-    return "lowest layer at fault:\n" + "".join(f"  {f.line()}\n" for f in findings)
+    return "lowest layer at fault:\n" + "".join(f"  {f.step} on {', '.join(f.nodes)}: {f.message}\n" for f in findings)
 
 
 def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tuple[str, Record, str]]]]:

@@ -183,6 +183,10 @@ class Role:
         """Slow with every partner it met in this role (one or more)."""
         return bool(self.partners) and self.slow_with == self.partners
 
+    def said(self, slow: str) -> str:
+        """`slow` (slowness's name for it), its first bad figure and how many partners it was slow with."""
+        return f"{slow}: {self.whys[0]} ({len(self.slow_with)} of {len(self.partners)} partners)"
+
 
 @dataclass
 class NodeVerdict:
@@ -242,18 +246,13 @@ def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str
     proven = {name: r for name, r in bad.items() if evidence[name] >= rule.evidence}
     if proven:
         first = next((proven[x] for x in (SENDING, RECEIVING, ROUND_TRIP) if x in proven))
-        v.status = "bad"
-        v.reason = f"{slowness(proven)}: {first.whys[0]} ({len(first.slow_with)} of {len(first.partners)} partners)"
+        v.status, v.reason = "bad", first.said(slowness(proven))
     elif own_bad and len(own_bad) >= rule.evidence:
         v.status, v.reason = "bad", f"fails on its own: {own_bad[0][1]}" + \
             (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
     elif bad or own_bad:
         count = max(evidence.values(), default=len(own_bad))
-        if bad:
-            name, r = next(iter(bad.items()))
-            what = f"{slowness({name: r})}: {r.whys[0]} ({len(r.slow_with)} of {len(r.partners)} partners)"
-        else:
-            what = own_bad[0][1]
+        what = next(r.said(slowness({name: r})) for name, r in bad.items()) if bad else own_bad[0][1]
         v.status = "suspect"
         v.reason = f"{what}; {count} bad measurement{'s' if count != 1 else ''}, {rule.evidence} needed"
     return v
