@@ -117,13 +117,11 @@ class View:
         item, start, left = self.current
         number_, total = len(self.config.stash[PROGRESS]["done"]) + 1, len(self.items)
         spent = time.monotonic() - start
-        text = Text(f"[step {number_}/{total}] ", style="bold")
+        text = Text(f"[step {number_}/{total}] ", style="bold", no_wrap=True, overflow="ellipsis")
         text.append(printable(item.name))
         rest = None if left is None else left - spent  # None: no estimate yet, or this step took longer
-        text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1 else ""),
-                    style="dim")
-        text.no_wrap, text.overflow = True, "ellipsis"
-        return text
+        return text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1
+                                                  else ""), style="dim")
 
     def _stop(self) -> None:
         if self.live is not None:
