@@ -50,17 +50,14 @@ def _load(model: type[Model], path: Path, _mtime: int, _size: int) -> Model:
     except ValidationError as e:
         problems: dict[str, list[dict]] = {}
         for err in e.errors():  # a union's members fail one by one: one problem per key path
-            problems.setdefault(_where(err["loc"]), []).append(err)
+            where = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and _MEMBER.fullmatch(p)))
+            problems.setdefault(where or "(top level)", []).append(err)
         raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}:\n"
                           + "\n".join(_problem(where, errs) for where, errs in problems.items())) from None
 
 
 #: the names pydantic gives a union's members in an error's location; not keys of the file
 _MEMBER = re.compile(r"(int|str|float|bool|none|constrained-\w+|(literal|list|dict|tuple|function-\w+)\[.*\])")
-
-
-def _where(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc if not (isinstance(p, str) and _MEMBER.fullmatch(p))) or "(top level)"
 
 
 def _problem(where: str, errs: list[dict]) -> str:
@@ -200,17 +197,13 @@ class System(Strict):
     install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
     path: Path | None = None           # set by load_system, not written in the file
 
-    @field_validator("references", mode="after")
+    @field_validator("references", "install", mode="after")
     @classmethod
-    def _resolve(cls, v: Path | None, info: Any) -> Path | None:
+    def _resolve(cls, v: Path | Install | None, info: Any) -> Path | Install | None:
         base = (info.context or {}).get("path")
-        return (base.parent / v).resolve() if v is not None and base else v
-
-    @field_validator("install", mode="after")
-    @classmethod
-    def _resolve_env(cls, v: Install | None, info: Any) -> Install | None:
-        base = (info.context or {}).get("path")
-        return Install(env=(base.parent / v.env).resolve()) if v is not None and base else v
+        if v is None or not base:
+            return v
+        return Install(env=(base.parent / v.env).resolve()) if isinstance(v, Install) else (base.parent / v).resolve()
 
     @field_validator("variables", mode="before")
     @classmethod
@@ -249,17 +242,12 @@ def edf_names() -> list[str]:
 
 
 def known_systems() -> list[str]:
-    return sorted(p.stem for p in SYSTEMS.glob("*.yaml"))
+    return names_in(SYSTEMS)
 
 
 def load_system(name_or_path: str) -> System:
     """`local` (systems/local.yaml) or a path to a system file."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = SYSTEMS / f"{name_or_path}.yaml"
-    if not path.is_file():
-        raise UnknownSystemError(f"unknown system {name_or_path!r}; known: {', '.join(known_systems())}")
-    return load(System, path).model_copy(update={"path": path})
+    return load_named(System, SYSTEMS, name_or_path, "system", UnknownSystemError)
 
 
 # ----------------------------------------------------------------------------------------- suites
@@ -352,17 +340,21 @@ class Suite(Strict):
 
 
 def known_suites() -> list[str]:
-    return sorted(p.stem for p in SUITES.glob("*.yaml"))
+    return names_in(SUITES)
 
 
-def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str) -> Model:
+def names_in(directory: Path) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str,
+               error: type[ConfigError] = ConfigError) -> Model:
     """`NAME` (directory/NAME.yaml) or a path to a file, validated by `model`, its path kept in it."""
     path = Path(name_or_path)
     if not path.suffix:
         path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
-        raise ConfigError(f"unknown {what} {str(name_or_path)!r}; known: {known}")
+        raise error(f"unknown {what} {str(name_or_path)!r}; known: {', '.join(names_in(directory))}")
     return load(model, path).model_copy(update={"path": path})
 
 

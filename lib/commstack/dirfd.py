@@ -5,14 +5,13 @@ The report is written this way: rendered into a new directory, then `report` swa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
 from pathlib import Path
 
-from commstack.files import FileWriteError, UnsafePathError, inside_name
-
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+from commstack.files import DIR_FLAGS, FileWriteError, UnsafePathError, inside_name, write_synced
 
 
 def make_dir(dir_fd: int, name: str, shown: Path, mode: int = 0o750) -> int:
@@ -21,7 +20,7 @@ def make_dir(dir_fd: int, name: str, shown: Path, mode: int = 0o750) -> int:
     inside_name(name)
     try:
         os.mkdir(name, mode, dir_fd=dir_fd)
-        return os.open(name, _DIR, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except OSError as e:
         raise FileWriteError.of(shown, e) from e
 
@@ -31,11 +30,8 @@ def write_in(dir_fd: int, name: str, data: bytes, shown: Path) -> None:
     symlink; FileWriteError naming `shown` (ENOSPC: the file system is full)."""
     inside_name(name)
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                             dir_fd=dir_fd), data)
     except OSError as e:
         raise FileWriteError.of(shown, e) from e
 
@@ -49,11 +45,9 @@ def swap_link(dir_fd: int, link: str, target: str, shown: Path) -> str | None:
     tmp = f".{link}-link-{secrets.token_hex(4)}"
     try:
         os.symlink(target, tmp, dir_fd=dir_fd)
-        try:
+        st, old = None, None
+        with contextlib.suppress(FileNotFoundError):
             st = os.stat(link, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
-        old = None
         if st and stat.S_ISLNK(st.st_mode):
             named = os.readlink(link, dir_fd=dir_fd)
             old = named if "/" not in named and named not in ("", ".", "..", target) else None
@@ -64,10 +58,8 @@ def swap_link(dir_fd: int, link: str, target: str, shown: Path) -> str | None:
     except OSError as e:
         raise FileWriteError.of(shown, e) from e
     finally:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
-        except FileNotFoundError:
-            pass
     os.fsync(dir_fd)
     return old
 
@@ -82,7 +74,7 @@ def remove_tree(dir_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return
-    fd = os.open(name, _DIR, dir_fd=dir_fd)
+    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     try:
         with os.scandir(fd) as entries:
             names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]

@@ -51,15 +51,25 @@ class FileWriteError(CommstackError):
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a part.
-    The temporary file is created with `mode` (0600 for secrets) before a byte is written.
-    Something at `path` that is not a regular file (a symlink, a device such as /dev/null, a FIFO, a
-    directory) is refused, never replaced nor written through."""
+    """Write `data` to `path` so that readers see the old file or the new one, never a part. The temporary file
+    is created with `mode` (0600 for secrets) before a byte is written; what is at `path` is checked (writable)."""
     path = Path(path)
-    raw = data.encode() if isinstance(data, str) else data
     writable(path)
     try:
-        _write_atomic(path, raw, mode)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(fd, mode)
+            write_synced(fd, data.encode() if isinstance(data, str) else data)
+            os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)  # the rename on disk too
+        finally:
+            os.close(dir_fd)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
 
@@ -74,22 +84,12 @@ def writable(path: Path) -> None:
         raise FileWriteError.of(path, e) from e
 
 
-def _write_atomic(path: Path, raw: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # rename(2) replaces a symlink itself, it does not write through it
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
+def write_synced(fd: int, data: bytes) -> None:
+    """`data` into the new file open at `fd` (closed after), on disk before the caller makes it seen."""
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def regular_or_missing(path: Path) -> None:
@@ -104,12 +104,9 @@ def regular_or_missing(path: Path) -> None:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return {stat.S_IFLNK: "a symlink", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+            stat.S_IFREG: "a regular file"}.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def read_bounded(path: Path, limit: int = MAX_INPUT, follow_symlinks: bool = True) -> bytes:
@@ -164,10 +161,11 @@ def stdout_written():
         raise FileWriteError(f"cannot write standard output: {e.strerror or e}", e.errno) from None
 
 
-def drop_stdout() -> None:
-    """Standard output to /dev/null: what is still buffered goes there at exit, not into a traceback."""
+def drop_stdout(fd: int | None = None) -> None:
+    """Standard output (or `fd`, a copy of it) to /dev/null: what is still buffered goes there, now and at exit,
+    not into a traceback."""
     null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, sys.stdout.fileno())
+    os.dup2(null, sys.stdout.fileno() if fd is None else fd)
     os.close(null)
 
 
@@ -175,23 +173,13 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def private_dir(path: Path) -> Path:
     """`path` as a directory only its owner can use: created 0700 if missing; refused when it is a
     symlink, belongs to another user, or is open to group or others. Its parent is one commstack checked
     already (private_tree, a run's directory)."""
     path = Path(path)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePathError(_STATE_LINK.format(path))
@@ -224,7 +212,7 @@ def private_path(path: Path) -> Path:
 
 #: the most symlinks walk_dir follows in one path, as the kernel's own limit (ELOOP)
 MAX_LINKS = 40
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def walk_dir(path: Path, make: int | None = None, make_parents: int | None = None,
@@ -238,7 +226,7 @@ def walk_dir(path: Path, make: int | None = None, make_parents: int | None = Non
     (`make_parents` for those before the last, `make` for the last), else FileNotFoundError."""
     path = Path(os.path.abspath(path))
     todo = list(reversed(path.parts[1:]))
-    fds, at, links = [os.open("/", _DIR)], Path("/"), 0
+    fds, at, links = [os.open("/", DIR_FLAGS)], Path("/"), 0
     try:
         while todo:
             name = todo.pop()
@@ -273,7 +261,7 @@ def walk_dir(path: Path, make: int | None = None, make_parents: int | None = Non
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise UnsafePathError(f"{at / name} is {_kind(st.st_mode)}, not a directory")
-            fds.append(os.open(name, _DIR, dir_fd=fds[-1]))
+            fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
             at, st = at / name, os.fstat(fds[-1])
             if todo:
                 _check_parent(path, at, st)
@@ -374,10 +362,8 @@ def make_dirs(root: Path, *names: str, mode: int = 0o750) -> Path:
     try:
         for name in names:
             inside_name(name)
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(name, mode, dir_fd=fd)
-            except FileExistsError:
-                pass
             try:
                 sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as e:

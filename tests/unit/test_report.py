@@ -419,7 +419,7 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
 
     def broken(*args):
         raise RuntimeError("the plot fails half-way through the report")
-    monkeypatch.setattr("commstack.results.report.plot_curves", broken)
+    monkeypatch.setattr("commstack.results.report.curves_figure", broken)
     with pytest.raises(RuntimeError):
         write_report(tmp_path)
     assert (tmp_path / "report" / "index.html").resolve() == good and good.is_file()

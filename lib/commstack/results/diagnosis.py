@@ -62,12 +62,6 @@ class Yardstick:
     def short(self) -> bool:
         return bool(self.points or self.failed)
 
-    def headline(self, record: Record) -> int | None:
-        """The headline size of those it is short at (None: none, a failed step)."""
-        if not self.points:
-            return None
-        return headline(record, self.points)
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -75,12 +69,13 @@ class Finding:
     nodes: tuple[str, ...]
     message: str              # its figures, the lower layers' on its nodes, and the lowest layer at fault
 
-    def line(self) -> str:
-        return f"{self.step} on {', '.join(self.nodes)}: {self.message}"
 
-
-def headline(record: Record, sizes: Iterable[int]) -> int:
-    """The size a reader looks at first: the largest of a rate, the smallest of a time."""
+def headline(record: Record, sizes: Iterable[int] | None = None) -> int | None:
+    """The size a reader looks at first, of `sizes` (default: the record's): the largest of a rate, the smallest of
+    a time (a sweep's small sizes of a rate, and large ones of a time, say more about the host than the link)."""
+    sizes = list(record.medians() if sizes is None else sizes)
+    if not sizes:
+        return None
     return max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
 
 
@@ -175,15 +170,15 @@ def _lower(records: list[Record], upper: Record, layer: str) -> Record | None:
     nodes = set(upper.nodelist)
     hits = [r for r in records if layer_of(r) == layer and set(r.nodelist) == nodes and r.verdict != "not-run"
             and quantity(r) == quantity(upper)]
-    hits.sort(key=lambda r: (r.tags.get("memory", "host") != upper.tags.get("memory", "host"), r.index))
-    return hits[0] if hits else None
+    return min(hits, key=lambda r: (r.tags.get("memory", "host") != upper.tags.get("memory", "host"), r.index),
+               default=None)
 
 
 def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
              yardsticks: dict[tuple[str, str], Yardstick]) -> Finding:
     kind = quantity(upper)
     higher = METRICS[upper.metric].higher_is_better
-    size = short.headline(upper)
+    size = headline(upper, short.points)  # None: a failed step
     if size is None:
         head, expected = f"{upper.benchmark} {short.failed}", None
     else:
@@ -222,10 +217,10 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
     medians = low.medians()
     if not medians:
         return f"{name} left no figures", True
-    if size is None:  # the upper step failed: the lower one's headline size
-        size_low = headline(low, medians)
-    else:  # the same size, else the nearest power of two (the larger of two)
-        size_low = min(medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
+    # the upper step failed: the lower one's headline size; else the same size, else the nearest power of two
+    # (the larger of two)
+    size_low = headline(low) if size is None else min(
+        medians, key=lambda s: (abs(s.bit_length() - size.bit_length()), abs(s - size), -s))
     value = medians[size_low][0]
     at = "" if size_low == size else f" at {size_text(size_low)}"
     text = f"{name} reaches {shown(quantity(low), si(low, value))}{at}"
@@ -242,7 +237,7 @@ def findings_text(findings: list[Finding]) -> str:
     """The findings as `compare` prints them, after its table."""
     if not findings:
         return ""
-    return "lowest layer at fault:\n" + "".join(f"  {f.line()}\n" for f in findings)
+    return "lowest layer at fault:\n" + "".join(f"  {f.step} on {', '.join(f.nodes)}: {f.message}\n" for f in findings)
 
 
 def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tuple[str, Record, str]]]]:
@@ -256,11 +251,8 @@ def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tupl
     for nodes, rs in groups.items():
         rows = []
         for r in sorted(rs, key=lambda r: LAYERS.index(layer_of(r))):
-            medians, kind = r.medians(), quantity(r)
-            figure = ""
-            if medians and kind:
-                size = headline(r, medians)
-                figure = f"{shown(kind, si(r, medians[size][0]))} at {size_text(size)}"
-            rows.append((NAMES[layer_of(r)], r, figure))
+            size, kind = headline(r), quantity(r)
+            at = f"{shown(kind, si(r, r.medians()[size][0]))} at {size_text(size)}" if size is not None and kind else ""
+            rows.append((NAMES[layer_of(r)], r, at))
         out.append((nodes, rows))
     return out

@@ -23,8 +23,8 @@ from commstack.errors import CommstackError, printable
 from commstack.files import make_dirs, write_atomic
 from commstack.results.records import Record, read_run
 
-FORMATS = ("perflog", "jsonl", "bmf", "elastic")
 SUFFIX = {"perflog": ".log", "jsonl": ".jsonl", "bmf": ".bmf.json", "elastic": ".bulk.ndjson"}
+FORMATS = tuple(SUFFIX)
 PERFLOG_FIELDS = ("timestamp", "run_id", "system", "suite", "step", "benchmark", "size", "metric", "value",
                   "lower", "upper", "unit", "repeats", "verdict", "nodelist")
 INDEX = "commstack"

@@ -15,6 +15,7 @@ run's repeat spread. So a figure inside what the history has already seen is not
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -89,12 +90,9 @@ def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
 
 
 def _schema_columns() -> dict[str, list[str]]:
-    db = sqlite3.connect(":memory:")
-    try:
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
         db.executescript(SCHEMA)
         return _columns(db)
-    finally:
-        db.close()
 
 
 #: the tables and columns SCHEMA makes: what a history file of SCHEMA_VERSION must have
@@ -104,18 +102,13 @@ COLUMNS = _schema_columns()
 def connect(path: Path) -> sqlite3.Connection:
     """The history at `path`, created with the current schema when new."""
     path = Path(path)
-    try:
-        regular_or_missing(path)
-    except UnsafePathError as e:
-        raise HistoryError(f"{e}; the history is kept only in a regular file") from None
-    except OSError as e:  # a file, not a directory, on the way
-        raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
-    try:
-        checked_parent(path)
-    except UnsafePathError as e:  # a directory others may change
-        raise HistoryError(str(e)) from None
-    except OSError as e:
-        raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
+    for check, rule in ((regular_or_missing, "; the history is kept only in a regular file"), (checked_parent, "")):
+        try:
+            check(path)
+        except UnsafePathError as e:  # not a regular file, or a directory others may change
+            raise HistoryError(f"{e}{rule}") from None
+        except OSError as e:  # a file, not a directory, on the way
+            raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
     db = None
     try:
         db = sqlite3.connect(path, timeout=30)
@@ -219,14 +212,11 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
           size: int | None = None, node: str | None = None) -> list[Point]:
     """The judged figure of every matching step and size, oldest run first; `node`: the steps that ran on it
     (a node's history across screens and runs)."""
-    where, args = [], []
-    for column, value in (("r.system", system), ("r.suite", suite), ("r.step", step), ("f.size", size)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            args.append(value)
+    given = [(f"{column} = ?", value) for column, value in (("r.system", system), ("r.suite", suite),
+                                                             ("r.step", step), ("f.size", size)) if value is not None]
     if node is not None:  # the node list is stored as JSON: the name with its quotes, exactly
-        where.append("instr(r.nodelist, ?) > 0")
-        args.append(json.dumps(node))
+        given.append(("instr(r.nodelist, ?) > 0", json.dumps(node)))
+    where, args = [c for c, _ in given], [v for _, v in given]
     if not Path(path).is_file():
         raise HistoryError(f"no history at {path}: runs add themselves when they finish, or "
                            "`commstack history import RESULTS_DIR`")
@@ -268,8 +258,7 @@ def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
     _, unit, factor = shown(record.metric)
     out = []
     for size, (value, _, _) in record.medians().items():
-        past = [p.median for p in points if p.size == size and p.metric == record.metric and p.run_id != record.run_id
-                and p.median is not None and p.median > 0][-last:]
+        past = _past(points, record, size, last)
         if past and math.isfinite(value) and value > 0:
             base = statistics.median(past)
             if not 1 / FAR_OFF < value / base < FAR_OFF:
@@ -277,6 +266,12 @@ def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
                            f"its history's {shown_value(base * factor)} (median of its last {len(past)} runs)")
     return [out[0] + (f", and {len(out) - 1} more size{'s' if len(out) > 2 else ''} over {FAR_OFF} times off"
                       if len(out) > 1 else "")] if out else []
+
+
+def _past(points: list[Point], r: Record, size: int, last: int) -> list[float]:
+    """The figures of `r`'s step, system and metric at `size` in the last `last` other runs, oldest first."""
+    return [p.median for p in points if (p.system, p.suite, p.step, p.size, p.metric) == (r.system, r.suite, r.step,
+            size, r.metric) and p.run_id != r.run_id and p.median is not None and p.median > 0][-last:]
 
 
 def trend_table(points: list[Point]) -> str:
@@ -294,8 +289,9 @@ def trend_table(points: list[Point]) -> str:
 def plot(points: list[Point], fmt: str = "png") -> bytes:
     """One line per step and size: the judged figure over the runs (log scale where it spans decades), as an
     image in `fmt` (a matplotlib format: png, svg, pdf)."""
+    from matplotlib.figure import Figure  # matplotlib only when there is a plot
+
     from commstack.results.markup import mpl_text
-    from commstack.results.report import Figure, shown  # matplotlib only when there is a plot
 
     if not points:
         raise HistoryError("nothing to plot: no figures match")
@@ -333,9 +329,7 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
             out.append(Change(name, None, None, None, "missing in B"))
             continue
         for size, (value, stdev, _) in r.medians().items():
-            key = (r.system, r.suite, r.step, size, r.metric)
-            past = [p.median for p in history if (p.system, p.suite, p.step, p.size, p.metric) == key
-                    and p.run_id != r.run_id and p.median is not None and p.median > 0][-last:]
+            past = _past(history, r, size, last)
             if not past:
                 out.append(Change(name, size, None, value, "missing in A", metric=r.metric))
                 continue

@@ -17,7 +17,6 @@ from commstack.benchmarks import METRICS
 from commstack.config import BenchmarkName, Line, MessageSize, MetricName, SafeName, Strict, System, load
 from commstack.errors import CommstackError, ConfigError
 from commstack.files import MAX_OUTPUT, read_bounded
-from commstack.tools.lines import Sweep
 from commstack.results.parse import parse_tables
 
 
@@ -77,10 +76,6 @@ class ReferencesFile(Strict):
 
 # ------------------------------------------------------------------------------------------ loaded
 
-def load_recorded(path: Path) -> Sweep:
-    return parse_tables(read_bounded(path, MAX_OUTPUT).decode(errors="replace"))[0]
-
-
 @dataclass
 class Reference:
     id: str
@@ -136,27 +131,15 @@ def load_references(path: Path) -> References:
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
         if entry.recorded:
-            sweep = _recorded(path, entry.recorded, where)
-            sizes = entry.sizes or sweep.sizes
-            try:
-                points = {s: float(sweep.row(s)[entry.metric]) for s in sizes}
-            except KeyError as e:
-                raise ConfigError(f"{where}: {entry.recorded} has {e.args[0]}") from None
-            source = str(entry.recorded)
+            points, source = _recorded(path, entry.recorded, where, entry.metric, entry.sizes), str(entry.recorded)
         else:
             points, source = dict(entry.points), "points"
         t = {**spec.tolerance.model_dump(), **entry.tolerance}
         refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
                               t["lower"], t["upper"], source))
     for i, d in enumerate(spec.diagnoses):
-        where = f"{path}: diagnoses.{i}"
-        if d.recorded:
-            try:
-                bad = _recorded(path, d.recorded, where).row(d.size)[d.metric]
-            except KeyError as e:
-                raise ConfigError(f"{where}: {d.recorded} has {e.args[0]}") from None
-        else:
-            bad = d.value
+        bad = _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric, [d.size])[d.size] if d.recorded \
+            else d.value
         diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
     return References(spec.system, refs, diags, spec.unstable_spread)
 
@@ -178,8 +161,13 @@ def references_of(system: System) -> References | None:
         raise ConfigError(f"{system.path}: references: {e}") from None
 
 
-def _recorded(refs: Path, name: Path, where: str) -> Sweep:
+def _recorded(refs: Path, name: Path, where: str, metric: str, sizes: list[int] | None) -> dict[int, float]:
+    """`metric` at `sizes` (default: every size) in the recorded output `name` beside the references file."""
     try:
-        return load_recorded((refs.parent / name).resolve())
+        sweep = parse_tables(read_bounded((refs.parent / name).resolve(), MAX_OUTPUT).decode(errors="replace"))[0]
     except CommstackError as e:  # read_bounded names an unreadable file too
         raise ConfigError(f"{where}: recorded output {name}: {e}") from None
+    try:
+        return {s: float(sweep.row(s)[metric]) for s in sizes or sweep.sizes}
+    except KeyError as e:
+        raise ConfigError(f"{where}: {name} has {e.args[0]}") from None

@@ -24,7 +24,6 @@ from pathlib import Path
 from matplotlib.figure import Figure  # no pyplot: files only, no display and no global figure state
 from matplotlib.ticker import FuncFormatter
 
-from commstack.errors import CommstackError
 from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
 from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
@@ -34,10 +33,6 @@ from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, binary_source, read_run
-
-
-class ReportError(CommstackError):
-    """No results to report, or a report that cannot be made from them."""
 
 
 #: the sizes seed 001 shows for osu_alltoall against node counts
@@ -60,6 +55,13 @@ def shared_reasons(records: list[Record]) -> dict[str, int]:
 def _title(records: list[Record], what: str, date: str) -> str:
     systems, suites = (", ".join(sorted({getattr(r, key) for r in records})) for key in ("system", "suite"))
     return mpl_text(f"{what} — system {systems}, suite {suites}, {date}")  # each the plotted steps ran on
+
+
+def _size_axis(ax) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
 
 
 def curves_figure(records: list[Record], refs: References | None, line_rate_MBps: float | None,
@@ -90,10 +92,7 @@ def curves_figure(records: list[Record], refs: References | None, line_rate_MBps
     if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
         ax.axhline(line_rate_MBps * limit * factor, color="red", ls="--", lw=1,
                    label=f"NIC line rate x{limit} ({line_rate_MBps * limit * factor:g} {unit})")
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
-    ax.set_yscale("log")
-    ax.set_xlabel("message size (bytes)")
+    _size_axis(ax)
     ax.set_ylabel(f"{label} ({unit})")
     ax.set_title(_title(records, f"{first.benchmark}, {first.tags.get('memory', 'host')} memory", date), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
@@ -101,12 +100,6 @@ def curves_figure(records: list[Record], refs: References | None, line_rate_MBps
     # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93)
     return fig
-
-
-def plot_curves(records: list[Record], refs: References | None, line_rate_MBps: float | None, path: Path,
-                date: str) -> None:
-    """curves_figure as a PNG at `path`."""
-    curves_figure(records, refs, line_rate_MBps, date).savefig(path, format="png", dpi=100)
 
 
 def native_vs_container_figure(records: list[Record], date: str) -> Figure:
@@ -125,10 +118,7 @@ def native_vs_container_figure(records: list[Record], date: str) -> Figure:
                 ax.errorbar(list(means), [v[0] * factor for v in means.values()],
                             yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
                             label=mpl_text(environment))
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
+        _size_axis(ax)
         ax.set_ylabel(f"{label} ({unit}), mean ± sd")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
@@ -160,11 +150,6 @@ def native_vs_container_figure(records: list[Record], date: str) -> Figure:
         fig.suptitle(_title(records, f"{first.benchmark}: native vs container", date), fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def plot_native_vs_container(records: list[Record], path: Path, date: str) -> None:
-    """native_vs_container_figure as a PNG at `path`."""
-    native_vs_container_figure(records, date).savefig(path, format="png", dpi=100)
 
 
 NOTES_SHOWN = 20  # a step's notes the report lists; its record holds them all
@@ -209,10 +194,37 @@ def _plot(rs: list[Record], suite: str, refs: References | None, line_rate: floa
     png = io.BytesIO()
     if suite == "container-vs-native" and len({str(r.tags.get("environment")) for r in rs}) > 1 and all(
             isinstance(r.tags.get("nodes"), int) and isinstance(r.tags.get("environment"), str) for r in rs):
-        plot_native_vs_container(rs, png, date)
+        fig = native_vs_container_figure(rs, date)
     else:
-        plot_curves(rs, refs, line_rate, png, date)
+        fig = curves_figure(rs, refs, line_rate, date)
+    fig.savefig(png, format="png", dpi=100)
     return png.getvalue()
+
+
+def _code(text: str) -> tuple[str, str]:
+    """A table cell in a code span: (Markdown, HTML)."""
+    return md_code(text), f"<td><code>{html_text(text)}</code></td>"
+
+
+def _text(text: str) -> tuple[str, str]:
+    return md_text(text), f"<td>{html_text(text)}</td>"
+
+
+def _table(header: list[str], rows, align: str = "---") -> tuple[list[str], list[str]]:
+    """A table as Markdown and HTML lines: `rows` of (the <tr>'s attributes, cells), each cell (Markdown, <td>)."""
+    md = ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + f"{align}|" * len(header)]
+    page = ["<table><tr>" + "".join(f"<th>{html_text(h)}</th>" for h in header) + "</tr>"]
+    for attrs, cells in rows:
+        md.append("| " + " | ".join(m for m, _ in cells) + " |")
+        page.append(f"<tr{attrs}>" + "".join(h for _, h in cells) + "</tr>")
+    return md, page + ["</table>"]
+
+
+def _faults(title: str, items: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """A section listing (code, text) items: each `code` (a step) with what is said of it."""
+    return ([f"## {title}", "", *(f"- {md_code(code)}{md_text(text)}" for code, text in items)],
+            [f"<h2>{title}</h2><ul class='fault'>",
+             *(f"<li><code>{html_text(code)}</code>{html_text(text)}</li>" for code, text in items), "</ul>"])
 
 
 def _render(records: list[Record], refs: References | None, line_rate: float | None, date: str, put) -> None:
@@ -232,75 +244,60 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     systems = sorted({r.system for r in records})
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
     md = [f"# {md_text(head)}", "", f"{date}, run {md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
-          "Rows in [rows.csv](rows.csv).", "",
-          "| step | verdict | reason | nodes | command | validated |", "|---|---|---|---|---|---|"]
+          "Rows in [rows.csv](rows.csv).", ""]
     page = [f"<h1>{html_text(head)}</h1>",
             f"<p>{date}, run <code>{html_text(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
-            "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>",
-            "<table><tr><th>step</th><th>verdict</th><th>reason</th><th>nodes</th><th>command</th><th>validated</th>"
-            "</tr>"]
+            "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>"]
     findings = diagnose(records, against_references(records, refs))
     if findings:  # above the table: the first thing to read after a maintenance
-        at = next(i for i, line in enumerate(md) if line.startswith("| step | verdict |"))
-        md[at:at] = ["## Lowest layer at fault", "",
-                     *(f"- {md_code(f.step)} on {md_text(', '.join(f.nodes))}: {md_text(f.message)}"
-                       for f in findings), ""]
-        page[-1:-1] = ["<h2>Lowest layer at fault</h2><ul class='fault'>", *(
-            f"<li><code>{html_text(f.step)}</code> on {html_text(', '.join(f.nodes))}: {html_text(f.message)}"
-            f"</li>" for f in findings), "</ul>"]
+        found_md, found_page = _faults("Lowest layer at fault", [
+            (f.step, f" on {', '.join(f.nodes)}: {f.message}") for f in findings])
+        md += [*found_md, ""]
+        page += found_page
     shared = shared_reasons(records)
+    steps = []
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         checked = r.validated or ""
         n = shared.get(r.reason)
-        md_reason = f"[reason {n}](#reasons-several-steps-give)" if n else md_spans(r.reason)
-        html_reason = f"<a href='#reason-{n}'>reason {n}</a>" if n else html_spans(r.reason)
-        md.append(f"| {md_code(r.step)} | {md_text(verdict)} | {md_reason} | {md_text(', '.join(r.nodelist))} | "
-                  + (f"{md_code(command)} |" if command else " |") + f" {checked} |")
-        page.append(f"<tr class='{r.verdict}'><td><code>{html_text(r.step)}</code></td>"
-                    f"<td>{html_text(verdict)}</td><td>{html_reason}</td><td>{html_text(', '.join(r.nodelist))}</td>"
-                    f"<td><code>{html_text(command)}</code></td><td>{checked}</td></tr>")
-    page.append("</table>")
+        reason = ((f"[reason {n}](#reasons-several-steps-give)", f"<td><a href='#reason-{n}'>reason {n}</a></td>")
+                  if n else (md_spans(r.reason), f"<td>{html_spans(r.reason)}</td>"))
+        steps.append((f" class='{r.verdict}'", [
+            _code(r.step), _text(verdict), reason, _text(", ".join(r.nodelist)),
+            (md_code(command) if command else "", f"<td><code>{html_text(command)}</code></td>"),
+            (checked, f"<td>{checked}</td>")]))
+    table_md, table_page = _table(["step", "verdict", "reason", "nodes", "command", "validated"], steps)
+    md += table_md
+    page += table_page
     if shared:  # each once, with the steps that give it (the terminal's summary does the same)
         md += ["", "## Reasons several steps give", ""]
         page += ["<h2>Reasons several steps give</h2>", "<ol>"]
         for reason, n in shared.items():
-            steps = [r.step for r in records if r.reason == reason]
-            md.append(f"{n}. {md_spans(reason)} ({len(steps)} steps: {', '.join(md_code(s) for s in steps)})")
-            page.append(f"<li id='reason-{n}'>{html_spans(reason)} ({len(steps)} steps: "
-                        + ", ".join(f"<code>{html_text(s)}</code>" for s in steps) + ")</li>")
+            given = [r.step for r in records if r.reason == reason]
+            md.append(f"{n}. {md_spans(reason)} ({len(given)} steps: {', '.join(md_code(s) for s in given)})")
+            page.append(f"<li id='reason-{n}'>{html_spans(reason)} ({len(given)} steps: "
+                        + ", ".join(f"<code>{html_text(s)}</code>" for s in given) + ")</li>")
         page.append("</ol>")
-    warned = [(r.step, w) for r in records for w in r.warnings]
+    warned = [(r.step, f": {w}") for r in records for w in r.warnings]
     if warned:  # doubts about the figures: a busy machine, far off the step's own history
-        md += ["", "## Warnings about the figures", "", *(f"- {md_code(step)}: {md_text(w)}" for step, w in warned)]
-        page += ["<h2>Warnings about the figures</h2><ul class='fault'>",
-                 *(f"<li><code>{html_text(step)}</code>: {html_text(w)}</li>" for step, w in warned), "</ul>"]
+        warned_md, warned_page = _faults("Warnings about the figures", warned)
+        md += ["", *warned_md]
+        page += warned_page
     sourced = [r for r in records if r.binary]
     if sourced:  # which binary each step ran, and from an env which spec of which lock
-        md += ["", "## Binaries", "", "| step | binary | from |", "|---|---|---|"]
-        page += ["<h2>Binaries</h2>", "<table><tr><th>step</th><th>binary</th><th>from</th></tr>"]
-        for r in sourced:
-            source = binary_source(r.binary)
-            md.append(f"| {md_code(r.step)} | {md_code(r.binary['path'])} | {md_text(source)} |")
-            page.append(f"<tr><td><code>{html_text(r.step)}</code></td><td><code>{html_text(r.binary['path'])}"
-                        f"</code></td><td>{html_text(source)}</td></tr>")
-        page.append("</table>")
+        binaries_md, binaries_page = _table(["step", "binary", "from"], [
+            ("", [_code(r.step), _code(r.binary["path"]), _text(binary_source(r.binary))]) for r in sourced])
+        md += ["", "## Binaries", "", *binaries_md]
+        page += ["<h2>Binaries</h2>", *binaries_page]
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
-        md += ["", "## By layer, per node pair", "", "| nodes | layer | step | verdict | figure |",
-               "|---|---|---|---|---|"]
-        page += ["<h2>By layer, per node pair</h2>",
-                 "<table><tr><th>nodes</th><th>layer</th><th>step</th><th>verdict</th><th>figure</th></tr>"]
-        for nodes, rows in layered:
-            for layer, r, figure in rows:
-                name = f"{r.suite}/{r.step}"
-                md.append(f"| {md_text(', '.join(nodes))} | {md_text(layer)} | {md_code(name)} | {r.verdict} | "
-                          f"{md_text(figure)} |")
-                page.append(f"<tr><td>{html_text(', '.join(nodes))}</td><td>{html_text(layer)}</td>"
-                            f"<td><code>{html_text(name)}"
-                            f"</code></td><td class='{r.verdict}'>{r.verdict}</td><td>{html_text(figure)}</td></tr>")
-        page.append("</table>")
+        layers_md, layers_page = _table(["nodes", "layer", "step", "verdict", "figure"], [
+            ("", [_text(", ".join(nodes)), _text(layer), _code(f"{r.suite}/{r.step}"),
+                  (r.verdict, f"<td class='{r.verdict}'>{r.verdict}</td>"), _text(figure)])
+            for nodes, rows in layered for layer, r, figure in rows])
+        md += ["", "## By layer, per node pair", "", *layers_md]
+        page += ["<h2>By layer, per node pair</h2>", *layers_page]
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
         md += ["", "## Notes: known launcher and runtime lines", ""]
@@ -323,30 +320,27 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         png = _plot(rs, suite, refs, line_rate, date)
         if png:
             put(name, png)
-        md += ["", f"## {md_text(bench)}, {md_text(memory)} memory", "",
-               f"![{md_text(bench)} {md_text(memory)}]({name})" if png else NO_PLOT, "",
-               "| size (B) | " + " | ".join(md_text(r.step) for r in rs) + " |", "|---:|" + "---:|" * len(rs)]
-        sizes = sorted({s for r in rs for s in r.medians()})
         label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
-        table = ["<table><tr><th>size (B)</th>" + "".join(f"<th>{html_text(r.step)}</th>" for r in rs) + "</tr>"]
-        for size in sizes:
+        sizes = []
+        for size in sorted({s for r in rs for s in r.medians()}):
             cells = []
             for r in rs:
                 m = r.medians().get(size)
                 cells.append("" if not m else f"{shown_value(m[0] * factor)} ± {shown_value(m[1] * factor)}" if m[2] > 1
                              else shown_value(m[0] * factor))
-            md.append(f"| {size} | " + " | ".join(cells) + " |")
-            table.append(f"<tr><td>{size}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            sizes.append(("", [(str(size), f"<td>{size}</td>"), *((c, f"<td>{c}</td>") for c in cells)]))
+        figures_md, figures_page = _table(["size (B)", *(r.step for r in rs)], sizes, align="---:")
         repeats = sorted({len(r.repeats) for r in rs})
         note = (f"{label} in {unit}; one repeat per step: its figure, no spread." if repeats == [1] else
                 f"{label} in {unit}; median over {'/'.join(map(str, repeats))} repeats (± standard deviation where "
                 "a step has more than one).")
-        md.append(f"\n{note}")
+        md += ["", f"## {md_text(bench)}, {md_text(memory)} memory", "",
+               f"![{md_text(bench)} {md_text(memory)}]({name})" if png else NO_PLOT, "", *figures_md, f"\n{note}"]
         page += [f"<h2>{html_text(bench)}, {html_text(memory)} memory</h2>",
                  f"<img alt='{html_text(bench)} {html_text(memory)}' "
                  f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
                  if png else f"<p>{NO_PLOT}</p>",
-                 "".join(table) + "</table>", f"<p>{note}</p>"]
+                 "".join(figures_page), f"<p>{note}</p>"]
         for r in rs:
             if r.verdict != "pass" and r.detail:
                 md += ["", md_code(r.detail, block=True)]

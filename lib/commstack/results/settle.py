@@ -48,14 +48,14 @@ def read_results(path: Path, parse: Callable[[str], list[R]], error: Callable[[R
                 except OSError as e:
                     raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
                 if not line:
-                    return parse(b"".join(lines).decode(errors="replace")), None
+                    break
                 size += len(line)
                 if size > limit:
                     raise InputFileError(f"{path}: more than the {limit} bytes commstack reads from one input file")
                 lines.append(line)
-            if not f.peek(1):  # the part is the whole output
-                return parse(b"".join(lines).decode(errors="replace")), None
             results = parse(b"".join(lines).decode(errors="replace"))
+            if len(lines) < want or not f.peek(1):  # the part is the whole output
+                return results, None
             first = next((i for i, r in enumerate(results) if error(r)), None)
             if first is not None and settled(error(results[first]), len(lines)):
                 return results[:first + 1], len(lines)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from commstack.errors import ParseError, UnknownFormatError, cut
 from commstack.tools import noise
 from commstack.tools.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
 from commstack.tools.noise import Note
-from commstack.tools import TOOLS, Tool
+from commstack.tools import TOOLS
 
 # a table's data row starts with a number (OSU, nccl-tests) after blanks; ucx_perftest's with its prefix
 DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
@@ -19,31 +20,25 @@ DATA_ROW = re.compile(r"\s*[-+]?\d|Final: |\[thread \d+\]")
 LOG_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 
 
+def _reads(read: Callable[[], object]) -> bool:
+    """Whether a tool reads it: `read`'s answer, or an UnknownFormatError (a benchmark of its own it does not know)."""
+    try:
+        return bool(read())
+    except UnknownFormatError:
+        return True
+
+
 def is_title(line: str) -> bool:
     """Whether a line is a title some tool reads (a known or an unknown benchmark of its own)."""
-    for tool in TOOLS.values():
-        try:
-            if tool.title(line):
-                return True
-        except UnknownFormatError:
-            return True
-    return False
+    return any(_reads(lambda: tool.title(line)) for tool in TOOLS.values())
 
 
 def untitled_start(lines: list[str]) -> int | None:
     """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
-    one (Tool.untitled); None where none does."""
+    one (Tool.untitled, several benchmarks printing it too); None where none does."""
     numbered = list(enumerate(lines))  # their numbers go into no message: an error here only marks the start
-    return next((i for i in range(len(lines)) if any(_untitled_at(tool, numbered, i) for tool in TOOLS.values())),
-                None)
-
-
-def _untitled_at(tool: Tool, numbered: list[tuple[int, str]], i: int) -> bool:
-    """Whether `tool` reads a table whose title is cut from numbered[i] on (several benchmarks printing it too)."""
-    try:
-        return bool(tool.untitled and tool.untitled(numbered, i))
-    except UnknownFormatError:
-        return True
+    return next((i for i in range(len(lines)) if any(tool.untitled and _reads(lambda: tool.untitled(numbered, i))
+                                                     for tool in TOOLS.values())), None)
 
 
 def _outside(line: str) -> bool:

@@ -64,10 +64,9 @@ def rounds_for(nodes: list[str], rounds: int, how: str, seed: int = 0, all_pairs
 
 def partners(rounds: list[list[Pair]]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for rnd in rounds:
-        for a, b in rnd:
-            out.setdefault(a, set()).add(b)
-            out.setdefault(b, set()).add(a)
+    for a, b in (p for rnd in rounds for p in rnd):
+        out.setdefault(a, set()).add(b)
+        out.setdefault(b, set()).add(a)
     return out
 
 

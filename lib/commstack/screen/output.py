@@ -80,9 +80,7 @@ def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> 
     m = [[math.nan] * len(nodes) for _ in nodes]
     size = None
     for r in records:
-        if check_of(r) != check or len(set(r.nodelist)) != 2 or r.verdict == "not-run":
-            continue
-        if any(n not in idx for n in r.nodelist):
+        if check_of(r) != check or len(set(r.nodelist)) != 2 or r.verdict == "not-run" or set(r.nodelist) - set(idx):
             continue
         medians, higher = r.medians(), METRICS[r.metric].higher_is_better
         ratio = 0.0

@@ -6,10 +6,11 @@ nodes of a leaf switch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, model_validator
 
 from commstack import limits
 from commstack.config import SafeName, StepSpec, Strict, Text, load_named
@@ -18,10 +19,22 @@ from commstack.paths import TOP
 SCREENS = TOP / "screens"
 
 
+def _each(fits: Callable[[StepSpec], bool], rule: str) -> AfterValidator:
+    """Checks each of which `fits`, else a ValueError naming it and the `rule`."""
+    def check(v: list[StepSpec]) -> list[StepSpec]:
+        for c in v:
+            if not fits(c):
+                raise ValueError(f"{c.id or c.benchmark}: {rule}")
+        return v
+    return AfterValidator(check)
+
+
 class PairPhase(Strict):
     """Node pairs: `rounds` perfect matchings of the allocation, every pair of a round at once."""
 
-    checks: Annotated[list[StepSpec], Field(min_length=1)]
+    checks: Annotated[list[StepSpec], Field(min_length=1), _each(
+        lambda c: c.nodes == 2 and c.ranks_per_node == 1 and not c.node_counts,
+        "a pair check runs on nodes: 2 with ranks_per_node: 1")]
     rounds: Annotated[int, Field(ge=1, le=64)] = 2          # partners each node is measured against, at least
     matching: Literal["rotation", "random"] = "rotation"    # round-robin rotation, or a seeded random matching
     seed: int = 0
@@ -33,27 +46,12 @@ class PairPhase(Strict):
     #: figure is the link's and not the share of the cores its step got
     at_once: Annotated[int, Field(ge=1)] | None = None
 
-    @field_validator("checks")
-    @classmethod
-    def _two_nodes(cls, v: list[StepSpec]) -> list[StepSpec]:
-        for c in v:
-            if c.nodes != 2 or c.ranks_per_node != 1 or c.node_counts:
-                raise ValueError(f"{c.id or c.benchmark}: a pair check runs on nodes: 2 with ranks_per_node: 1")
-        return v
-
 
 class GroupPhase(Strict):
     """Leaf-switch groups (`scontrol show topology`): each check on all the nodes of one leaf switch."""
 
-    checks: Annotated[list[StepSpec], Field(min_length=1)]
-
-    @field_validator("checks")
-    @classmethod
-    def _all_nodes(cls, v: list[StepSpec]) -> list[StepSpec]:
-        for c in v:
-            if c.nodes != "all":
-                raise ValueError(f"{c.id or c.benchmark}: a group check runs on nodes: all (the switch's nodes)")
-        return v
+    checks: Annotated[list[StepSpec], Field(min_length=1), _each(
+        lambda c: c.nodes == "all", "a group check runs on nodes: all (the switch's nodes)")]
 
 
 class Rule(Strict):
@@ -68,7 +66,8 @@ class Rule(Strict):
 class ScreenFile(Strict):
     name: SafeName
     description: Text = ""
-    per_node: list[StepSpec] = []
+    per_node: Annotated[list[StepSpec], _each(lambda c: c.nodes == 1 and not c.node_counts,
+                                              "a per-node check runs on nodes: 1")] = []
     pairs: PairPhase | None = None
     groups: GroupPhase | None = None
     rule: Rule = Rule()
@@ -76,14 +75,6 @@ class ScreenFile(Strict):
     #: one-node checks at once (default: max_steps): fewer where the "nodes" share cores (the local namespaces)
     per_node_at_once: Annotated[int, Field(ge=1)] | None = None
     path: Path | None = None
-
-    @field_validator("per_node")
-    @classmethod
-    def _one_node(cls, v: list[StepSpec]) -> list[StepSpec]:
-        for c in v:
-            if c.nodes != 1 or c.node_counts:
-                raise ValueError(f"{c.id or c.benchmark}: a per-node check runs on nodes: 1")
-        return v
 
     @model_validator(mode="after")
     def _bounded(self) -> "ScreenFile":

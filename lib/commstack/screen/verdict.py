@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from commstack.benchmarks import METRICS
-from commstack.results.diagnosis import NAMES, layer_of, quantity, shown, si, size_text
+from commstack.results.diagnosis import NAMES, headline, layer_of, quantity, shown, si, size_text
 from commstack.results.records import Record
 from commstack.screen.matching import Pair, pair
 from commstack.screen.spec import Rule
@@ -84,12 +84,10 @@ class Peers:
     def slow(self, r: Record, rule: Rule) -> str | None:
         """The first slow figure of `r`, as a person reads it, or None."""
         size = headline(r)
-        if size is None:
-            return None
-        value = r.medians()[size][0]
-        s = self.stats.get((check_of(r), size))
+        s = self.stats.get((check_of(r), size))  # None too for a record without figures
         if s is None or s.count < 3 or s.median <= 0:  # fewer than 3 figures: no majority to hold it against
             return None
+        value = r.medians()[size][0]
         higher = METRICS[r.metric].higher_is_better
         worse = value < s.median * (1 - rule.slower_by) if higher else value > s.median / (1 - rule.slower_by)
         if worse and abs(value - s.median) > rule.mads * s.mad:
@@ -116,15 +114,6 @@ class Peers:
     def blind(self, records: list[Record], rule: Rule) -> list[str]:
         """The checks whose healthy spread hides any slowdown: what they measured judged nothing."""
         return [check for check, (_, told) in self.tolds(records, rule).items() if told == math.inf]
-
-
-def headline(r: Record) -> int | None:
-    """The size a check is judged at: the largest of a rate, the smallest of a time (a sweep's small sizes
-    of a rate, and large ones of a time, say more about the host than about the link)."""
-    medians = r.medians()
-    if not medians:
-        return None
-    return max(medians) if METRICS[r.metric].higher_is_better else min(medians)
 
 
 def check_of(r: Record) -> str:
@@ -194,6 +183,10 @@ class Role:
         """Slow with every partner it met in this role (one or more)."""
         return bool(self.partners) and self.slow_with == self.partners
 
+    def said(self, slow: str) -> str:
+        """`slow` (slowness's name for it), its first bad figure and how many partners it was slow with."""
+        return f"{slow}: {self.whys[0]} ({len(self.slow_with)} of {len(self.partners)} partners)"
+
 
 @dataclass
 class NodeVerdict:
@@ -253,18 +246,13 @@ def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str
     proven = {name: r for name, r in bad.items() if evidence[name] >= rule.evidence}
     if proven:
         first = next((proven[x] for x in (SENDING, RECEIVING, ROUND_TRIP) if x in proven))
-        v.status = "bad"
-        v.reason = f"{slowness(proven)}: {first.whys[0]} ({len(first.slow_with)} of {len(first.partners)} partners)"
+        v.status, v.reason = "bad", first.said(slowness(proven))
     elif own_bad and len(own_bad) >= rule.evidence:
         v.status, v.reason = "bad", f"fails on its own: {own_bad[0][1]}" + \
             (f"; {len(own_bad) - 1} more" if len(own_bad) > 1 else "")
     elif bad or own_bad:
         count = max(evidence.values(), default=len(own_bad))
-        if bad:
-            name, r = next(iter(bad.items()))
-            what = f"{slowness({name: r})}: {r.whys[0]} ({len(r.slow_with)} of {len(r.partners)} partners)"
-        else:
-            what = own_bad[0][1]
+        what = next(r.said(slowness({name: r})) for name, r in bad.items()) if bad else own_bad[0][1]
         v.status = "suspect"
         v.reason = f"{what}; {count} bad measurement{'s' if count != 1 else ''}, {rule.evidence} needed"
     return v

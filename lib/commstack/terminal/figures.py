@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from commstack.benchmarks import METRICS, shown
+from commstack.benchmarks import shown
 from commstack.errors import CommstackError
+from commstack.results.diagnosis import headline, size_text
 from commstack.results.judge import References
 from commstack.results.records import Record
-
-
-def size_text(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
 
 
 def number(v: float) -> str:
@@ -34,8 +28,7 @@ def key_figure(record: Record, refs: References | None) -> dict | None:
         ref = refs.find(record.benchmark, record.tags) if refs else None
     except CommstackError:  # the judge met the same error: the step's reason says it
         ref = None
-    sizes = [s for s in medians if ref and s in ref.points] or list(medians)
-    size = max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
+    size = headline(record, [s for s in medians if ref and s in ref.points] or medians)
     value = medians[size][0]
     _, unit, factor = shown(record.metric)
     share = value / ref.points[size] if ref and ref.points.get(size) else None

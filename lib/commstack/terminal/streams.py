@@ -1,9 +1,4 @@
-"""The streams of commstack's view of a run: the terminal, out of reach of pytest's capture, and pytest.log.
-
-Output is a duplicate of stdout's descriptor (pytest points descriptor 1 at a file while a step
-runs); PytestLog takes pytest's own output (session header, per-item lines, short summary, JUnit
-line) to results/<run>/pytest.log, and to the terminal too with -v / --pytest-output.
-"""
+"""The streams of commstack's view of a run: the terminal, out of reach of pytest's capture, and pytest.log."""
 
 from __future__ import annotations
 
@@ -12,6 +7,8 @@ import io
 import os
 import sys
 from pathlib import Path
+
+from commstack.files import drop_stdout
 
 
 class Output(io.TextIOBase):
@@ -35,9 +32,7 @@ class Output(io.TextIOBase):
         except BrokenPipeError:
             self.gone = True
             if self.fd is not None:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, self.fd)  # what is still buffered is flushed there, now and at exit
-                os.close(null)
+                drop_stdout(self.fd)
 
     def write(self, s: str) -> int:
         self._guarded(self.file.write, s)
@@ -72,13 +67,9 @@ class PytestLog(io.TextIOBase):
         self.error: OSError | None = None
 
     def write(self, s: str) -> int:
-        if self.file is None and self.error is None:
+        if self.error is None:
             try:
-                self.file = open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
-            except OSError as e:
-                self.error = e
-        if self.file is not None:
-            try:
+                self.file = self.file or open(self.path, "x", encoding="utf-8", errors="backslashreplace", buffering=1)
                 self.file.write(s)
             except OSError as e:
                 self.error, self.file = e, None

@@ -117,13 +117,11 @@ class View:
         item, start, left = self.current
         number_, total = len(self.config.stash[PROGRESS]["done"]) + 1, len(self.items)
         spent = time.monotonic() - start
-        text = Text(f"[step {number_}/{total}] ", style="bold")
+        text = Text(f"[step {number_}/{total}] ", style="bold", no_wrap=True, overflow="ellipsis")
         text.append(printable(item.name))
         rest = None if left is None else left - spent  # None: no estimate yet, or this step took longer
-        text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1 else ""),
-                    style="dim")
-        text.no_wrap, text.overflow = True, "ellipsis"
-        return text
+        return text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1
+                                                  else ""), style="dim")
 
     def _stop(self) -> None:
         if self.live is not None:
@@ -258,11 +256,8 @@ class View:
                        pytest_log=str(self.log.path), elapsed_s=round(time.monotonic() - self.t0, 3))
             return status
         if records:
-            line = Text(f"{len(records)} steps in {duration(time.monotonic() - self.t0)}: ")
-            for i, verdict in enumerate(v for v in VERDICTS if counts[v]):
-                line.append(", " if i else "")
-                line.append(f"{counts[verdict]} {verdict}", style=STYLE[verdict])
-            self._line(line)
+            self._line(Text(f"{len(records)} steps in {duration(time.monotonic() - self.t0)}: ").append_text(
+                Text(", ").join(Text(f"{counts[v]} {v}", style=STYLE[v]) for v in VERDICTS if counts[v])))
         groups: dict[tuple[str, str], list[str]] = {}
         for r in records:
             if r.reason:
