@@ -28,7 +28,7 @@ class Status(IntEnum):
     PASS = 0, "every step ran and passed"  # compare: no difference; screen: no bad node or pair; lock: no drift
     FAILED = 1, "some step did not pass"  # a difference, a bad node or pair, a drifted lock or image
     USAGE = 2, "bad input, named below"  # a damaged record, plan or history included
-    #: compare: a step ran on neither side; screen: nothing bad, but a check's spread hid any slowdown
+    #: compare: a step ran on neither side; screen: nothing bad, but a check's spread hid the rule's slowdown
     NOT_RUN = 3, "every step that ran passed, but some did not run (--allow-not-run accepts that)"
     PENDING = 4, "the batch job has not ended yet"  # `commstack status`
     UNWRITTEN = 5, "the results could not all be written"  # a full or read-only file system

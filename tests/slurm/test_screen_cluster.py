@@ -104,8 +104,8 @@ def screen(tmp_path, argv, *args):
 
 
 def nothing_bad(out, doc) -> None:
-    """A screen that found nothing bad exits 0, or 3 where a check's spread hid any slowdown (a loaded host's
-    ping-pong), saying so."""
+    """A screen that found nothing bad exits 0, or 3 where a check's spread hid the rule's slowdown (a loaded
+    host's ping-pong), saying so."""
     assert out.returncode == (3 if doc["blind"] else 0), out.stdout
     assert ("not judged by " in out.stdout) is bool(doc["blind"])
 
@@ -157,8 +157,9 @@ def test_a_node_slow_one_way_is_named_alone_in_its_direction(tmp_path, fabric, a
 def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric):
     """screens/local.yaml on a checkout with no OSU in reach: osu_bw is not-run on every pair, with the reason, and
     the screen judges on fi_pingpong alone: node3 is still bad (3 partners), the degraded link, measured once, a
-    suspect. On a host too loaded for fi_pingpong to tell any slowdown (two full test runs and a build on 2 cores
-    did it once), node3 is unjudged and the exit 3, never ok and 0."""
+    suspect. On a host too loaded for fi_pingpong to tell the rule's slowdown (two full test runs and a build on 2
+    cores did it: a spread of 32 %, only 31x or worse told, node3 at 20x), no node it measured is ok: node3 is bad
+    where the slowdown still shows, else unjudged, and the exit is never 0."""
     shaping.degrade_node("node3", "rate", SLOW)
     shaping.degrade_link("node2", "node7", "rate", SLOW)
     env = without_osu(tmp_path, {k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
@@ -167,8 +168,9 @@ def test_without_osu_local_yaml_judges_on_what_ran_and_says_so(tmp_path, fabric)
     print(out.stdout, out.stderr[-2000:])
     doc = json.loads((tmp_path / "screen" / "screen.json").read_text())
     if "fi_pingpong" in doc["blind"]:
-        assert out.returncode == 3 and doc["bad_nodes"] == [] and doc["nodes"]["node3"]["status"] == "unjudged"
-        pytest.xfail(f"fi_pingpong could tell no slowdown on this host: {doc['blunt']['fi_pingpong']}")
+        assert out.returncode in (1, 3) and doc["nodes"]["node3"]["status"] in ("bad", "unjudged")
+        assert "ok" not in statuses(doc).values(), out.stdout
+        pytest.xfail(f"fi_pingpong cannot tell the rule's slowdown on this host: {doc['blunt']['fi_pingpong']}")
     assert out.returncode == 1 and doc["bad_nodes"] == ["node3"] and doc["bad_pairs"] == []
     assert "suspect pairs (one bad measurement, not called bad): node2-node7\n" in out.stdout
     assert doc["not_run"]["osu_bw"].startswith("no OSU micro-benchmarks here: ")

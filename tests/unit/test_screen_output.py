@@ -184,7 +184,7 @@ def test_what_a_screen_writes(tmp_path):
     html = page.read_text()
     assert "<h2>Down mid-screen: node5</h2>" in html and "<li>groups: no &lt;leaf&gt; switches</li>" in html
     assert "<h3>What the spread hides</h3><ul><li>osu_bw: spread 47% &amp; more</li></ul>" in html
-    assert "<h2>Not judged by: osu_bw (the spread hides any slowdown)</h2>" in html
+    assert "<h2>Not judged by: osu_bw (the spread hides the rule's slowdown)</h2>" in html
     assert "<tr class='down'><td>node5</td><td>down</td>" in html
     assert "<p>screen local, run 20261129-010101-000000-abcdef, 33 s, exit 1</p>" in html
     assert "<h2>Bad nodes: none</h2>" in html and "<h2>Bad pairs: none</h2>" in html

@@ -36,8 +36,8 @@ def summary(f: Findings, not_run: dict[str, str]) -> list[str]:
     out += [f"{phase}: not run: {why}" for phase, why in not_run.items()]
     out += [f"{check}: {why}" for check, why in f.blunt.items()]
     if f.blind:
-        out.append(f"not judged by {', '.join(f.blind)}: its spread hides any slowdown, so no node or pair it "
-                   f"measured is cleared by it")
+        out.append(f"not judged by {', '.join(f.blind)}: its spread hides the rule's slowdown, so no node or pair "
+                   "it measured is cleared by it")
     return out
 
 
@@ -191,7 +191,7 @@ figure{{display:inline-block;margin:0 1em}} img{{max-width:640px}}</style></head
 <h2>Bad nodes: {e(', '.join(f.bad_nodes) or 'none')}</h2>
 {f"<h2>Down mid-screen: {e(', '.join(f.lost))}</h2>" if f.lost else ''}
 <h2>Bad pairs: {len(f.bad_pairs) or 'none'}</h2><ul>{pairs}</ul>
-{f"<h2>Not judged by: {e(', '.join(f.blind))} (the spread hides any slowdown)</h2>" if f.blind else ''}
+{f"<h2>Not judged by: {e(', '.join(f.blind))} (the spread hides the rule's slowdown)</h2>" if f.blind else ''}
 {f'<h3>Not run</h3><ul>{skipped}</ul>' if skipped else ''}
 {f'<h3>What the spread hides</h3><ul>{blunt}</ul>' if blunt else ''}
 <h2>Pairs</h2><p>{"Each heatmap: the sender's row, the receiver's column; a round trip fills both cells."

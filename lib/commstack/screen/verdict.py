@@ -112,8 +112,9 @@ class Peers:
                 for check, (size, told) in self.tolds(records, rule).items() if told > wanted}
 
     def blind(self, records: list[Record], rule: Rule) -> list[str]:
-        """The checks whose healthy spread hides any slowdown: what they measured judged nothing."""
-        return [check for check, (_, told) in self.tolds(records, rule).items() if told == math.inf]
+        """The checks whose healthy spread hides the rule's slowdown: a node they alone measured is cleared by
+        nothing (a slowdown they can tell still makes it bad)."""
+        return sorted(self.blunt(records, rule))
 
 
 def check_of(r: Record) -> str:
@@ -212,7 +213,7 @@ class Findings:
     peers: Peers
     blunt: dict[str, str] = field(default_factory=dict)   # check -> the slowdown its spread hides
     lost: list[str] = field(default_factory=list)           # nodes that went down while the screen ran
-    blind: list[str] = field(default_factory=list)          # checks whose spread hides any slowdown
+    blind: list[str] = field(default_factory=list)          # checks whose spread hides the rule's slowdown
 
     @property
     def bad_nodes(self) -> list[str]:
@@ -304,7 +305,7 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
                 not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
             v.status, v.reason = "not-run", "no check ran on it"
         elif v.status == "ok" and blind and (checks := took_part(n, measured, node_records)) <= set(blind):
-            v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides any slowdown here"
+            v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides the rule's slowdown here"
         out[n] = v
     by_pair: dict[Pair, list[str]] = {}
     for m in measured:
