@@ -19,7 +19,7 @@ are `pair` tools):
   - `title(line) -> Benchmark | None`: the benchmark a first own line names, None where the line is not
     this tool's, UnknownFormatError where it is but names no known benchmark;
   - `untitled(lines, start) -> Benchmark | None` (optional): in a job log whose title was cut, the benchmark the
-    lines after it ((lineno, line), from lines[start]) leave, None where they are not this tool's,
+    lines after it (tools.lines.Quoted, from lines[start]) leave, None where they are not this tool's,
     UnknownFormatError naming the benchmarks where several print them (OSU: its header);
   - `native(binaries)`: the native binary or prefix, found or built; BinaryNotFoundError says how to get
     it (a Debian package on a workstation, the env on a system); `planned(binaries)`: where it is or

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from commstack.errors import BinaryNotFoundError, ConfigError
 
 if TYPE_CHECKING:
-    from commstack.tools.lines import Sweep
+    from commstack.tools.lines import Quoted, Sweep
 
 LAYERS = ("fabric", "ucx", "mpi", "nccl")  # bottom up
 LAUNCHES = ("mpi", "pair")  # one program of N ranks; a server and a client
@@ -228,9 +228,9 @@ class Tool:
     parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
     #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
     title: Callable[[str], Benchmark | None]
-    #: the benchmark an output whose title is missing is, from its own lines ((lineno, line)) from an index on;
+    #: the benchmark an output whose title is missing is, from its own lines from an index on;
     #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
-    untitled: Callable[[list[tuple[int, str]], int], Benchmark | None] | None = None
+    untitled: Callable[[list[Quoted], int], Benchmark | None] | None = None
     #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how. It only
     #: reads the run's options (commstack.run.binaries, the resolver, keeps what is found). None: a `local` tool's
     #: binary that the run names no way to

@@ -23,7 +23,7 @@ from typing import Any
 
 from commstack.errors import (BadNumberError, CrashedError, TruncatedError, UnknownFormatError,
                               ValidationFailedError)
-from commstack.tools.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines
 from commstack.tools.noise import Note
 from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
                                   pair_command)
@@ -119,7 +119,7 @@ SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 COUNT_BASES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9}
 
 
-def _tool_error(lineno: int, line: str) -> CrashedError:
+def _tool_error(line: str, lineno: int) -> CrashedError:
     why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), "fi_pingpong reported an error")
     return CrashedError(f"fi_pingpong: {why}", line, lineno)
 
@@ -130,16 +130,16 @@ def parse_pingpong(text: str) -> Sweep:
     sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
     sweep.meta["size_texts"] = []
     header = False
-    for lineno, line in t.lines:
+    for line, lineno in t.lines:
         if (argv := client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
             continue
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
-            raise _tool_error(lineno, line)
+            raise _tool_error(line, lineno)
         if DEBUG.match(line):
-            bisect.insort(t.notes, Note(lineno, line, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
+            bisect.insort(t.notes, Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
             continue
         fields = line.split()
         if fields == HEADER:
@@ -151,15 +151,15 @@ def parse_pingpong(text: str) -> Sweep:
             raise UnknownFormatError("not an fi_pingpong line (its header, `bytes #sent #ack ...`, comes first)",
                                      line, lineno)
         if len(fields) != len(HEADER):
-            if t.cut and lineno == t.lines[-1][0]:
+            if t.cut and lineno == t.lines[-1].lineno:
                 raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
-            raise cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
+            raise cut_row(t, line, lineno, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
                           len(HEADER))
         sweep.rows.append(_row(fields, line, lineno, sweep))
         sweep.meta["size_texts"].append(fields[0])
-        sweep.row_lines.append((lineno, line))
+        sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
-        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+        raise TruncatedError("the output ends before the first row", *t.lines[-1])
     check_last_line(t, [sweep])
     assign_warnings([sweep], t)
     return sweep
@@ -180,7 +180,7 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
            "rate_Mxfers": float(rate)}
     if ack[0] != "=":
         # show_perf: +N acks missing, -N more acks than sends; either way messages were lost or doubled
-        sweep.error_lines.append((lineno, line))
+        sweep.error_lines.append(Quoted(line, lineno))
     if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
         raise UnknownFormatError(f"size {size} after {sweep.meta['size_texts'][-1]}: fi_pingpong's sizes grow",
                                  line, lineno)
@@ -227,15 +227,14 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
     iterations. `max_size`: the provider's largest message (fi_info's max_msg_size), which ends the
     sweep early."""
     if sweep.error_lines:
-        lineno, line = sweep.error_lines[0]
-        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
+        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", *sweep.error_lines[0])
     argv = sweep.meta.get("args", args or [])
     try:
         sizes, iterations = asked(argv)
     except UnknownFormatError as e:  # the pair launcher's line (the output's first) holds the arguments
-        raise UnknownFormatError(e.message, *sweep.title_line[::-1]) if "args" in sweep.meta else e from None
+        raise UnknownFormatError(e.message, *sweep.title_line) if "args" in sweep.meta else e from None
     want = [s for s in sizes if max_size is None or s <= max_size]
-    for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
+    for i, ((line, lineno), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
             expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
             raise UnknownFormatError(f"fi_pingpong: size {text} where {expected}: the output of other arguments",
@@ -249,10 +248,9 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         sweep.meta["max_size"] = "the datagram endpoint's largest message"
         return
     if len(sweep.rows) < len(want):
-        lineno, line = sweep.row_lines[-1]
         raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
                              f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
-                             line, lineno)
+                             *sweep.row_lines[-1])
 
 
 def parse_output(text: str, args: list[str] | None = None, max_size: int | None = None) -> Sweep:

@@ -62,7 +62,7 @@ def parse_nccl(text: str) -> Sweep:
     """The one table of a run that sweeps one type, op and root (no `-d all`, `-o all`, `-r -1`)."""
     sweeps = parse(text)
     if len(sweeps) > 1:
-        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0][::-1])
+        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0])
     return sweeps[0]
 
 
