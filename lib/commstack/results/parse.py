@@ -34,13 +34,11 @@ def identify(text: str, untitled: bool = False) -> Benchmark:
     (Tool.untitled: a title cut off when pasted)."""
     lines = own_lines(text).lines
     line, lineno = lines[0]
-    for tool in TOOLS.values():
-        try:
-            bench = tool.title(line)
-        except UnknownFormatError as e:
-            raise UnknownFormatError(e.message, line, lineno) from None
-        if bench:
+    try:
+        if bench := tools.titled(line):
             return bench
+    except UnknownFormatError as e:
+        raise UnknownFormatError(e.message, line, lineno) from None
     for tool in TOOLS.values() if untitled else ():
         if tool.untitled and (bench := tool.untitled(lines, 0)):
             return bench
@@ -168,15 +166,10 @@ def _named(table: Table) -> Benchmark | None:
     lines = table.text.splitlines()
     if not lines:  # an empty output: no title
         return None
-    line = noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0]
-    for tool in TOOLS.values():
-        try:
-            bench = tool.title(line)
-        except UnknownFormatError:
-            return None
-        if bench:
-            return bench
-    return None
+    try:
+        return tools.titled(noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0])
+    except UnknownFormatError:
+        return None
 
 
 def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:

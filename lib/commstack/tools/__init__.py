@@ -46,7 +46,7 @@ from commstack.errors import ConfigError
 from commstack.tools import fi_pingpong, mpi_pingpong, nccl_tests, osu, ucx_perftest
 from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 
-__all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get"]
+__all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get", "titled"]
 
 MODULES = (osu, nccl_tests, mpi_pingpong, fi_pingpong, ucx_perftest)
 #: tool name -> Tool
@@ -58,3 +58,9 @@ def get(name: str) -> Tool:
         return TOOLS[name]
     except KeyError:
         raise ConfigError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}") from None
+
+
+def titled(line: str) -> Benchmark | None:
+    """The benchmark a first own line names, each tool asked in turn (Tool.title); None where none reads it,
+    UnknownFormatError where a tool's title names a benchmark it does not know."""
+    return next((bench for tool in TOOLS.values() if (bench := tool.title(line))), None)

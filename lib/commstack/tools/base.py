@@ -105,10 +105,6 @@ class InSpec:
     path: str
 
 
-def _none_given(binaries: Any) -> str | None:
-    return None
-
-
 @dataclass(frozen=True)
 class SizeFlags:
     """How a benchmark takes its message-size range on the command line."""
@@ -202,18 +198,6 @@ class Benchmark:
         return sizes.get(self.tool.family(version))
 
 
-def _no_family(version: str | None) -> str:
-    return ""
-
-
-def _first_row(bench: Benchmark, sweep: Sweep, lo: int) -> int:
-    return lo
-
-
-def _last_row(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None, hi: int) -> int:
-    return hi
-
-
 @dataclass(frozen=True, eq=False)
 class Tool:
     """Everything about one benchmark tool; its module's TOOL. See commstack.tools for the contract."""
@@ -244,21 +228,21 @@ class Tool:
     #: the stack facts an output tells, and the problem they show (None: fine), from the step's output,
     #: the system and the step's tags
     stack: Callable[[str, Any, dict], tuple[dict, str | None]] | None = None
-    family: Callable[[str | None], str] = _no_family  # a printed version -> the key of default_sizes
+    family: Callable[[str | None], str] = lambda version: ""  # a printed version -> the key of default_sizes
     #: the meta keys of a printed size range (lo, hi): the output says what it ran
     printed_range: tuple[str, str] | None = None
     zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
     #: the size of the sweep's first row, from lo as asked for
-    first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
+    first_size: Callable[[Benchmark, Sweep, int], int] = lambda bench, sweep, lo: lo
     #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
-    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = _last_row
+    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = lambda bench, sweep, args, ranks, hi: hi
     #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)
     #: range's (fi_pingpong's fixed size lists, ucx_perftest's one size); None: the range's
     sizes_check: Callable[[Benchmark, Sweep, list[str]], None] | None = None
     #: where an env holds the native binary (Program.home); None: an env never does
     in_env: InSpec | None = None
     #: the option that gave the binary explicitly (it wins over --env), or None
-    given: Callable[[Any], str | None] = _none_given
+    given: Callable[[Any], str | None] = lambda binaries: None
     #: a tool the local Spack env builds (in_env's spec there, OSU): its binary from that install's prefix (None:
     #: none, or why it could not be built), where `native` gives none; the resolver looks it up and installs it
     local: Callable[[str | None, str | None], str] | None = None

@@ -21,11 +21,10 @@ import shlex
 from operator import attrgetter
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError)
-from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
+from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines, tool_error
 from commstack.tools.noise import Note
-from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
 
 NAME = "fi_pingpong"
@@ -91,18 +90,8 @@ def cnt_str(cnt: int) -> str:
 
 def all_sizes(limit: int = MAX_DATA_MSG) -> list[int]:
     """The sizes of -S all up to `limit`: 0, 1, then 2^i and 1.5 * 2^i (generate_test_sizes)."""
-    out = []
-    i = 0
-    while True:
-        power = 0 if i == 0 else 1 << i
-        half = 1 if i == 0 else power + power // 2
-        if power > limit:
-            return out
-        out.append(power)
-        if half > limit:
-            return out
-        out.append(half)
-        i += 1
+    sizes = [0, 1, *(size for i in range(1, limit.bit_length()) for size in (1 << i, 3 << (i - 1)))]
+    return [size for size in sizes if size <= limit]
 
 
 def _decode(text: str, pattern: re.Pattern, bases: dict[str, int], line: str, lineno: int) -> int:
@@ -119,11 +108,6 @@ SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 COUNT_BASES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9}
 
 
-def _tool_error(line: str, lineno: int) -> CrashedError:
-    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), "fi_pingpong reported an error")
-    return CrashedError(f"fi_pingpong: {why}", line, lineno)
-
-
 def parse_pingpong(text: str) -> Sweep:
     """The one table of an fi_pingpong output (client or server side), no completeness check."""
     t = own_lines(text)
@@ -137,7 +121,7 @@ def parse_pingpong(text: str) -> Sweep:
             sweep.meta["args"] = argv
             continue
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
-            raise _tool_error(line, lineno)
+            raise tool_error(NAME, MEANING, "fi_pingpong reported an error", line, lineno)
         if DEBUG.match(line):
             bisect.insort(t.notes, Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
             continue
@@ -190,15 +174,10 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
 def asked(args: list[str]) -> tuple[list[int], int]:
     """The sizes (before the provider's limit) and iterations `args` ask for, as getopt reads -S and -I."""
     sizes, iterations = DEFAULT_SIZES, DEFAULT_ITERATIONS
-    for i, arg in enumerate(args):
-        value = args[i + 1] if arg in ("-S", "-I") and i + 1 < len(args) else None
-        if value is None and len(arg) > 2 and arg[:2] in ("-S", "-I"):
-            arg, value = arg[:2], arg[2:]
-        if value is None:
-            continue
-        if arg == "-S":
+    for flag, value in options(args, ("-S", "-I")):
+        if flag == "-S":
             sizes = all_sizes() if value == "all" else [_plain(value, "-S")]
-        elif arg == "-I":
+        else:
             iterations = _plain(value, "-I")
     return sizes, iterations
 

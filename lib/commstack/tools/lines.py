@@ -207,6 +207,12 @@ def own_lines(text: str) -> Text:
     return out
 
 
+def tool_error(tool: str, meanings: list[tuple[re.Pattern, str]], what: str, line: str, lineno: int) -> CrashedError:
+    """A tool's own error line: crashed, saying what it means where `meanings` know it, else `what`."""
+    why = next((meaning for pattern, meaning in meanings if pattern.search(line)), what)
+    return CrashedError(f"{tool}: {why}", line, lineno)
+
+
 def number(text: str, line: str, lineno: int, pattern: re.Pattern = NUMBER) -> float:
     if not pattern.fullmatch(text):
         raise BadNumberError(f"not a number: {text!r}", line, lineno)

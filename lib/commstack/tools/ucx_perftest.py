@@ -19,9 +19,9 @@ import re
 import shlex
 from typing import Any
 
-from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines
-from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
+from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines, tool_error
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
 
 NAME = "ucx_perftest"
@@ -100,13 +100,7 @@ MEANING = [
 def asked(args: list[str]) -> tuple[str | None, int]:
     """The test (-t) and message size (-s: the sum of its list) that `args` ask for."""
     test, size = None, DEFAULT_SIZE
-    for i, arg in enumerate(args):
-        if arg in ("-t", "-s") and i + 1 < len(args):
-            flag, value = arg, args[i + 1]
-        elif arg[:2] in ("-t", "-s") and len(arg) > 2:
-            flag, value = arg[:2], arg[2:]
-        else:
-            continue
+    for flag, value in options(args, ("-t", "-s")):
         if flag == "-t":
             test = value
         else:
@@ -115,11 +109,6 @@ def asked(args: list[str]) -> tuple[str | None, int]:
                 raise UnknownFormatError(f"-s {value}: not a list of sizes in bytes")
             size = sum(int(p) for p in parts)
     return test, size
-
-
-def _error(line: str, lineno: int, what: str) -> CrashedError:
-    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), what)
-    return CrashedError(f"ucx_perftest: {why}", line, lineno)
 
 
 def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
@@ -139,11 +128,11 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"], quoted = argv, Quoted(line, lineno)
         elif (m := UCX_ERROR.match(line)):
-            raise _error(line, lineno, f"UCX {m.group('level')}: {m.group('msg')}")
+            raise tool_error(NAME, MEANING, f"UCX {m.group('level')}: {m.group('msg')}", line, lineno)
         elif FATAL.match(line):
-            raise _error(line, lineno, "UCX stopped on a fatal error (a backtrace follows)")
+            raise tool_error(NAME, MEANING, "UCX stopped on a fatal error (a backtrace follows)", line, lineno)
         elif USAGE.match(line):
-            raise _error(line, lineno, "ucx_perftest printed its usage: it refused its arguments")
+            raise tool_error(NAME, MEANING, "ucx_perftest printed its usage: it refused its arguments", line, lineno)
         elif SERVER.match(line):
             sweep.meta.setdefault("server", []).append(line)
         elif (m := BOX.match(line)):
