@@ -22,7 +22,7 @@ from operator import attrgetter
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
-from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines, tool_error
+from commstack.tools.lines import Quoted, Sweep, cut_row, finished, own_lines, tool_error
 from commstack.tools.noise import Note
 from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
@@ -144,9 +144,7 @@ def parse_pingpong(text: str) -> Sweep:
         sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1])
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
-    return sweep
+    return finished(t, [sweep])[0]
 
 
 def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailureError, ParseError,
                               TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
@@ -228,27 +228,30 @@ def count(text: str, line: str, lineno: int) -> int:
     return int(text)
 
 
-def assign_warnings(sweeps: list[Sweep], t: Text) -> None:
-    """Each note to the table it appears in (those before the first title to the first)."""
+def finished(t: Text, sweeps: list[Sweep]) -> list[Sweep]:
+    """The tables of an output read to its end: a last row without its newline may have been cut inside a number
+    (the programs end every row); each note to the table it appears in (those before the first title to the first)."""
+    last = t.lines[-1]
+    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
+        raise TruncatedError("the output ends inside its last row (no newline after it)", *last)
     # a table starts at its title; a datatype table of 7.x -T all (same title) at its first row
     starts = [-1] + [s.row_lines[0].lineno if s.title_line == p.title_line else s.title_line.lineno
                      for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
     for i, s in enumerate(sweeps):
         s.notes = [n for n in t.notes if starts[i] <= n.lineno < starts[i + 1]]
+    return sweeps
 
 
-def check_last_line(t: Text, sweeps: list[Sweep]) -> None:
-    """A last row without its newline may have been cut inside a number: the programs end every row."""
-    last = t.lines[-1]
-    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
-        raise TruncatedError("the output ends inside its last row (no newline after it)", *last)
-
-
-def cut_number(t: Text, e: BadNumberError) -> ParseError:
-    """A number that is none on the last line, without its newline (`6374.`): the output was cut there."""
-    if t.cut and e.lineno == t.lines[-1].lineno:
-        return TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno)
-    return e
+def read_output(text: str, tables: Callable[[Text], list[Sweep]]) -> list[Sweep]:
+    """Every table of an output, as `tables` reads its own lines, finished; a number that is none on the last
+    line, without its newline (`6374.`): the output was cut there."""
+    t = own_lines(text)
+    try:
+        return finished(t, tables(t))
+    except BadNumberError as e:
+        if t.cut and e.lineno == t.lines[-1].lineno:
+            raise TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno) from None
+        raise
 
 
 def cut_row(t: Text, line: str, lineno: int, message: str, want: int | None = None) -> ParseError:

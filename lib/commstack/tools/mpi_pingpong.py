@@ -14,11 +14,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
+from commstack.errors import BinaryNotFoundError, TruncatedError, UnknownFormatError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.tools.lines import (VALIDATION_ERROR, Quoted, Sweep, Text, assign_warnings, check_last_line, count,
-                                   cut_number, cut_row, number, own_lines)
+from commstack.tools.lines import VALIDATION_ERROR, Quoted, Sweep, Text, count, cut_row, number, read_output
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 
 NAME = "mpi-pingpong"
@@ -38,11 +37,7 @@ PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)
 
 def parse_pingpong(text: str) -> Sweep:
     """Our mpi-pingpong, and the OLCF tutorial program it follows (no header, no check column)."""
-    t = own_lines(text)
-    try:
-        return _pingpong_table(t)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
+    return read_output(text, lambda t: [_pingpong_table(t)])[0]
 
 
 def _pingpong_table(t: Text) -> Sweep:
@@ -88,8 +83,6 @@ def _pingpong_table(t: Text) -> Sweep:
         raise UnknownFormatError("not an mpi-pingpong line", line, lineno)
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1])
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
     return sweep
 
 

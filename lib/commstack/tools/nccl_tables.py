@@ -7,8 +7,7 @@ import re
 from typing import Any, Container
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import (Quoted, Sweep, Text, assign_warnings, check_last_line, count, cut_number, cut_row,
-                                   number, own_lines)
+from commstack.tools.lines import Quoted, Sweep, Text, count, cut_row, number, read_output
 
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"
                      r" (?:nccl|rccl)-headers=(?P<headers>\d+) (?:nccl|rccl)-library=(?P<library>\d+)$")
@@ -112,11 +111,7 @@ class _Run:
 def read(text: str, tool: str, known: Container[str]) -> list[Sweep]:
     """Every table of an nccl-tests or rccl-tests output: one per (type, op, root), stress cycle and run,
     as `tool`'s sweeps; `known`: the binaries a start line may name."""
-    t = own_lines(text)
-    try:
-        return _tables(t, tool, known)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
+    return read_output(text, lambda t: _tables(t, tool, known))
 
 
 def _tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
@@ -133,8 +128,6 @@ def _tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
     last = t.lines[-1]
     if t.cut and END.match(last.text):  # printed with its newline in one call: cut there
         raise TruncatedError("the output ends inside its end line (no newline after it)", *last)
-    check_last_line(t, sweeps)
-    assign_warnings(sweeps, t)
     return sweeps
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Quoted, Sweep, Text, assign_warnings,
-                                   check_last_line, count, cut_number, cut_row, number, own_lines)
+from commstack.errors import TruncatedError, UnknownFormatError
+from commstack.tools.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Quoted, Sweep, Text, count, cut_row, number,
+                                   read_output)
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
@@ -133,6 +133,8 @@ def _osu_tables(t: Text) -> list[Sweep]:
             raise TruncatedError(f"{s.benchmark}: the output ends before the column header", *s.title_line)
         if not s.rows:
             raise TruncatedError(f"{s.benchmark}: the output ends before the first row", *s.title_line)
+        if t.mem_limit:
+            s.meta["mem_limit"] = t.mem_limit
     return sweeps
 
 
@@ -189,17 +191,7 @@ def _row(t: Text, cur: Sweep, line: str, lineno: int) -> None:
 
 def parse_osu(text: str) -> list[Sweep]:
     """Every OSU table in `text` (a job script may run several), in order."""
-    t = own_lines(text)
-    try:
-        sweeps = _osu_tables(t)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
-    check_last_line(t, sweeps)
-    assign_warnings(sweeps, t)
-    if t.mem_limit:
-        for s in sweeps:
-            s.meta["mem_limit"] = t.mem_limit
-    return sweeps
+    return read_output(text, _osu_tables)
 
 
 def title(line: str) -> Benchmark | None:

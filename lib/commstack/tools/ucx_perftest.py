@@ -20,7 +20,7 @@ import shlex
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import Quoted, Sweep, assign_warnings, check_last_line, cut_row, own_lines, tool_error
+from commstack.tools.lines import Quoted, Sweep, cut_row, finished, own_lines, tool_error
 from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
 
@@ -168,9 +168,7 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
     sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
     sweep.row_lines.append(Quoted(line, lineno))
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
-    return sweep
+    return finished(t, [sweep])[0]
 
 
 def _final(sweep: Sweep, final: tuple | None, progress: list[tuple], t: Any) -> tuple[tuple, bool | None]:
