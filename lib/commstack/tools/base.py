@@ -204,20 +204,26 @@ class Tool:
 
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")
-    layer: Literal["fabric", "ucx", "mpi", "nccl"]
+    layer: Literal["fabric", "ucx", "mpi", "nccl"]  # the stack layer it measures: the diagnosis compares layers
+    #: `mpi`, one program of N ranks; `pair`, a server (task 0) and a client (task 1) on a node pair: its argv is
+    #: pair_command()'s, commstack.run.pair in each task
     launch: Literal["mpi", "pair"]
-    columns: dict[str, Column]         # canonical column name -> Column; its parser names columns so
+    #: canonical column name -> Column; its parser names columns so, and a benchmark's metric is one
+    columns: dict[str, Column]
     placeholder: str                   # stands for the native binary in a dry run: $OSU_MPI
-    program: Callable[[Benchmark, Program], list[str]]  # the step's argv
-    parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
+    #: the step's argv: the binary (natively under Program.home, the native path or the placeholder of a dry run;
+    #: in an image at its path there), then its arguments, sizes, device arguments and mode
+    program: Callable[[Benchmark, Program], list[str]]
+    #: every table of an output, no completeness check; Sweep.version from the output where it prints one
+    parse: Callable[[str], list[Sweep]]
     #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
     title: Callable[[str], Benchmark | None]
     #: the benchmark an output whose title is missing is, from its own lines from an index on;
     #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
     untitled: Callable[[list[Quoted], int], Benchmark | None] | None = None
-    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how. It only
-    #: reads the run's options (commstack.run.binaries, the resolver, keeps what is found). None: a `local` tool's
-    #: binary that the run names no way to
+    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how (a Debian
+    #: package on a workstation, the env on a system). It only reads the run's options (commstack.run.binaries, the
+    #: resolver, keeps what is found). None: a `local` tool's binary that the run names no way to
     native: Callable[[Any], str | None] | None = None
     #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)
     planned: Callable[[Any], str] | None = None

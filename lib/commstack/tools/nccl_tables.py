@@ -7,7 +7,7 @@ import re
 from typing import Any, Container
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import Quoted, Sweep, Text, count, cut_row, number, read_output
+from commstack.tools.lines import Quoted, Sweep, Text, count, cut_row, number
 
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"
                      r" (?:nccl|rccl)-headers=(?P<headers>\d+) (?:nccl|rccl)-library=(?P<library>\d+)$")
@@ -108,13 +108,9 @@ class _Run:
         self.last_error: Quoted | None = None
 
 
-def read(text: str, tool: str, known: Container[str]) -> list[Sweep]:
+def tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
     """Every table of an nccl-tests or rccl-tests output: one per (type, op, root), stress cycle and run,
     as `tool`'s sweeps; `known`: the binaries a start line may name."""
-    return read_output(text, lambda t: _tables(t, tool, known))
-
-
-def _tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
     runs = [_Run(tool, known)]
     for i, (line, lineno) in enumerate(t.lines):
         if runs[-1].ended and _starts_run(line):  # a job's next run
