@@ -50,7 +50,7 @@ DEFAULT_ITERATIONS = 10
 DGRAM_CAPS = {"udp": (1472,), "verbs": (256, 512, 1024, 2048, 4096)}
 
 SIZE = re.compile(r"(?P<int>\d+)(?:\.(?P<frac>\d))?(?P<mag>[kmg]?)")
-COUNT = re.compile(r"(?P<n>\d+)(?P<mag>[kmb]?)")
+COUNT = re.compile(r"(?P<int>\d+)(?P<mag>[kmb]?)")
 ACK = re.compile(r"(?P<sign>[=+-])(?P<n>\d+[kmb]?)")
 TIME = re.compile(r"\d+\.\d\ds")
 FLOAT = re.compile(r"-?\d+\.\d\d|-?(?:inf|nan)")
@@ -98,10 +98,8 @@ def _decode(text: str, pattern: re.Pattern, bases: dict[str, int], line: str, li
     m = pattern.fullmatch(text)
     if not m:
         raise BadNumberError(f"{text!r} is not a size or count as fi_pingpong prints them", line, lineno)
-    whole = m.group("int") if "int" in m.groupdict() else m.group("n")
     base = bases[m.group("mag")]
-    frac = int(m.groupdict().get("frac") or 0)
-    return int(whole) * base + frac * base // 10
+    return int(m.group("int")) * base + int(m.groupdict().get("frac") or 0) * base // 10
 
 
 SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

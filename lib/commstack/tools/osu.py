@@ -106,19 +106,15 @@ def _osu_tables(t: Text) -> list[Sweep]:
             cur.rows.append(dict(zip(cur.columns, [0, *(int(v) for v in mm.groups())])))
             cur.row_lines.append(Quoted(line, lineno))
             continue
+        if (meta := matched_meta(OSU_META, line)) is not None:  # every one a `# ` line
+            if cur.rows and "datatype" in meta:  # 7.x -T all: each datatype is a table of its own, with its header
+                cur = Sweep(TOOL.name, cur.benchmark, cur.title, cur.version, cur.device, [], meta=dict(cur.meta),
+                            title_line=cur.title_line)
+                sweeps.append(cur)
+            cur.meta.update(meta)
+            continue
         if line.startswith("#"):
-            for pattern, meta in OSU_META:
-                mm = pattern.match(line)
-                if mm:
-                    if cur.rows and pattern is OSU_META[0][0]:
-                        # 7.x -T all: each datatype is a table of its own, with its own header
-                        cur = Sweep(TOOL.name, cur.benchmark, cur.title, cur.version, cur.device, [],
-                                    meta=dict(cur.meta), title_line=cur.title_line)
-                        sweeps.append(cur)
-                    cur.meta.update(meta(mm))
-                    break
-            else:
-                _header(sweeps, cur, line, lineno)
+            _header(sweeps, cur, line, lineno)
             continue
         if not cur.columns and not cur.rows and header_columns(line):
             _header(sweeps, cur, line, lineno)  # 5.x-6.x osu_ibarrier: a header without `#`
