@@ -235,15 +235,12 @@ def parse_output(text: str, args: list[str] | None = None, max_size: int | None 
     return sweep
 
 
-def is_own(line: str) -> bool:
-    """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
-    of its error lines."""
-    return (line.split() == HEADER or client_argv(line, NAME) is not None or bool(PRINTERR.match(line))
-            or bool(ERR.match(line) and "pingpong" in line))
-
-
 def title(line: str) -> Benchmark | None:
-    return BENCHMARKS[NAME] if is_own(line) else None
+    """fi_pingpong's where a first own line is its header, the pair launcher's line naming it, or one of its
+    error lines."""
+    own = line.split() == HEADER or client_argv(line, NAME) is not None or PRINTERR.match(line) \
+        or ERR.match(line) and "pingpong" in line
+    return BENCHMARKS[NAME] if own else None
 
 
 def parse(text: str) -> list[Sweep]:
