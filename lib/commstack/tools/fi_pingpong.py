@@ -142,7 +142,8 @@ def parse_pingpong(text: str) -> Sweep:
         sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1])
-    return finished(t, [sweep])[0]
+    finished(t, [sweep])
+    return sweep
 
 
 def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, Any]:

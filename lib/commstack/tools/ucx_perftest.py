@@ -168,7 +168,8 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
     sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
     sweep.row_lines.append(Quoted(line, lineno))
-    return finished(t, [sweep])[0]
+    finished(t, [sweep])
+    return sweep
 
 
 def _final(sweep: Sweep, final: tuple | None, progress: list[tuple], t: Any) -> tuple[tuple, bool | None]:
