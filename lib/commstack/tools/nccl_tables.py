@@ -232,18 +232,14 @@ def _after_end(run: _Run, t: Text, i: int, line: str, lineno: int) -> None:
     """What a run prints after its end: NCCL's last error (2.13.4-2.17.2: bare, often an empty line, the
     last line; 2.17.3+: `# error: TEXT`)."""
     last = i == len(t.lines) - 1 or _starts_run(t.lines[i + 1].text)
+    # a row starts with its size
     if (m := ERROR.match(line)) or (last and not line.startswith("#") and run.last_error is None
-                                    and not _looks_like_row(line)):
+                                    and not (line.split() or [""])[0].isdigit()):
         run.meta["nccl_last_error"] = m.group(1) if m else line
         run.last_error = Quoted(line, lineno)
         return
     where = "'# Collective test concluded'" if run.started else "the footer ('# Avg bus bandwidth')"
     raise UnknownFormatError(f"output after {where}", line, lineno)
-
-
-def _looks_like_row(line: str) -> bool:
-    fields = line.split()
-    return bool(fields) and fields[0].isdigit()
 
 
 def _header_line(run: _Run, line: str, lineno: int) -> None:
@@ -291,17 +287,13 @@ def _row(run: _Run, t: Text, line: str, lineno: int) -> None:
                                      f"table", line, lineno)
         run.seen.add(key)
         cur = _sweep(run, key)
-    elif row["size"] < cur.rows[-1]["size"] or _repeats(run, row["size"], cur.rows[-1]["size"]):
+    elif row["size"] < cur.rows[-1]["size"] or row["size"] == cur.rows[-1]["size"] > 0 \
+            and run.meta["step_kind"] == "factor":  # rounding per rank repeats a size only at 0 or in linear steps
         raise UnknownFormatError("message sizes do not increase", line, lineno)
     if any(row.get(f"{h}_wrong") for h in ("oop", "ip")):
         cur.error_lines.append(Quoted(line, lineno))
     cur.rows.append(row)
     cur.row_lines.append(Quoted(line, lineno))
-
-
-def _repeats(run: _Run, size: int, before: int) -> bool:
-    """A size again: rounding to whole elements per rank repeats one only at 0 or in linear steps."""
-    return size == before > 0 and run.meta["step_kind"] == "factor"
 
 
 def _value(t: Text, col: str, val: str, line: str, lineno: int) -> Any:

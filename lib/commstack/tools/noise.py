@@ -10,7 +10,7 @@ whose every line is the frame's; and nothing else: a line that matches none is u
 parser that meets it inside a table quotes it as an error.
 
 A pattern here matches a whole line only: a known line glued to a row is no longer that line, so it
-stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.results.parse
+stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.tools.lines
 tells them first.
 """
 
