@@ -4,6 +4,7 @@ import pytest
 
 from commstack.paths import TOP
 from commstack.tools import noise
+from commstack.tools.lines import Quoted, own_lines
 
 CORPUS = TOP / "tests" / "data" / "corpus"
 
@@ -104,10 +105,11 @@ def test_open_mpi_help_boxes_back_to_back_are_each_a_frame():
     lines = (CORPUS / "osu5/osu_allreduce-5.6.3-ompi4-openib-help-boxes.out").read_text().splitlines()
     boxes = noise.framed(lines)
     assert sorted(boxes) == list(range(17)) and {b.source for b in boxes.values()} == {"open-mpi"}
-    own, notes = noise.notes(lines)
-    assert own[:3] == [(18, ""), (19, "# OSU MPI Allreduce Latency Test v5.6.3"), (20, "# Size       Avg Latency(us)")]
-    assert [n.lineno for n in notes if n.what == "help box"] == list(range(1, 18))
-    assert len(own) == 3 + 19 and own[3][1].startswith("4 ")
+    t = own_lines("\n".join(lines) + "\n")  # a blank line is neither the program's nor a note
+    assert t.lines[:2] == [Quoted("# OSU MPI Allreduce Latency Test v5.6.3", 19),
+                           Quoted("# Size       Avg Latency(us)", 20)]
+    assert [n.lineno for n in t.notes if n.what == "help box"] == [i for i in range(1, 18) if lines[i - 1].strip()]
+    assert len(t.lines) == 2 + 19 and t.lines[2].text.startswith("4 ")
 
 
 def test_a_rule_line_with_no_closing_one_or_around_rows_is_no_frame():
@@ -127,15 +129,15 @@ def test_a_box_after_a_line_of_the_jobs_own_is_found_wherever_it_starts():
 
 def test_notes_keep_line_numbers_and_the_tag_output_lines_become_the_programs():
     lines = (CORPUS / "osu7/osu_latency-7.4-tag-output-stderr-line.out").read_text().splitlines()
-    own, notes = noise.notes(lines)
-    assert [(n.lineno, n.source) for n in notes] == [(11, "open-mpi")]
-    assert own[0] == (1, "# OSU MPI Latency Test v7.4") and len(own) == len(lines) - 1
-    assert str(notes[0]).startswith("line 11: open-mpi (MCA component verbose line): [node2:1234]")
+    t = own_lines("\n".join(lines) + "\n")
+    assert [(n.lineno, n.source) for n in t.notes] == [(11, "open-mpi")]
+    assert t.lines[0] == Quoted("# OSU MPI Latency Test v7.4", 1) and len(t.lines) == len(lines) - 1
+    assert str(t.notes[0]).startswith("line 11: open-mpi (MCA component verbose line): [node2:1234]")
 
 
 def test_unknown_lines_stay_the_programs_own():
-    own, notes = noise.notes(["Start NCCL all_reduce local test", "WARNING: unknown"])
-    assert [line for _, line in own] == ["Start NCCL all_reduce local test", "WARNING: unknown"] and notes == []
+    t = own_lines("Start NCCL all_reduce local test\nWARNING: unknown\n")
+    assert [q.text for q in t.lines] == ["Start NCCL all_reduce local test", "WARNING: unknown"] and t.notes == []
 
 
 def test_commstack_parse_keeps_every_known_line_of_a_real_output_as_a_note_with_its_source():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from commstack import benchmarks
 from commstack.errors import UnknownFormatError
 from commstack.tools import noise
-from commstack.tools.lines import TITLE_MISSING, Sweep
+from commstack.tools.lines import TITLE_MISSING, Quoted, Sweep
 from commstack.results.parse import parse_arguments, parse_results, validated
 from commstack.tools import osu
 from commstack.tools.osu_format import header_benchmarks, header_columns, untitled_benchmark
@@ -323,12 +323,13 @@ def test_an_untitled_header_names_the_benchmarks_it_may_be():
 
 
 def test_the_lines_before_an_untitled_header_each_once():
-    lines = list(enumerate(["Job 1", "# [ pairs: 1 ] [ window size: 64 ]", "# Datatype: MPI_CHAR.", HEADERS["mbw"]], 1))
+    lines = [Quoted(line, lineno) for lineno, line in enumerate(
+        ["Job 1", "# [ pairs: 1 ] [ window size: 64 ]", "# Datatype: MPI_CHAR.", HEADERS["mbw"]], 1)]
     assert osu.untitled(lines, 0) is None and osu.untitled(lines, 1).name == "osu_mbw_mr"
     assert osu.untitled(lines, 2).name == "osu_mbw_mr" and osu.untitled(lines, 3).name == "osu_mbw_mr"
     with pytest.raises(UnknownFormatError, match="no OSU benchmark prints"):  # osu_mbw_mr prints no window lines
-        osu.untitled([(1, "# Window creation: MPI_Win_allocate"), (2, HEADERS["mbw"])], 0)
-    twice = lines[:2] + [(3, lines[1][1])] + lines[3:]
+        osu.untitled([Quoted("# Window creation: MPI_Win_allocate", 1), Quoted(HEADERS["mbw"], 2)], 0)
+    twice = lines[:2] + [Quoted(lines[1].text, 3)] + lines[3:]
     assert osu.untitled(twice, 1) is None and osu.untitled(lines[1:3], 0) is None  # no header after them
 
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from commstack.errors import CommstackError
 from commstack import benchmarks
-from commstack.benchmarks import COLUMNS, METRICS
+from commstack.benchmarks import METRICS
 from commstack.tools.lines import Sweep
+from commstack.results.parse import failed_checks
 from commstack.results.references import UNSTABLE_SPREAD, References
 
 #: a rate of 0 is a printed 0.00 for messages up to this size (seed cscs-nccl-02, without the NCCL
@@ -32,15 +33,9 @@ VERDICTS = ("pass", "no-reference", "unstable", "degraded", "fail", "not-run")
 
 
 def check_correctness(sweep: Sweep) -> list[str]:
-    """Every data check the benchmark itself reports; an empty list means correct. Its own failure lines
-    (nccl-tests' `# Out of bounds values : N FAILED` among them) come first, as the parser kept them."""
-    bad = list(sweep.errors)
-    for r in sweep.rows:
-        if r.get("validation") == "Fail" or r.get("check") == "Fail":
-            bad.append(f"{sweep.benchmark}: data validation failed at {r['size']} B")
-        for col in (c for c in sweep.columns if COLUMNS[c].wrong):
-            if r.get(col):
-                bad.append(f"{sweep.benchmark}: {r[col]} wrong elements ({col}) at {r['size']} B")
+    """Every data check the benchmark itself reports failed (results.parse.failed_checks), and a sweep stopped
+    early; an empty list means correct."""
+    bad = [f"{sweep.benchmark}: {reason}" if reason else quoted.text for reason, quoted in failed_checks(sweep)]
     if sweep.complete is False:
         bad.append(f"{sweep.benchmark}: output ends before the benchmark's end line (sweep stopped early)")
     return bad

@@ -22,7 +22,7 @@ from commstack.errors import (PARSE_ERRORS, CommstackError, CrashedError, NoTitl
                               UnknownFormatError, ValidationFailedError, printable)
 from commstack.results import settle
 from commstack.tools import noise
-from commstack.tools.lines import TITLE_MISSING, Sweep, own_lines, validation_failed
+from commstack.tools.lines import TITLE_MISSING, Quoted, Sweep, failed_line, own_lines
 from commstack.tools.noise import Note
 from commstack.results.tables import DATA_ROW, Table, split_tables, summary
 from commstack.tools import TOOLS, Benchmark
@@ -33,14 +33,12 @@ def identify(text: str, untitled: bool = False) -> Benchmark:
     `untitled` (a job log's), where no tool reads a title there, from the lines a tool prints after its title
     (Tool.untitled: a title cut off when pasted)."""
     lines = own_lines(text).lines
-    lineno, line = lines[0]
-    for tool in TOOLS.values():
-        try:
-            bench = tool.title(line)
-        except UnknownFormatError as e:
-            raise UnknownFormatError(e.message, line, lineno) from None
-        if bench:
+    line, lineno = lines[0]
+    try:
+        if bench := tools.titled(line):
             return bench
+    except UnknownFormatError as e:
+        raise UnknownFormatError(e.message, line, lineno) from None
     for tool in TOOLS.values() if untitled else ():
         if tool.untitled and (bench := tool.untitled(lines, 0)):
             return bench
@@ -67,24 +65,35 @@ def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int |
         if default is None:
             raise UnknownFormatError(f"{bench.name} v{sweep.version}: its default sizes are not known here; "
                                      f"give its size arguments ({' '.join(bench.sizes.args('LO', 'HI'))})",
-                                     *sweep.title_line[::-1])
+                                     *sweep.title_line)
         lo = default[0] if lo is None else lo
         hi = default[1] if hi is None else hi
     return lo, bench.tool.last_size(bench, sweep, args, ranks, hi)
 
 
+def failed_checks(sweep: Sweep) -> list[tuple[str | None, Quoted | None]]:
+    """Every data check the benchmark reports failed, and the line that says so: its own failure lines first
+    (nccl-tests' `# Out of bounds values : N FAILED` among them, as the parser kept them; no reason: the line
+    says it), then each Fail row and count of wrong elements."""
+    failed: list[tuple[str | None, Quoted | None]] = [(None, quoted) for quoted in sweep.error_lines]
+    wrong = [c for c in sweep.columns if COLUMNS[c].wrong]
+    for i, row in enumerate(sweep.rows):
+        quoted = sweep.row_lines[i] if i < len(sweep.row_lines) else None  # rows cut or built by hand: no line
+        if row.get("validation") == "Fail" or row.get("check") == "Fail":
+            failed.append((f"data validation failed at {row['size']} B", quoted))
+        failed += [(f"{row[c]} wrong elements ({c}) at {row['size']} B", quoted) for c in wrong if row.get(c)]
+    return failed
+
+
 def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> None:
     """Raise the first problem of a parsed sweep: failed validation, or missing sizes."""
-    if sweep.error_lines:
-        lineno, line = sweep.error_lines[0]
-        raise ValidationFailedError(f"{bench.name}: the benchmark's data check failed", line, lineno)
-    for (lineno, line), row in zip(sweep.row_lines, sweep.rows):
-        if row.get("validation") == "Fail" or row.get("check") == "Fail":
-            raise ValidationFailedError(f"{bench.name}: data validation failed at {row['size']} B", line, lineno)
-    last_lineno, last_line = sweep.row_lines[-1]
+    if failed := failed_checks(sweep):
+        reason, quoted = failed[0]
+        reason = reason or "the benchmark's data check failed"
+        raise ValidationFailedError(f"{bench.name}: {reason}", *quoted)
+    last_row = sweep.row_lines[-1]
     if sweep.complete is False:
-        raise TruncatedError(f"{bench.name}: the output ends before the benchmark's end line", last_line,
-                             last_lineno)
+        raise TruncatedError(f"{bench.name}: the output ends before the benchmark's end line", *last_row)
     if bench.tool.sizes_check:  # the tool's own sizes (fi_pingpong's lists, ucx_perftest's one size)
         return bench.tool.sizes_check(bench, sweep, args)
     if not bench.sized:  # barrier, init, hello: one row, no sizes to check
@@ -99,16 +108,16 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
     want = bench.tool.first_size(bench, sweep, lo)
     if first > want:
         raise TruncatedError(f"{bench.name}: the sweep starts at {first} B; {want} B comes first in the {lo}..{hi} B "
-                             f"asked for: rows are missing", *sweep.row_lines[0][::-1])
+                             f"asked for: rows are missing", *sweep.row_lines[0])
     if first < want:
         raise UnknownFormatError(f"{bench.name}: the sweep starts at {first} B, below the {want} B its arguments ask "
-                                 f"for: the output of other arguments", *sweep.row_lines[0][::-1])
+                                 f"for: the output of other arguments", *sweep.row_lines[0])
     if last > hi:
         raise UnknownFormatError(f"{bench.name}: the sweep goes on to {last} B, past the {lo}..{hi} B its arguments "
-                                 f"ask for: the output of other arguments", last_line, last_lineno)
+                                 f"ask for: the output of other arguments", *last_row)
     if last < hi and following <= hi:
         raise TruncatedError(f"{bench.name}: the sweep stops at {last} B; the next size, {following} B, is within "
-                             f"the {lo}..{hi} B asked for", last_line, last_lineno)
+                             f"the {lo}..{hi} B asked for", *last_row)
 
 
 # ---------------------------------------------------------------------------------- tables of one output
@@ -142,14 +151,11 @@ def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated
     """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output
     shows one ran (a Pass/Fail column, counted wrong elements, `validation: 1`), else `no` (OSU without
     -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
-    if isinstance(error, ValidationFailedError):
+    if isinstance(error, ValidationFailedError) or sweep and failed_checks(sweep):
         return "failed"
     if sweep is None:
         return "no"
     wrong = [c for c in sweep.columns if COLUMNS[c].wrong]
-    if sweep.error_lines or any(r.get(c) for r in sweep.rows for c in wrong) \
-            or any(v == "Fail" for r in sweep.rows for v in r.values()):
-        return "failed"
     checked = any(v == "Pass" for r in sweep.rows for v in r.values()) \
         or any(r.get(c) is not None for r in sweep.rows for c in wrong) or sweep.meta.get("validation") == 1
     return "yes" if checked and not sweep.meta.get(TITLE_MISSING) else "no"
@@ -160,15 +166,10 @@ def _named(table: Table) -> Benchmark | None:
     lines = table.text.splitlines()
     if not lines:  # an empty output: no title
         return None
-    line = noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0]
-    for tool in TOOLS.values():
-        try:
-            bench = tool.title(line)
-        except UnknownFormatError:
-            return None
-        if bench:
-            return bench
-    return None
+    try:
+        return tools.titled(noise.strip_prefix(lines[table.first - table.offset - 1].rstrip())[0])
+    except UnknownFormatError:
+        return None
 
 
 def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
@@ -228,8 +229,7 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
                 bench.name if bench.name in benchmarks.BENCHMARKS else None
             # its rows were read up to the error's line: a failed check after it (nccl-tests' out-of-bounds
             # footer) still makes it `validated: failed`, never `yes`
-            failed = any(validation_failed(noise.strip_prefix(line.rstrip())[0])
-                         for line in table.text.splitlines())
+            failed = failed_line([noise.strip_prefix(line.rstrip())[0] for line in table.text.splitlines()]) is not None
             results.append(Result(named, table.first, table.last, partial, table.shifted(e), notes, failed))
             continue
         for i, s in enumerate(sweeps):
@@ -242,8 +242,8 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
                 error = e  # its line numbers are the output's: the sweep's were shifted
             if i == 0:
                 s.notes = sorted(table.outside + s.notes, key=lambda n: n.lineno)
-            first = table.first if i == 0 else s.row_lines[0][0]
-            last = table.last if i == len(sweeps) - 1 else sweeps[i + 1].row_lines[0][0] - 1
+            first = table.first if i == 0 else s.row_lines[0].lineno
+            last = table.last if i == len(sweeps) - 1 else sweeps[i + 1].row_lines[0].lineno - 1
             results.append(Result(s.benchmark, first, last, s, error, s.notes))
     return results
 
@@ -284,16 +284,16 @@ def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int |
     shortens a collective's sweep."""
     if benchmark is not None:
         first = split_tables(text)[0].text  # a job script's echo before the title is no title
-        lineno, line = own_lines(first).lines[0]
         named = identify(first).name
         if named in benchmarks.BENCHMARKS and named != benchmark:
-            raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's", line, lineno)
+            raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's",
+                                     *own_lines(first).lines[0])
     sweeps = parse_outputs(text, args, ranks, benchmark)
     if benchmark is not None and sweeps[0].benchmark != benchmark:  # named after its first line (nccl-tests 2.17.4+)
         raise UnknownFormatError(f"expected {benchmark} output, the title is another benchmark's",
-                                 *sweeps[0].title_line[::-1])
+                                 *sweeps[0].title_line)
     if len(sweeps) > 1:
-        raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line[::-1])
+        raise UnknownFormatError(f"{len(sweeps)} tables in one output; a step runs one", *sweeps[1].title_line)
     return sweeps[0]
 
 

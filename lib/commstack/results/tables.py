@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from commstack.errors import ParseError, UnknownFormatError, cut
 from commstack.tools import noise
-from commstack.tools.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Sweep
+from commstack.tools.lines import CRASH, EXITED, SLURM_ENDED, VALIDATION_ERROR, Quoted, Sweep
 from commstack.tools.noise import Note
 from commstack.tools import TOOLS
 
@@ -36,7 +36,7 @@ def is_title(line: str) -> bool:
 def untitled_start(lines: list[str]) -> int | None:
     """Where the first table whose title is missing starts (its first line after the cut title), as a tool reads
     one (Tool.untitled, several benchmarks printing it too); None where none does."""
-    numbered = list(enumerate(lines))  # their numbers go into no message: an error here only marks the start
+    numbered = [Quoted(line, i) for i, line in enumerate(lines)]  # the numbers only mark the start: no message
     return next((i for i in range(len(lines)) if any(tool.untitled and _reads(lambda: tool.untitled(numbered, i))
                                                      for tool in TOOLS.values())), None)
 
@@ -82,16 +82,16 @@ class Table:
         if not after or not all(_outside(own[i]) for i in after):
             return None
         text = "\n".join("" if i in after else line for i, line in enumerate(lines)) + "\n"
-        notes = [Note(self.offset + i + 1, cut(own[i]), "unknown", AFTER) for i in after]
+        notes = [Note(cut(own[i]), self.offset + i + 1, "unknown", AFTER) for i in after]
         return dataclasses.replace(self, text=text, outside=self.outside + notes)
 
     def shift(self, sweep: Sweep) -> Sweep:
         """The sweep with the output's line numbers."""
         if self.offset:
             n = self.offset
-            sweep.title_line = (sweep.title_line[0] + n, sweep.title_line[1])
-            sweep.row_lines = [(i + n, line) for i, line in sweep.row_lines]
-            sweep.error_lines = [(i + n, line) for i, line in sweep.error_lines]
+            sweep.title_line = Quoted(sweep.title_line.text, sweep.title_line.lineno + n)
+            sweep.row_lines = [Quoted(line, i + n) for line, i in sweep.row_lines]
+            sweep.error_lines = [Quoted(line, i + n) for line, i in sweep.error_lines]
             sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
         return sweep
 
@@ -142,7 +142,7 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
         start = 0 if k == 0 else begin
         body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
         body += "\n" if end < len(raw) or text.endswith("\n") else ""
-        notes = [Note(i + 1, cut(lines[i]), "unknown", outside[i])
+        notes = [Note(cut(lines[i]), i + 1, "unknown", outside[i])
                  for i in sorted(j for j in outside if start <= j < end)]
         tables.append(Table(begin + 1, end, body, start, notes))
     return tables

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from commstack.errors import BinaryNotFoundError, ConfigError
 
 if TYPE_CHECKING:
-    from commstack.tools.lines import Sweep
+    from commstack.tools.lines import Quoted, Sweep
 
 LAYERS = ("fabric", "ucx", "mpi", "nccl")  # bottom up
 LAUNCHES = ("mpi", "pair")  # one program of N ranks; a server and a client
@@ -103,10 +103,6 @@ class InSpec:
 
     spec: str
     path: str
-
-
-def _none_given(binaries: Any) -> str | None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -202,38 +198,32 @@ class Benchmark:
         return sizes.get(self.tool.family(version))
 
 
-def _no_family(version: str | None) -> str:
-    return ""
-
-
-def _first_row(bench: Benchmark, sweep: Sweep, lo: int) -> int:
-    return lo
-
-
-def _last_row(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None, hi: int) -> int:
-    return hi
-
-
 @dataclass(frozen=True, eq=False)
 class Tool:
     """Everything about one benchmark tool; its module's TOOL. See commstack.tools for the contract."""
 
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")
-    layer: Literal["fabric", "ucx", "mpi", "nccl"]
+    layer: Literal["fabric", "ucx", "mpi", "nccl"]  # the stack layer it measures: the diagnosis compares layers
+    #: `mpi`, one program of N ranks; `pair`, a server (task 0) and a client (task 1) on a node pair: its argv is
+    #: pair_command()'s, commstack.run.pair in each task
     launch: Literal["mpi", "pair"]
-    columns: dict[str, Column]         # canonical column name -> Column; its parser names columns so
+    #: canonical column name -> Column; its parser names columns so, and a benchmark's metric is one
+    columns: dict[str, Column]
     placeholder: str                   # stands for the native binary in a dry run: $OSU_MPI
-    program: Callable[[Benchmark, Program], list[str]]  # the step's argv
-    parse: Callable[[str], list[Sweep]]  # every table of an output, no completeness check
+    #: the step's argv: the binary (natively under Program.home, the native path or the placeholder of a dry run;
+    #: in an image at its path there), then its arguments, sizes, device arguments and mode
+    program: Callable[[Benchmark, Program], list[str]]
+    #: every table of an output, no completeness check; Sweep.version from the output where it prints one
+    parse: Callable[[str], list[Sweep]]
     #: the benchmark a first line (the title) names; None: not this tool's; UnknownFormatError: its, but unknown
     title: Callable[[str], Benchmark | None]
-    #: the benchmark an output whose title is missing is, from its own lines ((lineno, line)) from an index on;
+    #: the benchmark an output whose title is missing is, from its own lines from an index on;
     #: None: not this tool's table; UnknownFormatError: its, but several benchmarks print it (None here: never so)
-    untitled: Callable[[list[tuple[int, str]], int], Benchmark | None] | None = None
-    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how. It only
-    #: reads the run's options (commstack.run.binaries, the resolver, keeps what is found). None: a `local` tool's
-    #: binary that the run names no way to
+    untitled: Callable[[list[Quoted], int], Benchmark | None] | None = None
+    #: the native binary (prefix or path), got (found, built) when missing; BinaryNotFoundError says how (a Debian
+    #: package on a workstation, the env on a system). It only reads the run's options (commstack.run.binaries, the
+    #: resolver, keeps what is found). None: a `local` tool's binary that the run names no way to
     native: Callable[[Any], str | None] | None = None
     #: where the native binary is or will be, for a dry run: nothing is built (None: the dry run names none)
     planned: Callable[[Any], str] | None = None
@@ -244,21 +234,21 @@ class Tool:
     #: the stack facts an output tells, and the problem they show (None: fine), from the step's output,
     #: the system and the step's tags
     stack: Callable[[str, Any, dict], tuple[dict, str | None]] | None = None
-    family: Callable[[str | None], str] = _no_family  # a printed version -> the key of default_sizes
+    family: Callable[[str | None], str] = lambda version: ""  # a printed version -> the key of default_sizes
     #: the meta keys of a printed size range (lo, hi): the output says what it ran
     printed_range: tuple[str, str] | None = None
     zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
     #: the size of the sweep's first row, from lo as asked for
-    first_size: Callable[[Benchmark, Sweep, int], int] = _first_row
+    first_size: Callable[[Benchmark, Sweep, int], int] = lambda bench, sweep, lo: lo
     #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
-    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = _last_row
+    last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = lambda bench, sweep, args, ranks, hi: hi
     #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)
     #: range's (fi_pingpong's fixed size lists, ucx_perftest's one size); None: the range's
     sizes_check: Callable[[Benchmark, Sweep, list[str]], None] | None = None
     #: where an env holds the native binary (Program.home); None: an env never does
     in_env: InSpec | None = None
     #: the option that gave the binary explicitly (it wins over --env), or None
-    given: Callable[[Any], str | None] = _none_given
+    given: Callable[[Any], str | None] = lambda binaries: None
     #: a tool the local Spack env builds (in_env's spec there, OSU): its binary from that install's prefix (None:
     #: none, or why it could not be built), where `native` gives none; the resolver looks it up and installs it
     local: Callable[[str | None, str | None], str] | None = None

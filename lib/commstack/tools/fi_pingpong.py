@@ -21,11 +21,10 @@ import shlex
 from operator import attrgetter
 from typing import Any
 
-from commstack.errors import (BadNumberError, CrashedError, TruncatedError, UnknownFormatError,
-                              ValidationFailedError)
-from commstack.tools.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
+from commstack.tools.lines import Quoted, Sweep, cut_row, finished, own_lines, tool_error
 from commstack.tools.noise import Note
-from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
 
 NAME = "fi_pingpong"
@@ -51,7 +50,7 @@ DEFAULT_ITERATIONS = 10
 DGRAM_CAPS = {"udp": (1472,), "verbs": (256, 512, 1024, 2048, 4096)}
 
 SIZE = re.compile(r"(?P<int>\d+)(?:\.(?P<frac>\d))?(?P<mag>[kmg]?)")
-COUNT = re.compile(r"(?P<n>\d+)(?P<mag>[kmb]?)")
+COUNT = re.compile(r"(?P<int>\d+)(?P<mag>[kmb]?)")
 ACK = re.compile(r"(?P<sign>[=+-])(?P<n>\d+[kmb]?)")
 TIME = re.compile(r"\d+\.\d\ds")
 FLOAT = re.compile(r"-?\d+\.\d\d|-?(?:inf|nan)")
@@ -91,37 +90,20 @@ def cnt_str(cnt: int) -> str:
 
 def all_sizes(limit: int = MAX_DATA_MSG) -> list[int]:
     """The sizes of -S all up to `limit`: 0, 1, then 2^i and 1.5 * 2^i (generate_test_sizes)."""
-    out = []
-    i = 0
-    while True:
-        power = 0 if i == 0 else 1 << i
-        half = 1 if i == 0 else power + power // 2
-        if power > limit:
-            return out
-        out.append(power)
-        if half > limit:
-            return out
-        out.append(half)
-        i += 1
+    sizes = [0, 1, *(size for i in range(1, limit.bit_length()) for size in (1 << i, 3 << (i - 1)))]
+    return [size for size in sizes if size <= limit]
 
 
 def _decode(text: str, pattern: re.Pattern, bases: dict[str, int], line: str, lineno: int) -> int:
     m = pattern.fullmatch(text)
     if not m:
         raise BadNumberError(f"{text!r} is not a size or count as fi_pingpong prints them", line, lineno)
-    whole = m.group("int") if "int" in m.groupdict() else m.group("n")
     base = bases[m.group("mag")]
-    frac = int(m.groupdict().get("frac") or 0)
-    return int(whole) * base + frac * base // 10
+    return int(m.group("int")) * base + int(m.groupdict().get("frac") or 0) * base // 10
 
 
 SIZE_BASES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 COUNT_BASES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9}
-
-
-def _tool_error(lineno: int, line: str) -> CrashedError:
-    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), "fi_pingpong reported an error")
-    return CrashedError(f"fi_pingpong: {why}", line, lineno)
 
 
 def parse_pingpong(text: str) -> Sweep:
@@ -130,16 +112,16 @@ def parse_pingpong(text: str) -> Sweep:
     sweep = Sweep(NAME, NAME, NAME, None, None, list(COLUMNS), title_line=t.lines[0])
     sweep.meta["size_texts"] = []
     header = False
-    for lineno, line in t.lines:
+    for line, lineno in t.lines:
         if (argv := client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
             sweep.meta["args"] = argv
             continue
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
-            raise _tool_error(lineno, line)
+            raise tool_error(NAME, MEANING, "fi_pingpong reported an error", line, lineno)
         if DEBUG.match(line):
-            bisect.insort(t.notes, Note(lineno, line, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
+            bisect.insort(t.notes, Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
             continue
         fields = line.split()
         if fields == HEADER:
@@ -151,17 +133,16 @@ def parse_pingpong(text: str) -> Sweep:
             raise UnknownFormatError("not an fi_pingpong line (its header, `bytes #sent #ack ...`, comes first)",
                                      line, lineno)
         if len(fields) != len(HEADER):
-            if t.cut and lineno == t.lines[-1][0]:
+            if t.cut and lineno == t.lines[-1].lineno:
                 raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
-            raise cut_row(t, lineno, line, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
+            raise cut_row(t, line, lineno, f"an fi_pingpong row has {len(HEADER)} fields, this one {len(fields)}",
                           len(HEADER))
         sweep.rows.append(_row(fields, line, lineno, sweep))
         sweep.meta["size_texts"].append(fields[0])
-        sweep.row_lines.append((lineno, line))
+        sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
-        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
+        raise TruncatedError("the output ends before the first row", *t.lines[-1])
+    finished(t, [sweep])
     return sweep
 
 
@@ -180,7 +161,7 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
            "rate_Mxfers": float(rate)}
     if ack[0] != "=":
         # show_perf: +N acks missing, -N more acks than sends; either way messages were lost or doubled
-        sweep.error_lines.append((lineno, line))
+        sweep.error_lines.append(Quoted(line, lineno))
     if sweep.rows and row["size"] <= sweep.rows[-1]["size"]:
         raise UnknownFormatError(f"size {size} after {sweep.meta['size_texts'][-1]}: fi_pingpong's sizes grow",
                                  line, lineno)
@@ -190,15 +171,10 @@ def _row(fields: list[str], line: str, lineno: int, sweep: Sweep) -> dict[str, A
 def asked(args: list[str]) -> tuple[list[int], int]:
     """The sizes (before the provider's limit) and iterations `args` ask for, as getopt reads -S and -I."""
     sizes, iterations = DEFAULT_SIZES, DEFAULT_ITERATIONS
-    for i, arg in enumerate(args):
-        value = args[i + 1] if arg in ("-S", "-I") and i + 1 < len(args) else None
-        if value is None and len(arg) > 2 and arg[:2] in ("-S", "-I"):
-            arg, value = arg[:2], arg[2:]
-        if value is None:
-            continue
-        if arg == "-S":
+    for flag, value in options(args, ("-S", "-I")):
+        if flag == "-S":
             sizes = all_sizes() if value == "all" else [_plain(value, "-S")]
-        elif arg == "-I":
+        else:
             iterations = _plain(value, "-I")
     return sizes, iterations
 
@@ -227,15 +203,14 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
     iterations. `max_size`: the provider's largest message (fi_info's max_msg_size), which ends the
     sweep early."""
     if sweep.error_lines:
-        lineno, line = sweep.error_lines[0]
-        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", line, lineno)
+        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", *sweep.error_lines[0])
     argv = sweep.meta.get("args", args or [])
     try:
         sizes, iterations = asked(argv)
     except UnknownFormatError as e:  # the pair launcher's line (the output's first) holds the arguments
-        raise UnknownFormatError(e.message, *sweep.title_line[::-1]) if "args" in sweep.meta else e from None
+        raise UnknownFormatError(e.message, *sweep.title_line) if "args" in sweep.meta else e from None
     want = [s for s in sizes if max_size is None or s <= max_size]
-    for i, ((lineno, line), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
+    for i, ((line, lineno), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
             expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
             raise UnknownFormatError(f"fi_pingpong: size {text} where {expected}: the output of other arguments",
@@ -249,10 +224,9 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
         sweep.meta["max_size"] = "the datagram endpoint's largest message"
         return
     if len(sweep.rows) < len(want):
-        lineno, line = sweep.row_lines[-1]
         raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
                              f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
-                             line, lineno)
+                             *sweep.row_lines[-1])
 
 
 def parse_output(text: str, args: list[str] | None = None, max_size: int | None = None) -> Sweep:
@@ -262,15 +236,12 @@ def parse_output(text: str, args: list[str] | None = None, max_size: int | None 
     return sweep
 
 
-def is_own(line: str) -> bool:
-    """Whether a first own line is fi_pingpong's: its header, the pair launcher's line naming it, or one
-    of its error lines."""
-    return (line.split() == HEADER or client_argv(line, NAME) is not None or bool(PRINTERR.match(line))
-            or bool(ERR.match(line) and "pingpong" in line))
-
-
 def title(line: str) -> Benchmark | None:
-    return BENCHMARKS[NAME] if is_own(line) else None
+    """fi_pingpong's where a first own line is its header, the pair launcher's line naming it, or one of its
+    error lines."""
+    own = line.split() == HEADER or client_argv(line, NAME) is not None or PRINTERR.match(line) \
+        or ERR.match(line) and "pingpong" in line
+    return BENCHMARKS[NAME] if own else None
 
 
 def parse(text: str) -> list[Sweep]:

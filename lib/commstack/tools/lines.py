@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from commstack.errors import (BadNumberError, CrashedError, EmptyOutputError, NodeFailureError, ParseError,
                               TimedOutError, TruncatedError, UnknownFormatError, ValidationFailedError, cut)
@@ -24,6 +24,13 @@ from commstack.tools.noise import Note
 
 #: a Sweep's meta key: its table had no title (cut when pasted), so its benchmark is inferred, its check not vouched for
 TITLE_MISSING = "title_missing"
+
+
+class Quoted(NamedTuple):
+    """A line of an output and its number, in ParseError's order: `ParseError(message, *quoted)`."""
+
+    text: str
+    lineno: int
 
 
 @dataclass
@@ -40,19 +47,15 @@ class Sweep:
     meta: dict[str, Any] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)  # known lines that are not the benchmark's (tools.noise)
     complete: bool | None = None  # the format's own end marker was seen; None: the format has none
-    # (lineno, line) of each row, of each failure line the benchmark printed, and of the title
-    row_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
-    error_lines: list[tuple[int, str]] = field(default_factory=list, repr=False)
-    title_line: tuple[int, str] = (0, "")
+    # each row's line, each failure line the benchmark printed, and the title's
+    row_lines: list[Quoted] = field(default_factory=list, repr=False)
+    error_lines: list[Quoted] = field(default_factory=list, repr=False)
+    title_line: Quoted = Quoted("", 0)
 
     @property
     def warnings(self) -> list[str]:
         """The known lines that are not the benchmark's, as printed."""
         return [n.line for n in self.notes]
-
-    @property
-    def errors(self) -> list[str]:
-        return [line for _, line in self.error_lines]
 
     @property
     def sizes(self) -> list[int]:
@@ -108,10 +111,12 @@ VALIDATION_FAILED = re.compile(r"^DATA VALIDATION ERROR: |^\d+\s.*\s(?:Fail|fail
                                r"|^# Out of bounds values : \d+ FAILED$")
 
 
-def validation_failed(line: str) -> bool:
-    """Whether a line (its launcher prefix stripped) says a data check failed: a known launcher line that
-    ends in `failed` (Open MPI's `2 more processes have sent help message ... failed`) says nothing of it."""
-    return bool(VALIDATION_FAILED.search(line)) and noise.classify(line) is None
+def failed_line(lines: list[str]) -> Quoted | None:
+    """The first of an output's lines (their launcher prefix stripped) that says a data check failed: a known
+    launcher line that ends in `failed` (Open MPI's `2 more processes have sent help message ... failed`) says
+    nothing of it."""
+    return next((Quoted(line, lineno) for lineno, line in enumerate(lines, 1)
+                 if VALIDATION_FAILED.search(line) and noise.classify(line) is None), None)
 
 
 # Why Slurm ended a step, wherever it stands among the crash lines that follow from it
@@ -134,7 +139,7 @@ ROW_FIELD = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Pass|Fail|pas
 class Text:
     """The benchmark's own lines of an output, with the known warnings taken out."""
 
-    lines: list[tuple[int, str]]
+    lines: list[Quoted]
     notes: list[Note]
     cut: bool  # the last of `lines` ends the output without a newline: it may be cut short
     mem_limit: int | None = None  # OSU's "Limiting max message size to: N"
@@ -150,23 +155,23 @@ def own_lines(text: str) -> Text:
     for lineno, line in enumerate(text.splitlines(), 1):
         rest, prefix = noise.strip_prefix(line.rstrip())
         if prefix is noise.PRRTE_NUL:
-            glued.append(Note(lineno, line[:len(line) - len(rest)], prefix.source, prefix.what))
+            glued.append(Note(line[:len(line) - len(rest)], lineno, prefix.source, prefix.what))
         line = rest
         for g in noise.GLUED:
             for m in list(g.regex.finditer(line)):
-                glued.append(Note(lineno, cut(m.group(0)), g.source, g.what))
+                glued.append(Note(cut(m.group(0)), lineno, g.source, g.what))
                 if m.groupdict().get("limit"):
                     out.mem_limit = int(m.group("limit"))
             line = g.regex.sub("", line).rstrip()
         lines.append(line)
     framed = noise.framed(lines)
-    exited: tuple[int, str] | None = None
+    exited: Quoted | None = None
     # the benchmark's failed data check comes first: the crash lines after it are its consequence
-    failed = next(((n, line) for n, line in enumerate(lines, 1) if validation_failed(line)), None)
+    failed = failed_line(lines)
 
     def ended(error: type[ParseError], message: str, line: str, lineno: int) -> ParseError:
         if failed:
-            return ValidationFailedError(f"the benchmark's data check failed, then: {message}", failed[1], failed[0])
+            return ValidationFailedError(f"the benchmark's data check failed, then: {message}", *failed)
         return error(message, line, lineno)
     for pattern, error, message in SLURM_ENDED:
         for lineno, line in enumerate(lines, 1):
@@ -179,27 +184,33 @@ def own_lines(text: str) -> Text:
         if CRASH.search(line):
             raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
-            exited = exited or (lineno, line)
+            exited = exited or Quoted(line, lineno)
         out.notes += [n for n in glued if n.lineno == lineno]
         if lineno - 1 in framed:
             frame = framed[lineno - 1]
-            out.notes.append(Note(lineno, cut(line), frame.source, frame.what))
+            out.notes.append(Note(cut(line), lineno, frame.source, frame.what))
             continue
         known = noise.classify(line)
         if known is not None:
             if ROW_TAIL.search(line) and DECIMAL.search(ROW_TAIL.search(line).group(0)):
                 raise UnknownFormatError("a known line ends like a table row: a row may be glued to it", line, lineno)
-            out.notes.append(Note(lineno, cut(line), known.source, known.what))
+            out.notes.append(Note(cut(line), lineno, known.source, known.what))
             continue
-        out.lines.append((lineno, line))
+        out.lines.append(Quoted(line, lineno))
     if exited:
-        raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", exited[1], exited[0])
+        raise ended(CrashedError, "the launcher says a rank exited with a non-zero status", *exited)
     if not out.lines:
         raise EmptyOutputError(f"no benchmark output, only {len(out.notes)} warning line(s)",
                                out.notes[0].line, out.notes[0].lineno)
     # a launcher's line after it (PRRTE's NUL byte alone) leaves the benchmark's last line whole
-    out.cut = not text.endswith("\n") and out.lines[-1][0] == len(lines)
+    out.cut = not text.endswith("\n") and out.lines[-1].lineno == len(lines)
     return out
+
+
+def tool_error(tool: str, meanings: list[tuple[re.Pattern, str]], what: str, line: str, lineno: int) -> CrashedError:
+    """A tool's own error line: crashed, saying what it means where `meanings` know it, else `what`."""
+    why = next((meaning for pattern, meaning in meanings if pattern.search(line)), what)
+    return CrashedError(f"{tool}: {why}", line, lineno)
 
 
 def number(text: str, line: str, lineno: int, pattern: re.Pattern = NUMBER) -> float:
@@ -217,30 +228,33 @@ def count(text: str, line: str, lineno: int) -> int:
     return int(text)
 
 
-def assign_warnings(sweeps: list[Sweep], t: Text) -> None:
-    """Each note to the table it appears in (those before the first title to the first)."""
+def finished(t: Text, sweeps: list[Sweep]) -> list[Sweep]:
+    """The tables of an output read to its end: a last row without its newline may have been cut inside a number
+    (the programs end every row); each note to the table it appears in (those before the first title to the first)."""
+    last = t.lines[-1]
+    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
+        raise TruncatedError("the output ends inside its last row (no newline after it)", *last)
     # a table starts at its title; a datatype table of 7.x -T all (same title) at its first row
-    starts = [-1] + [s.row_lines[0][0] if s.title_line == p.title_line else s.title_line[0]
+    starts = [-1] + [s.row_lines[0].lineno if s.title_line == p.title_line else s.title_line.lineno
                      for p, s in zip(sweeps, sweeps[1:])] + [math.inf]
     for i, s in enumerate(sweeps):
         s.notes = [n for n in t.notes if starts[i] <= n.lineno < starts[i + 1]]
+    return sweeps
 
 
-def check_last_line(t: Text, sweeps: list[Sweep]) -> None:
-    """A last row without its newline may have been cut inside a number: the programs end every row."""
-    last = t.lines[-1]
-    if t.cut and any(s.row_lines and s.row_lines[-1] == last for s in sweeps):
-        raise TruncatedError("the output ends inside its last row (no newline after it)", last[1], last[0])
+def read_output(text: str, tables: Callable[[Text], list[Sweep]]) -> list[Sweep]:
+    """Every table of an output, as `tables` reads its own lines, finished; a number that is none on the last
+    line, without its newline (`6374.`): the output was cut there."""
+    t = own_lines(text)
+    try:
+        return finished(t, tables(t))
+    except BadNumberError as e:
+        if t.cut and e.lineno == t.lines[-1].lineno:
+            raise TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno) from None
+        raise
 
 
-def cut_number(t: Text, e: BadNumberError) -> ParseError:
-    """A number that is none on the last line, without its newline (`6374.`): the output was cut there."""
-    if t.cut and e.lineno == t.lines[-1][0]:
-        return TruncatedError(f"the output ends mid-row ({e.message})", e.line, e.lineno)
-    return e
-
-
-def cut_row(t: Text, lineno: int, line: str, message: str, want: int | None = None) -> ParseError:
+def cut_row(t: Text, line: str, lineno: int, message: str, want: int | None = None) -> ParseError:
     """A row that does not fit: cut short when it is the last line, has no newline and starts like a
     row; text glued to a whole row (`want` fields) when the row is there; else a format error."""
     fields = line.split()
@@ -249,6 +263,6 @@ def cut_row(t: Text, lineno: int, line: str, message: str, want: int | None = No
                                  ("start", fields[-want:], line.rsplit(None, want)[0])):
             if all(ROW_FIELD.fullmatch(f) for f in row):
                 return UnknownFormatError(f"text glued to the {where} of a row: {rest.strip()!r}", line, lineno)
-    if lineno == t.lines[-1][0] and t.cut and ROW_FIELD.fullmatch(fields[0]):
+    if lineno == t.lines[-1].lineno and t.cut and ROW_FIELD.fullmatch(fields[0]):
         return TruncatedError(f"the output ends mid-row ({message})", line, lineno)
     return UnknownFormatError(message, line, lineno)

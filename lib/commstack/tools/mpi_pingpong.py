@@ -14,11 +14,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from commstack.errors import BadNumberError, BinaryNotFoundError, TruncatedError, UnknownFormatError
+from commstack.errors import BinaryNotFoundError, TruncatedError, UnknownFormatError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.tools.lines import (VALIDATION_ERROR, Sweep, Text, assign_warnings, check_last_line, count,
-                                   cut_number, cut_row, number, own_lines)
+from commstack.tools.lines import VALIDATION_ERROR, Quoted, Sweep, Text, count, cut_row, number, read_output
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
 
 NAME = "mpi-pingpong"
@@ -38,17 +37,13 @@ PP_END = re.compile(r"^# mpi-pingpong done: (data check FAILED|all sizes passed)
 
 def parse_pingpong(text: str) -> Sweep:
     """Our mpi-pingpong, and the OLCF tutorial program it follows (no header, no check column)."""
-    t = own_lines(text)
-    try:
-        return _pingpong_table(t)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
+    return read_output(text, lambda t: [_pingpong_table(t)])[0]
 
 
 def _pingpong_table(t: Text) -> Sweep:
     sweep = Sweep(TOOL.name, NAME, NAME, None, None,
                   ["size", "time_s", "bandwidth_GiBps"], title_line=t.lines[0])
-    for lineno, line in t.lines:
+    for line, lineno in t.lines:
         if (m := PP_HEADER.match(line)):
             if sweep.rows or sweep.version:
                 raise UnknownFormatError("header after the first row", line, lineno)
@@ -66,7 +61,7 @@ def _pingpong_table(t: Text) -> Sweep:
             sweep.meta["summary"] = m.group(1)
             continue
         if VALIDATION_ERROR.match(line):
-            sweep.error_lines.append((lineno, line))
+            sweep.error_lines.append(Quoted(line, lineno))
             continue
         if (m := PP_ROW.match(line)):
             if (m.group("check") is None) != ("check" not in sweep.columns):
@@ -75,21 +70,19 @@ def _pingpong_table(t: Text) -> Sweep:
                    "bandwidth_GiBps": number(m.group("bw"), line, lineno)}
             if m.group("check"):
                 if m.group("check") not in ("Pass", "Fail"):
-                    raise cut_row(t, lineno, line, f"check is {m.group('check')!r}, not Pass or Fail")
+                    raise cut_row(t, line, lineno, f"check is {m.group('check')!r}, not Pass or Fail")
                 row["check"] = m.group("check")
             if sweep.rows and row["size"] != sweep.rows[-1]["size"] * 2:
                 raise UnknownFormatError(f"size {row['size']} after {sweep.rows[-1]['size']}: the sweep doubles "
                                          f"the size, so rows are missing or out of order", line, lineno)
             sweep.rows.append(row)
-            sweep.row_lines.append((lineno, line))
+            sweep.row_lines.append(Quoted(line, lineno))
             continue
         if line.startswith("Transfer size (B):"):
-            raise cut_row(t, lineno, line, "not a complete mpi-pingpong row")
+            raise cut_row(t, line, lineno, "not a complete mpi-pingpong row")
         raise UnknownFormatError("not an mpi-pingpong line", line, lineno)
     if not sweep.rows:
-        raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
+        raise TruncatedError("the output ends before the first row", *t.lines[-1])
     return sweep
 
 

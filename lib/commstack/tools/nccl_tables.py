@@ -7,8 +7,7 @@ import re
 from typing import Any, Container
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import Sweep, Text, assign_warnings, check_last_line, count, cut_number, cut_row, number, \
-    own_lines
+from commstack.tools.lines import Quoted, Sweep, Text, count, cut_row, number
 
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"
                      r" (?:nccl|rccl)-headers=(?P<headers>\d+) (?:nccl|rccl)-library=(?P<library>\d+)$")
@@ -91,7 +90,7 @@ class _Run:
         self.meta: dict[str, Any] = {"devices": []}
         self.version: str | None = None
         self.benchmark: str | None = None
-        self.title: tuple[int, str] | None = None
+        self.title: Quoted | None = None
         self.rccl = False
         self.started = False  # the start marker was seen: the end marker ends the run
         self.footer = False   # `# Avg bus bandwidth` seen
@@ -105,36 +104,26 @@ class _Run:
         self.seen: set[tuple] = set()
         self.new_cycle = False
         self.cycle: int | None = None  # rccl-tests' stress cycle, from the second
-        self.oob: tuple[int, str] | None = None
-        self.last_error: tuple[int, str] | None = None
+        self.oob: Quoted | None = None
+        self.last_error: Quoted | None = None
 
 
-def read(text: str, tool: str, known: Container[str]) -> list[Sweep]:
+def tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
     """Every table of an nccl-tests or rccl-tests output: one per (type, op, root), stress cycle and run,
     as `tool`'s sweeps; `known`: the binaries a start line may name."""
-    t = own_lines(text)
-    try:
-        return _tables(t, tool, known)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
-
-
-def _tables(t: Text, tool: str, known: Container[str]) -> list[Sweep]:
     runs = [_Run(tool, known)]
-    for i, (lineno, line) in enumerate(t.lines):
+    for i, (line, lineno) in enumerate(t.lines):
         if runs[-1].ended and _starts_run(line):  # a job's next run
             runs.append(_Run(tool, known))
-        _line(runs[-1], t, i, lineno, line)
+        _line(runs[-1], t, i, line, lineno)
     for run in runs:
         if not run.sweeps:
-            raise TruncatedError("the output ends before the first row", *t.lines[-1][::-1])
+            raise TruncatedError("the output ends before the first row", *t.lines[-1])
         _finish(run)
     sweeps = [s for run in runs for s in run.sweeps]
     last = t.lines[-1]
-    if t.cut and END.match(last[1]):  # printed with its newline in one call: cut there
-        raise TruncatedError("the output ends inside its end line (no newline after it)", last[1], last[0])
-    check_last_line(t, sweeps)
-    assign_warnings(sweeps, t)
+    if t.cut and END.match(last.text):  # printed with its newline in one call: cut there
+        raise TruncatedError("the output ends inside its end line (no newline after it)", *last)
     return sweeps
 
 
@@ -142,13 +131,13 @@ def _starts_run(line: str) -> bool:
     return bool(VERSION.match(line) or START.match(line) or PARAMS.match(line))
 
 
-def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
+def _line(run: _Run, t: Text, i: int, line: str, lineno: int) -> None:
     if run.ended:
-        return _after_end(run, t, i, lineno, line)
+        return _after_end(run, t, i, line, lineno)
     if (m := VERSION.match(line)):
         if run.title is not None:
             raise UnknownFormatError("the version line is not the first line of its run", line, lineno)
-        run.version, run.rccl, run.title = m.group("version"), m.group("fork") == "rccl", (lineno, line)
+        run.version, run.rccl, run.title = m.group("version"), m.group("fork") == "rccl", Quoted(line, lineno)
         run.meta.update(headers=int(m.group("headers")), library=int(m.group("library")))
         if m.group("commit"):
             run.meta["commit"] = m.group("commit")
@@ -159,13 +148,13 @@ def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
         name = m.group(1)
         if name not in run.known:
             raise UnknownFormatError("unknown nccl-tests benchmark", line, lineno)
-        run.benchmark, run.started, run.title = name, True, (lineno, line)
+        run.benchmark, run.started, run.title = name, True, Quoted(line, lineno)
         return
     if (m := PARAMS.match(line)):
         if "nThread" in run.meta:
             raise UnknownFormatError("a second nccl-tests run in one output", line, lineno)
         run.meta.update({k: (v if k == "step_kind" else int(v)) for k, v in m.groupdict().items() if v is not None})
-        run.title = run.title or (lineno, line)
+        run.title = run.title or Quoted(line, lineno)
         return
     if "nThread" not in run.meta:
         raise UnknownFormatError("text before the nccl-tests parameter line", line, lineno)
@@ -220,7 +209,7 @@ def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
     if (m := OOB.match(line)):
         run.meta["out_of_bounds"] = int(m.group(1))
         if m.group(2) == "FAILED":
-            run.oob = (lineno, line)
+            run.oob = Quoted(line, lineno)
         return
     if (m := AVG.match(line)):
         run.meta["avg_busbw_GBps"] = number(m.group(1), line, lineno)
@@ -229,8 +218,8 @@ def _line(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
         run.footer = True
         return
     if line.startswith("#"):
-        return _header_line(run, lineno, line)
-    _row(run, t, lineno, line)
+        return _header_line(run, line, lineno)
+    _row(run, t, line, lineno)
 
 
 def _closes_with_hash(run: _Run) -> bool:
@@ -239,25 +228,21 @@ def _closes_with_hash(run: _Run) -> bool:
     return bool(m) and (run.rccl or tuple(map(int, m.groups())) >= (2, 17, 7))
 
 
-def _after_end(run: _Run, t: Text, i: int, lineno: int, line: str) -> None:
+def _after_end(run: _Run, t: Text, i: int, line: str, lineno: int) -> None:
     """What a run prints after its end: NCCL's last error (2.13.4-2.17.2: bare, often an empty line, the
     last line; 2.17.3+: `# error: TEXT`)."""
-    last = i == len(t.lines) - 1 or _starts_run(t.lines[i + 1][1])
+    last = i == len(t.lines) - 1 or _starts_run(t.lines[i + 1].text)
+    # a row starts with its size
     if (m := ERROR.match(line)) or (last and not line.startswith("#") and run.last_error is None
-                                    and not _looks_like_row(line)):
+                                    and not (line.split() or [""])[0].isdigit()):
         run.meta["nccl_last_error"] = m.group(1) if m else line
-        run.last_error = (lineno, line)
+        run.last_error = Quoted(line, lineno)
         return
     where = "'# Collective test concluded'" if run.started else "the footer ('# Avg bus bandwidth')"
     raise UnknownFormatError(f"output after {where}", line, lineno)
 
 
-def _looks_like_row(line: str) -> bool:
-    fields = line.split()
-    return bool(fields) and fields[0].isdigit()
-
-
-def _header_line(run: _Run, lineno: int, line: str) -> None:
+def _header_line(run: _Run, line: str, lineno: int) -> None:
     tokens = line[1:].split()
     if not tokens:
         run.in_devices = False
@@ -274,7 +259,7 @@ def _header_line(run: _Run, lineno: int, line: str) -> None:
     raise UnknownFormatError("unknown nccl-tests header line", line, lineno)
 
 
-def _row(run: _Run, t: Text, lineno: int, line: str) -> None:
+def _row(run: _Run, t: Text, line: str, lineno: int) -> None:
     if run.columns is None or run.units is not None:
         raise UnknownFormatError("data row before the nccl-tests column header", line, lineno)
     cols = run.columns
@@ -283,7 +268,7 @@ def _row(run: _Run, t: Text, lineno: int, line: str) -> None:
     if len(fields) == want - 1 and "redop" in cols and not line[REDOP_AT].strip():
         fields.insert(cols.index("redop"), "")  # hypercube's empty op
     if len(fields) != want:
-        raise cut_row(t, lineno, line, f"row has {len(fields)} fields, this header's rows have {want}", want)
+        raise cut_row(t, line, lineno, f"row has {len(fields)} fields, this header's rows have {want}", want)
     if "timestamp" in cols:
         fields[-2:] = [" ".join(fields[-2:])]
     row: dict[str, Any] = {}
@@ -302,17 +287,13 @@ def _row(run: _Run, t: Text, lineno: int, line: str) -> None:
                                      f"table", line, lineno)
         run.seen.add(key)
         cur = _sweep(run, key)
-    elif row["size"] < cur.rows[-1]["size"] or _repeats(run, row["size"], cur.rows[-1]["size"]):
+    elif row["size"] < cur.rows[-1]["size"] or row["size"] == cur.rows[-1]["size"] > 0 \
+            and run.meta["step_kind"] == "factor":  # rounding per rank repeats a size only at 0 or in linear steps
         raise UnknownFormatError("message sizes do not increase", line, lineno)
     if any(row.get(f"{h}_wrong") for h in ("oop", "ip")):
-        cur.error_lines.append((lineno, line))
+        cur.error_lines.append(Quoted(line, lineno))
     cur.rows.append(row)
-    cur.row_lines.append((lineno, line))
-
-
-def _repeats(run: _Run, size: int, before: int) -> bool:
-    """A size again: rounding to whole elements per rank repeats one only at 0 or in linear steps."""
-    return size == before > 0 and run.meta["step_kind"] == "factor"
+    cur.row_lines.append(Quoted(line, lineno))
 
 
 def _value(t: Text, col: str, val: str, line: str, lineno: int) -> Any:
@@ -320,7 +301,7 @@ def _value(t: Text, col: str, val: str, line: str, lineno: int) -> Any:
         return count(val, line, lineno)
     if col in ("type", "redop", "root"):
         if not {"type": TYPE, "redop": REDOP, "root": ROOT}[col].fullmatch(val):
-            raise cut_row(t, lineno, line, f"{col} {val!r} is not an nccl-tests {col}")
+            raise cut_row(t, line, lineno, f"{col} {val!r} is not an nccl-tests {col}")
         return int(val) if col == "root" else val
     if col in ("algo", "proto", "timestamp"):
         return val
@@ -334,7 +315,7 @@ def _value(t: Text, col: str, val: str, line: str, lineno: int) -> Any:
 
 
 def _sweep(run: _Run, key: tuple) -> Sweep:
-    title = run.title[1][2:]  # each title line starts with "# "
+    title = run.title.text[2:]  # each title line starts with "# "
     s = Sweep(run.tool, run.benchmark, title, run.version, "CUDA", list(run.columns), title_line=run.title)
     s.meta = {"type": key[0], "redop": key[1], "root": key[2]}
     if run.cycle:
@@ -359,7 +340,7 @@ def _finish(run: _Run) -> None:
         if {"oop_wrong", "ip_wrong"} <= set(counted) and _skips_in_place(run.benchmark) \
                 and all(row["ip_wrong"] is None for row in s.rows):
             counted.remove("ip_wrong")  # checked out of place only
-        for (lineno, line), row in zip(s.row_lines, s.rows):
+        for (line, lineno), row in zip(s.row_lines, s.rows):
             halves = [row[c] for c in counted]
             if checked and None in halves:
                 raise UnknownFormatError("N/A for a wrong count in a run that checks its data (validation: 1)",
@@ -391,8 +372,8 @@ def _check_rows(run: _Run) -> None:
         if len(s.rows) > len(sizes) or (len(s.rows) < len(sizes) and s is not run.sweeps[-1]):
             more = " or more" if len(sizes) > longest else ""
             raise UnknownFormatError(f"{len(s.rows)} rows of {where}; the sweep of {m['minBytes']}..{m['maxBytes']} B "
-                                     f"has {len(sizes)}{more} sizes: rows of another run", *s.row_lines[-1][::-1])
-        for k, ((lineno, line), row) in enumerate(zip(s.row_lines, s.rows)):
+                                     f"has {len(sizes)}{more} sizes: rows of another run", *s.row_lines[-1])
+        for k, ((line, lineno), row) in enumerate(zip(s.row_lines, s.rows)):
             if row["size"] > sizes[k]:
                 raise TruncatedError(f"row {k + 1} of {where} prints {row['size']} B, above the sweep's size "
                                      f"{sizes[k]} B there: a row is missing before it", line, lineno)

@@ -33,9 +33,9 @@ import re
 from typing import Any
 
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
-from commstack.tools.lines import Sweep
+from commstack.tools.lines import Sweep, read_output
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
-from commstack.tools.nccl_tables import PARAMS, START, VERSION, read
+from commstack.tools.nccl_tables import PARAMS, START, VERSION, tables
 
 
 def _half(h: str) -> dict[str, Column]:
@@ -55,14 +55,14 @@ COLUMNS = {"size": Column("B"), "count": Column(None), "type": Column(None), "re
 
 def parse(text: str) -> list[Sweep]:
     """Every table of one nccl-tests or rccl-tests output (commstack.tools.nccl_tables)."""
-    return read(text, TOOL.name, BENCHMARKS)
+    return read_output(text, lambda t: tables(t, TOOL.name, BENCHMARKS))
 
 
 def parse_nccl(text: str) -> Sweep:
     """The one table of a run that sweeps one type, op and root (no `-d all`, `-o all`, `-r -1`)."""
     sweeps = parse(text)
     if len(sweeps) > 1:
-        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0][::-1])
+        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0])
     return sweeps[0]
 
 

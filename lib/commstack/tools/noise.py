@@ -10,7 +10,7 @@ whose every line is the frame's; and nothing else: a line that matches none is u
 parser that meets it inside a table quotes it as an error.
 
 A pattern here matches a whole line only: a known line glued to a row is no longer that line, so it
-stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.results.parse
+stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.tools.lines
 tells them first.
 """
 
@@ -32,8 +32,8 @@ class Pattern:
 class Note:
     """A known line of an output that is not the benchmark's: kept in the result, never dropped."""
 
-    lineno: int
     line: str
+    lineno: int
     source: str
     what: str
 
@@ -277,23 +277,3 @@ def framed(lines: list[str]) -> dict[int, Pattern]:
                 continue
         i += 1
     return out
-
-
-def notes(lines: list[str], first_lineno: int = 1) -> tuple[list[tuple[int, str]], list[Note]]:
-    """Split lines into the program's own (lineno, line), launchers' prefixes stripped, and the notes
-    of every known line. Crash lines must be told before: this module knows none."""
-    own: list[tuple[int, str]] = []
-    out: list[Note] = []
-    stripped = [strip_prefix(line) for line in lines]
-    boxes = framed([text for text, _ in stripped])
-    for i, (text, prefix) in enumerate(stripped):
-        lineno = first_lineno + i
-        if i in boxes:
-            out.append(Note(lineno, text, boxes[i].source, boxes[i].what))
-            continue
-        known = classify(text)
-        if known is not None:
-            out.append(Note(lineno, text, known.source, known.what))
-        else:
-            own.append((lineno, text))
-    return own, out

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Sweep, Text, assign_warnings,
-                                   check_last_line, count, cut_number, cut_row, number, own_lines)
+from commstack.errors import TruncatedError, UnknownFormatError
+from commstack.tools.lines import (TITLE_MISSING, VALIDATION_ERROR, Note, Quoted, Sweep, Text, count, cut_row, number,
+                                   read_output)
 from commstack.tools.base import Benchmark, InSpec, Program, SizeFlags, Tool
 from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNTS, DATATYPE_BYTES, HELLO_LINE,
                                         INIT_LINE, LAT_SIZES, ONE_SIDED_LAT_SIZES, OSU_META, OSU_NUMBER,
@@ -50,28 +50,28 @@ def _untitled(t: Text, line: str, lineno: int, prelude: dict[str, Any]) -> Sweep
         return None
     if "xccl" in prelude:
         return Sweep(TOOL.name, bench.name, "", None, "ROCM" if prelude["xccl"] == "RCCL" else "CUDA", [],
-                     meta=dict(prelude), title_line=(lineno, line))
-    t.notes.append(Note(lineno, line, "osu", f"no title before the header: read as {bench.name}, the one benchmark "
+                     meta=dict(prelude), title_line=Quoted(line, lineno))
+    t.notes.append(Note(line, lineno, "osu", f"no title before the header: read as {bench.name}, the one benchmark "
                                              "that prints it"))
     return Sweep(TOOL.name, bench.name, "", None, None, [], meta={**prelude, TITLE_MISSING: True},
-                 title_line=(lineno, line))
+                 title_line=Quoted(line, lineno))
 
 
 def _osu_tables(t: Text) -> list[Sweep]:
     sweeps: list[Sweep] = []
     cur: Sweep | None = None
     prelude: dict[str, Any] = {}  # lines that belong to the table whose title follows
-    for lineno, line in t.lines:
+    for line, lineno in t.lines:
         try:
             titled = title_match(line)
         except UnknownFormatError as e:
             raise UnknownFormatError(e.message, line, lineno) from None
         if titled:
             bench, m = titled
-            if cur and not cur.columns and not cur.rows and line == cur.title_line[1]:
+            if cur and not cur.columns and not cur.rows and line == cur.title_line.text:
                 continue  # 6.2 and 7.2 osu_mbw_mr print their title twice
             cur = Sweep(TOOL.name, bench.name, line[2:], m.group("ver"), m.group("dev"), [], meta=prelude,
-                        title_line=(lineno, line))
+                        title_line=Quoted(line, lineno))
             prelude = {}
             sweeps.append(cur)
             continue
@@ -96,7 +96,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
             _header(sweeps, cur, line, lineno)
             continue
         if VALIDATION_ERROR.match(line):
-            cur.error_lines.append((lineno, line))
+            cur.error_lines.append(Quoted(line, lineno))
             continue
         if cur.benchmark in STARTUP_COLUMNS and not line.startswith("#"):
             mm = (INIT_LINE if cur.benchmark == "osu_init" else HELLO_LINE).match(line)
@@ -104,21 +104,17 @@ def _osu_tables(t: Text) -> list[Sweep]:
                 raise UnknownFormatError(f"{cur.benchmark} prints one line after its title, not this", line, lineno)
             cur.columns = ["size", *STARTUP_COLUMNS[cur.benchmark]]
             cur.rows.append(dict(zip(cur.columns, [0, *(int(v) for v in mm.groups())])))
-            cur.row_lines.append((lineno, line))
+            cur.row_lines.append(Quoted(line, lineno))
+            continue
+        if (meta := matched_meta(OSU_META, line)) is not None:  # every one a `# ` line
+            if cur.rows and "datatype" in meta:  # 7.x -T all: each datatype is a table of its own, with its header
+                cur = Sweep(TOOL.name, cur.benchmark, cur.title, cur.version, cur.device, [], meta=dict(cur.meta),
+                            title_line=cur.title_line)
+                sweeps.append(cur)
+            cur.meta.update(meta)
             continue
         if line.startswith("#"):
-            for pattern, meta in OSU_META:
-                mm = pattern.match(line)
-                if mm:
-                    if cur.rows and pattern is OSU_META[0][0]:
-                        # 7.x -T all: each datatype is a table of its own, with its own header
-                        cur = Sweep(TOOL.name, cur.benchmark, cur.title, cur.version, cur.device, [],
-                                    meta=dict(cur.meta), title_line=cur.title_line)
-                        sweeps.append(cur)
-                    cur.meta.update(meta(mm))
-                    break
-            else:
-                _header(sweeps, cur, line, lineno)
+            _header(sweeps, cur, line, lineno)
             continue
         if not cur.columns and not cur.rows and header_columns(line):
             _header(sweeps, cur, line, lineno)  # 5.x-6.x osu_ibarrier: a header without `#`
@@ -127,12 +123,14 @@ def _osu_tables(t: Text) -> list[Sweep]:
             raise UnknownFormatError("data row before the OSU column header", line, lineno)
         _row(t, cur, line, lineno)
     if prelude:
-        raise TruncatedError("the output ends before the OSU title these lines announce", *t.lines[-1][::-1])
+        raise TruncatedError("the output ends before the OSU title these lines announce", *t.lines[-1])
     for s in sweeps:
         if not s.columns:
-            raise TruncatedError(f"{s.benchmark}: the output ends before the column header", *s.title_line[::-1])
+            raise TruncatedError(f"{s.benchmark}: the output ends before the column header", *s.title_line)
         if not s.rows:
-            raise TruncatedError(f"{s.benchmark}: the output ends before the first row", *s.title_line[::-1])
+            raise TruncatedError(f"{s.benchmark}: the output ends before the first row", *s.title_line)
+        if t.mem_limit:
+            s.meta["mem_limit"] = t.mem_limit
     return sweeps
 
 
@@ -164,7 +162,7 @@ def _row(t: Text, cur: Sweep, line: str, lineno: int) -> None:
     sized = BENCHMARKS[cur.benchmark].sized
     want = len(cur.columns) - (0 if sized else 1)
     if len(fields) != want:
-        raise cut_row(t, lineno, line, f"row has {len(fields)} fields, the header {want}", want)
+        raise cut_row(t, line, lineno, f"row has {len(fields)} fields, the header {want}", want)
     if not fields[0][0].isdigit():  # a row starts with its size (barrier: its latency)
         raise UnknownFormatError("not a row of the table: it does not start with a number", line, lineno)
     values = fields if sized else ["0", *fields]
@@ -174,7 +172,7 @@ def _row(t: Text, cur: Sweep, line: str, lineno: int) -> None:
             row[col] = count(val, line, lineno)
         elif col == "validation":
             if val not in OSU_VALIDATION:
-                raise cut_row(t, lineno, line, f"validation is {val!r}, not {' or '.join(OSU_VALIDATION)}")
+                raise cut_row(t, line, lineno, f"validation is {val!r}, not {' or '.join(OSU_VALIDATION)}")
             row[col] = OSU_VALIDATION[val]
         else:
             row[col] = number(val, line, lineno, OSU_NUMBER)
@@ -184,22 +182,12 @@ def _row(t: Text, cur: Sweep, line: str, lineno: int) -> None:
             raise UnknownFormatError(f"size {row['size']} after {prev}: OSU doubles the size, so rows are "
                                      f"missing or out of order", line, lineno)
     cur.rows.append(row)
-    cur.row_lines.append((lineno, line))
+    cur.row_lines.append(Quoted(line, lineno))
 
 
 def parse_osu(text: str) -> list[Sweep]:
     """Every OSU table in `text` (a job script may run several), in order."""
-    t = own_lines(text)
-    try:
-        sweeps = _osu_tables(t)
-    except BadNumberError as e:
-        raise cut_number(t, e) from None
-    check_last_line(t, sweeps)
-    assign_warnings(sweeps, t)
-    if t.mem_limit:
-        for s in sweeps:
-            s.meta["mem_limit"] = t.mem_limit
-    return sweeps
+    return read_output(text, _osu_tables)
 
 
 def title(line: str) -> Benchmark | None:
@@ -217,13 +205,13 @@ def title(line: str) -> Benchmark | None:
     return None
 
 
-def untitled(lines: list[tuple[int, str]], start: int = 0) -> Benchmark | None:
+def untitled(lines: list[Quoted], start: int = 0) -> Benchmark | None:
     """The benchmark an output without a title is, from lines[start] on: the header after its `# Datatype:` and
     window lines, where one benchmark prints it."""
     meta: dict[str, Any] = {}
     seen: set[re.Pattern] = set()
     for k in range(start, len(lines)):
-        lineno, line = lines[k]
+        line, lineno = lines[k]
         kind = next(((pattern, read) for pattern, read in OSU_META if pattern.match(line)), None)
         if kind is None:
             return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
@@ -240,7 +228,7 @@ def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     the sizes that hold no whole element of that datatype are skipped."""
     datatype = sweep.meta.get("datatype")
     if datatype and datatype not in DATATYPE_BYTES:
-        raise UnknownFormatError(f"{bench.name}: datatype {datatype} of unknown size", *sweep.title_line[::-1])
+        raise UnknownFormatError(f"{bench.name}: datatype {datatype} of unknown size", *sweep.title_line)
     if not datatype and bench.elements_v5 > 1:
         return max(1, lo // bench.elements_v5) * bench.elements_v5
     element = DATATYPE_BYTES.get(datatype, 0)

@@ -19,9 +19,9 @@ import re
 import shlex
 from typing import Any
 
-from commstack.errors import BadNumberError, CrashedError, TruncatedError, UnknownFormatError
-from commstack.tools.lines import Sweep, assign_warnings, check_last_line, cut_row, own_lines
-from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path,
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
+from commstack.tools.lines import Quoted, Sweep, cut_row, finished, own_lines, tool_error
+from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
                                   pair_command)
 
 NAME = "ucx_perftest"
@@ -100,13 +100,7 @@ MEANING = [
 def asked(args: list[str]) -> tuple[str | None, int]:
     """The test (-t) and message size (-s: the sum of its list) that `args` ask for."""
     test, size = None, DEFAULT_SIZE
-    for i, arg in enumerate(args):
-        if arg in ("-t", "-s") and i + 1 < len(args):
-            flag, value = arg, args[i + 1]
-        elif arg[:2] in ("-t", "-s") and len(arg) > 2:
-            flag, value = arg[:2], arg[2:]
-        else:
-            continue
+    for flag, value in options(args, ("-t", "-s")):
         if flag == "-t":
             test = value
         else:
@@ -115,11 +109,6 @@ def asked(args: list[str]) -> tuple[str | None, int]:
                 raise UnknownFormatError(f"-s {value}: not a list of sizes in bytes")
             size = sum(int(p) for p in parts)
     return test, size
-
-
-def _error(lineno: int, line: str, what: str) -> CrashedError:
-    why = next((meaning for pattern, meaning in MEANING if pattern.search(line)), what)
-    return CrashedError(f"ucx_perftest: {why}", line, lineno)
 
 
 def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
@@ -133,17 +122,17 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     header: list[str] = []
     progress: list[list[float]] = []
     final = None
-    for lineno, line in t.lines:
+    for line, lineno in t.lines:
         if (argv := client_argv(line, NAME)) is not None:
             if header or "args" in sweep.meta:
                 raise UnknownFormatError("the pair launcher's line after the table started", line, lineno)
-            sweep.meta["args"], quoted = argv, (lineno, line)
+            sweep.meta["args"], quoted = argv, Quoted(line, lineno)
         elif (m := UCX_ERROR.match(line)):
-            raise _error(lineno, line, f"UCX {m.group('level')}: {m.group('msg')}")
+            raise tool_error(NAME, MEANING, f"UCX {m.group('level')}: {m.group('msg')}", line, lineno)
         elif FATAL.match(line):
-            raise _error(lineno, line, "UCX stopped on a fatal error (a backtrace follows)")
+            raise tool_error(NAME, MEANING, "UCX stopped on a fatal error (a backtrace follows)", line, lineno)
         elif USAGE.match(line):
-            raise _error(lineno, line, "ucx_perftest printed its usage: it refused its arguments")
+            raise tool_error(NAME, MEANING, "ucx_perftest printed its usage: it refused its arguments", line, lineno)
         elif SERVER.match(line):
             sweep.meta.setdefault("server", []).append(line)
         elif (m := BOX.match(line)):
@@ -157,17 +146,17 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
         elif (m := ROW.match(line)) and len(header) == 5:
             values = _values(t, m.group("values"), line, lineno)
             if m.group("prefix") == "Final:":
-                final = (lineno, line, values)
+                final = (line, lineno, values)
             else:
-                progress.append((lineno, line, values, m.group("prefix")))
+                progress.append((line, lineno, values, m.group("prefix")))
         elif len(header) == 5 and ROW_START.match(line):
             # a whole row is its prefix (Final:, [thread N]) and 8 numbers; more is text glued to the numbers
-            e = cut_row(t, lineno, PREFIX.sub("", line), "not a complete ucx_perftest row", 8)
+            e = cut_row(t, PREFIX.sub("", line), lineno, "not a complete ucx_perftest row", 8)
             raise type(e)(e.message, line, lineno)
         else:
             raise UnknownFormatError("not a ucx_perftest line", line, lineno)
     if len(header) < 5:
-        raise TruncatedError("the output ends before ucx_perftest's table header", *t.lines[-1][::-1])
+        raise TruncatedError("the output ends before ucx_perftest's table header", *t.lines[-1])
     if args is not None:
         sweep.meta.setdefault("args", args)
     test, size = _test_and_size(sweep, box, quoted)
@@ -175,12 +164,11 @@ def parse_perftest(text: str, args: list[str] | None = None) -> Sweep:
     sweep.meta.update({k.lower().replace(" ", "_"): v for k, v in box.items()})
     final, sweep.complete = _final(sweep, final, progress, t)
     sweep.meta["progress_rows"] = len(progress)
-    lineno, line, values = final
+    line, lineno, values = final
     sweep.rows.append({"size": size, **dict(zip(PRINTED, values))})
     sweep.rows[0].update(iterations=int(values[0]), bandwidth_MBps=values[5] * 1.048576)
-    sweep.row_lines.append((lineno, line))
-    check_last_line(t, [sweep])
-    assign_warnings([sweep], t)
+    sweep.row_lines.append(Quoted(line, lineno))
+    finished(t, [sweep])
     return sweep
 
 
@@ -195,7 +183,7 @@ def _final(sweep: Sweep, final: tuple | None, progress: list[tuple], t: Any) -> 
     if sweep.meta["layout"] != "1.12" and progress and not any(p[3] for p in progress):
         return progress.pop()[:3], None
     raise TruncatedError(f"ucx_perftest: the output ends before its Final row ({len(progress)} progress rows)",
-                         *t.lines[-1][::-1])
+                         *t.lines[-1])
 
 
 def _header_line(header: list[str], line: str, sweep: Sweep) -> bool:
@@ -220,11 +208,11 @@ def _header_line(header: list[str], line: str, sweep: Sweep) -> bool:
 
 def _values(t: Any, text: str, line: str, lineno: int) -> list[float | None]:
     fields = text.split()
-    if len(fields) != 8 and t.cut and lineno == t.lines[-1][0]:
+    if len(fields) != 8 and t.cut and lineno == t.lines[-1].lineno:
         raise TruncatedError("the output ends mid-row (no newline after it)", line, lineno)
     if len(fields) != 8:
         # numbers only (ROW): nothing is glued to them, the row has too few or too many
-        raise cut_row(t, lineno, line, f"a ucx_perftest row has 8 numbers, this one {len(fields)}")
+        raise cut_row(t, line, lineno, f"a ucx_perftest row has 8 numbers, this one {len(fields)}")
     for i, f in enumerate(fields):
         if not (FLOAT.fullmatch(f) or i in INTERVAL and NOT_FINITE.fullmatch(f)):
             raise BadNumberError(f"not a number: {f!r}", line, lineno)
@@ -234,11 +222,11 @@ def _values(t: Any, text: str, line: str, lineno: int) -> list[float | None]:
     return values
 
 
-def _test_and_size(sweep: Sweep, box: dict[str, str], quoted: tuple[int, str]) -> tuple[str, int]:
+def _test_and_size(sweep: Sweep, box: dict[str, str], quoted: Quoted) -> tuple[str, int]:
     """The test and message size: from the server's box where the output has it, else the client's
     arguments on the pair launcher's line; both where both are there, and they must agree. Errors quote
     `quoted`."""
-    lineno, line = quoted
+    line, lineno = quoted
     try:
         test, size = asked(sweep.meta["args"]) if "args" in sweep.meta else (None, None)
     except UnknownFormatError as e:
