@@ -100,10 +100,7 @@ def check(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = N
         return
     lo, hi = expected_sizes(bench, sweep, args, ranks)
     last = sweep.rows[-1]["size"]
-    if sweep.meta.get("step_kind") == "bytes":  # nccl-tests -i: linear steps
-        following = last + sweep.meta["step"]
-    else:
-        following = last * sweep.meta.get("step", 2) if last else 1
+    following = bench.tool.next_size(sweep, last)
     first = sweep.rows[0]["size"]
     want = bench.tool.first_size(bench, sweep, lo)
     if first > want:

@@ -39,6 +39,11 @@ def client_argv(line: str, program: str) -> list[str] | None:
     return argv[1:] if argv and argv[0].rsplit("/", 1)[-1] == program else None
 
 
+def times_step(sweep: Sweep, size: int) -> int:
+    """The size after `size` in a sweep whose sizes grow by a factor (its meta `step`, 2 by default)."""
+    return size * sweep.meta.get("step", 2) if size else 1
+
+
 @dataclass(frozen=True)
 class Column:
     """A parsed column: its unit (None: a count or a word), for a metric its direction, and how a report
@@ -240,6 +245,7 @@ class Tool:
     zero_lo_is_default: bool = False   # a minimum of 0 is refused and the default kept (OSU)
     #: the size of the sweep's first row, from lo as asked for
     first_size: Callable[[Benchmark, Sweep, int], int] = lambda bench, sweep, lo: lo
+    next_size: Callable[[Sweep, int], int] = times_step  # the size after `size` in a sweep
     #: the largest size a sweep asked to reach `hi` goes to, with its arguments and ranks (OSU: a memory limit)
     last_size: Callable[[Benchmark, Sweep, list[str], int | None, int], int] = lambda bench, sweep, args, ranks, hi: hi
     #: the tool's own check that a sweep has every size its arguments ask for, in place of the (lo, hi)

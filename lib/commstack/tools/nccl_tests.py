@@ -34,7 +34,7 @@ from typing import Any
 
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
 from commstack.tools.lines import Sweep, read_output
-from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool
+from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool, times_step
 from commstack.tools.nccl_tables import PARAMS, START, VERSION, tables
 
 
@@ -81,6 +81,11 @@ def title(line: str) -> Benchmark | None:
 def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
     """nccl-tests may round the first size down to its element count: lo or less."""
     return min(lo, sweep.rows[0]["size"])
+
+
+def next_size(sweep: Sweep, size: int) -> int:
+    """The size after `size`: times the step factor (-f), or plus the step in bytes (-i: linear steps)."""
+    return size + sweep.meta["step"] if sweep.meta.get("step_kind") == "bytes" else times_step(sweep, size)
 
 
 def program(b: Benchmark, p: Program) -> list[str]:
@@ -142,7 +147,8 @@ def stack(out: str, system: Any, step_tags: dict) -> tuple[dict, str | None]:
 
 TOOL = Tool("nccl-tests", "nccl-tests", "nccl", "mpi", COLUMNS, "$NCCL_TESTS", program, parse, title,
             native=native, in_env=InSpec("nccl-tests", "bin"), variables=(("NCCL_DEBUG", "INFO"),), gpus=True,
-            tags=tags, stack=stack, printed_range=("minBytes", "maxBytes"), first_size=first_size)
+            tags=tags, stack=stack, printed_range=("minBytes", "maxBytes"), first_size=first_size,
+            next_size=next_size)
 SIZES = SizeFlags(lo_flags=("-b", "--minbytes"), hi_flags=("-e", "--maxbytes"), extra=("-f", "2"))
 #: each binary as `make` names it: NAME_perf, and NAME_perf_mpi where built with NAME_SUFFIX=_mpi (2.15.1+,
 #: the README's MPI example). No default sizes: nccl-tests prints the range it runs (minBytes, maxBytes);
