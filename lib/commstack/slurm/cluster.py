@@ -308,18 +308,15 @@ class LocalSlurm:
             proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.variables, timeout=60)
         except subprocess.TimeoutExpired:
             proc = subprocess.CompletedProcess(argv, -1, "", "did not go to the background within 60 s")
-        if proc.returncode != 0:
+        failed = f"failed to start (exit {proc.returncode}): {proc.stderr.strip()}" if proc.returncode else None
+        deadline = time.monotonic() + 10
+        while not failed and not self.pid(daemon):
+            failed = "wrote no pid file" if time.monotonic() > deadline else None
+            time.sleep(0.1)
+        if failed:
             log = self._tail(daemon + ".log")
             self._teardown()
-            raise SlurmUnavailableError(f"{daemon} failed to start (exit {proc.returncode}): {proc.stderr.strip()}"
-                                        f"\n{log}")
-        deadline = time.monotonic() + 10
-        while not self.pid(daemon):
-            if time.monotonic() > deadline:
-                log = self._tail(daemon + ".log")
-                self._teardown()
-                raise SlurmUnavailableError(f"{daemon} wrote no pid file\n{log}")
-            time.sleep(0.1)
+            raise SlurmUnavailableError(f"{daemon} {failed}\n{log}")
 
     def _teardown(self) -> None:
         """End every job and process of this cluster, whatever state it is in; idempotent."""
@@ -331,13 +328,7 @@ class LocalSlurm:
             if pid:
                 procs.end(pid, procs.start_time(pid), signal.SIGTERM, 10)
         # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
-        for _ in range(50):
-            left = {pid: procs.start_time(pid) for pid in self.processes()}
-            if not left:
-                break
-            for pid, start in left.items():
-                procs.end(pid, start, signal.SIGKILL, 0)
-            time.sleep(0.1)
+        procs.kill_all(self.processes)
         if self.nodes > 1:
             namespaces.down()
         for sub in ("run", "state", "spool", "tmp"):

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -104,20 +105,31 @@ def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
     """Signal a process we checked is ours (pid and start time, as it was checked); after grace_s, SIGKILL
     it if it still runs. Through a pidfd: a pid reused in between, by the time of either signal, is never
     signalled."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
+    fd = signalled(pid, start, sig) if start is not None else None
+    if fd is None:
         return
     try:
-        if start is None or start_time(pid) != start:  # another process has the pid now
-            return
-        signal.pidfd_send_signal(fd, sig)
         if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
             signal.pidfd_send_signal(fd, signal.SIGKILL)
     except ProcessLookupError:
         pass
     finally:
         os.close(fd)
+
+
+def kill_all(find: Callable[[], Iterable[int]]) -> set[int]:
+    """SIGKILL every process `find` names, each checked as found, until it names none (50 rounds at most:
+    one that forks on is not chased for ever); the pids it named."""
+    ended: set[int] = set()
+    for _ in range(50):
+        left = {pid: start_time(pid) for pid in find()}
+        if not left:
+            break
+        for pid, start in left.items():
+            end(pid, start, signal.SIGKILL, 0)
+        ended |= set(left)
+        time.sleep(0.05)
+    return ended
 
 
 #: what names a task's processes in their environment: its cluster, job, step and rank
@@ -154,20 +166,10 @@ def orphans(marks: dict[str, str], launcher: int) -> list[int]:
 
 
 def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
-    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found), or (`only`) those
-    of them; how many there were."""
+    """SIGKILL every leftover process with `marks`, or (`only`) those of them; how many there were."""
     if not marks:
         return 0
-    ended: set[int] = set()
-    for _ in range(50):
-        left = {pid: start_time(pid) for pid in leftovers(marks) if only is None or pid in only}
-        if not left:
-            break
-        for pid, start in left.items():
-            end(pid, start, signal.SIGKILL, 0)
-        ended |= set(left)
-        time.sleep(0.05)
-    return len(ended)
+    return len(kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only]))
 
 
 #: prctl(2): orphans of this process's descendants become its children, not init's
@@ -242,7 +244,7 @@ def end_left() -> list[int]:
             sig = signal.SIGKILL if (pid, start) in termed else signal.SIGTERM
             (killed if sig == signal.SIGKILL else termed).add((pid, start))
             wait = min(wait, GRACE_S if sig == signal.SIGTERM else STUCK_S)
-            if (fd := _signalled(pid, start, sig)) is not None:
+            if (fd := signalled(pid, start, sig)) is not None:
                 fds.append(fd)
         try:
             _wait_ended(fds, wait)
@@ -251,7 +253,7 @@ def end_left() -> list[int]:
                 os.close(fd)
 
 
-def _signalled(pid: int, start: str, sig: int) -> int | None:
+def signalled(pid: int, start: str, sig: int) -> int | None:
     """A pidfd of the process `pid` started at `start`, sent `sig`; None if it has ended (or the pid is another's)."""
     try:
         fd = os.pidfd_open(pid)
