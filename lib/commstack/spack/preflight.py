@@ -148,31 +148,31 @@ def _tool(prefix: Path, name: str) -> Path | None:
     return exe if exe.is_file() and os.access(exe, os.X_OK) else None
 
 
+def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str],
+                  extra_env: dict | None = None) -> Found:
+    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it."""
+    exe = _tool(prefix, name)
+    if exe is None:
+        return Found(None, f"no {prefix}/bin/{name}")
+    return Found(parse(_run([str(exe), flag], extra_env)), f"{exe} {flag}")
+
+
 def read_glibc(prefix: Path) -> Found:
-    ldd = _tool(prefix, "ldd")
-    if ldd is None:
-        return Found(None, f"no {prefix}/bin/ldd")
-    return Found(parse_ldd(_run([str(ldd), "--version"])), f"{ldd} --version")
+    return _tool_version(prefix, "ldd", "--version", parse_ldd)
 
 
 def read_slurm(prefix: Path) -> Found:
-    sinfo = _tool(prefix, "sinfo")
-    if sinfo is None:
-        return Found(None, f"no {prefix}/bin/sinfo")
     # sinfo reads a configuration before it answers even -V, and where none is found it asks DNS for
     # one (configless Slurm); a minimal one of our own makes -V answer on any host, cluster or not
     with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
         conf = Path(tmp) / "slurm.conf"
         conf.write_text("ClusterName=preflight\nSlurmctldHost=localhost\n")
-        return Found(parse_sinfo(_run([str(sinfo), "-V"], {"SLURM_CONF": str(conf)})), f"{sinfo} -V")
+        return _tool_version(prefix, "sinfo", "-V", parse_sinfo, {"SLURM_CONF": str(conf)})
 
 
 def read_ucx(prefix: Path) -> Found:
     """Spack's ucx recipe has no detection (no `executables`): ucx_info says the version."""
-    ucx_info = _tool(prefix, "ucx_info")
-    if ucx_info is None:
-        return Found(None, f"no {prefix}/bin/ucx_info")
-    return Found(parse_ucx_info(_run([str(ucx_info), "-v"])), f"{ucx_info} -v")
+    return _tool_version(prefix, "ucx_info", "-v", parse_ucx_info)
 
 
 def read_cuda(prefix: Path) -> Found:
