@@ -85,12 +85,10 @@ def private_tree(path: Path) -> Path:
 
 
 def conf_path(root: Path) -> Path:
-    """Its slurm.conf, the file its clients name in SLURM_CONF."""
     return root / "etc" / "slurm.conf"
 
 
 def pidfile(root: Path, daemon: str) -> Path:
-    """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
     return root / "run" / f"{daemon}.pid"
 
 
@@ -172,8 +170,9 @@ InactiveLimit=0
 MinJobAge=30
 # job ids of this cluster alone: Open MPI names its shared memory and session files after the PMIx
 # namespace, slurm.pmix.<job>.<step>, so two clusters on one host that both start at job 1 had ranks map
-# each other's segments (a segfault in btl_vader when two test runs ran at once)
-FirstJobId={first_job_id(ctld_port)}
+# each other's segments (a segfault in btl_vader when two test runs ran at once). No two clusters up at
+# once share a slurmctld port, and every port's range is below Slurm's MaxJobId (67043328).
+FirstJobId={ctld_port * 1000}
 {extra}{node_lines}
 PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
 """)
@@ -186,12 +185,6 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         if not (key.is_file() and not key.is_symlink()) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
             raise UnsafePathError(f"{key} is not a private file of yours (mode {st.st_mode & 0o7777:04o}, "
                                   f"uid {st.st_uid}); remove it and start again")
-
-
-def first_job_id(ctld_port: int) -> int:
-    """Job ids from port * 1000: no two clusters up at once on this host share a slurmctld port, and every
-    port's range is below Slurm's MaxJobId (67043328)."""
-    return ctld_port * 1000
 
 
 def task_epilog(root: Path) -> Path:
@@ -227,7 +220,6 @@ def epilog_runs(root: Path) -> bool:
 
 
 def is_ours(conf: Path) -> bool:
-    """Whether a slurm.conf is one a cluster of ours wrote (its first line is our mark)."""
     try:
         with open(conf, errors="replace") as f:
             return f.readline().startswith(CONF_MARK)

@@ -28,13 +28,28 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
-def start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot: with the pid, names one process for good."""
+def _proc(pid: int, name: str) -> str | None:
+    """/proc/<pid>/<name>; None once the process is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/{name}").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _stat(pid: int, field: int) -> str | None:
+    """A field of /proc/<pid>/stat after the command name (which may hold spaces and parentheses)."""
+    stat = _proc(pid, "stat")
+    return stat.rsplit(")", 1)[1].split()[field] if stat else None
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot: with the pid, names one process for good."""
+    return _stat(pid, 19)
+
+
+def ppid(pid: int) -> int | None:
+    parent = _stat(pid, 1)
+    return int(parent) if parent else None
 
 
 def pids() -> list[int]:
@@ -49,13 +64,8 @@ def exe(pid: int) -> str | None:
 
 
 def euid(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[2])
-    except OSError:
-        pass
-    return None
+    status = (_proc(pid, "status") or "").splitlines()
+    return next((int(line.split()[2]) for line in status if line.startswith("Uid:")), None)
 
 
 def refers_to(pid: int, root: Path) -> bool:
@@ -289,10 +299,7 @@ def _reap_ended() -> None:
 
 
 def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
+    return (_proc(pid, "comm") or "?").strip()
 
 
 def task_epilog() -> None:
@@ -300,13 +307,6 @@ def task_epilog() -> None:
     marks = {k: os.environ[k] for k in TASK_MARKS if os.environ.get(k)}
     if len(marks) == len(TASK_MARKS):
         sweep(marks)
-
-
-def ppid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def program_path(program: str) -> str | None:
