@@ -27,7 +27,6 @@ CONF_MARK = "# written by commstack localslurm"
 
 
 def state_home() -> Path:
-    """Where commstack keeps per-user state: $XDG_RUNTIME_DIR/commstack, else ~/.local/state/commstack."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
 

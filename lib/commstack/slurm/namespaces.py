@@ -60,7 +60,6 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def present() -> list[str]:
-    """The network namespaces of this host."""
     return ip("netns", "list", check=False).stdout.split()
 
 

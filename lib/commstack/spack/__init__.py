@@ -82,12 +82,9 @@ class Spack:
         return self("--version", timeout=60).stdout.strip().split()[0]
 
 
-SCRIPTS = Path(__file__).parent / "scripts"
-
-
 def script(name: str) -> Path:
     """A script of scripts/ that runs inside `spack python` (package data, next to this module)."""
-    return SCRIPTS / f"{name}.py"
+    return Path(__file__).parent / "scripts" / f"{name}.py"
 
 
 def need_spack() -> Spack:

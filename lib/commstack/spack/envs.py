@@ -41,9 +41,9 @@ PURPOSE = {
     **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
        for n in ENVS if n.startswith("images/")},
 }
-#: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
+#: envs whose spack.lock is committed: all but local, whose externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
-LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", "x86-ompi", "x86-ompi-cuda13", *(n for n in ENVS if n.startswith("images/")))
+LOCKED = tuple(n for n in ENVS if n != "local")
 
 
 class OffNodeError(SpackError):
