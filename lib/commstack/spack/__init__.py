@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from commstack.errors import CommstackError
 from commstack.files import write_atomic
@@ -77,6 +80,13 @@ class Spack:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
             raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}); log: {log}\n{tail}")
         return proc
+
+    def run_script(self, name: str, *args: str, **options: Any) -> Any:
+        """What scripts/<name>.py, run in `spack python`, writes to the JSON file named first on its command line."""
+        with tempfile.TemporaryDirectory(prefix=f"commstack-{name}-") as tmp:
+            out = Path(tmp) / f"{name}.json"
+            self("python", str(script(name)), str(out), *args, **options)
+            return json.loads(out.read_text())
 
     def version(self) -> str:
         return self("--version", timeout=60).stdout.strip().split()[0]

@@ -357,8 +357,5 @@ def same_lock(a: Path, b: Path) -> bool:
 
 def root_mismatches(spack: Spack, env: Path) -> list[str]:
     """Roots of the env's spack.lock whose spec is not the package, version and variants they ask for."""
-    with tempfile.TemporaryDirectory(prefix="commstack-roots-") as tmp:
-        out = Path(tmp) / "roots.json"
-        spack("python", str(script("roots")), str(out), env_dir=env,
-              extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
-        return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in json.loads(out.read_text()) if not r["ok"]]
+    roots = spack.run_script("roots", env_dir=env, extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+    return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in roots if not r["ok"]]

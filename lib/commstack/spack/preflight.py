@@ -8,7 +8,6 @@ every other external's from Spack's own detection at its prefix. Finding no vers
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import re
@@ -21,7 +20,7 @@ from typing import Callable
 from commstack import exits
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import Spack, script
+from commstack.spack import Spack
 from commstack.spack.envs import PURPOSE, env_dir
 from commstack.spack.trust import check_env
 
@@ -267,19 +266,16 @@ def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
     """Check every external an env uses exists on this machine (prefix or module, and version). Spack's detection
     imports package code: the env's files are checked first (commstack.spack.trust)."""
     check_env(env)
-    with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
-        out = Path(tmp) / "preflight.json"
-        spack("python", str(script("preflight")), str(out), ",".join(READERS), env_dir=env, timeout=600)
-        checks = []
-        for r in json.loads(out.read_text()):
-            detected = r.pop("detected")
-            c = ExternalCheck(**r)
-            if c.prefix and not c.problems:  # the prefix is here: is the version?
-                check_version(c, detected)
-            elif not c.prefix and not c.problems:
-                c.problems.append(f"expected {c.claims.lstrip('=')}, found none: no prefix to read a version at")
-            checks.append(c)
-        return checks
+    checks = []
+    for r in spack.run_script("preflight", ",".join(READERS), env_dir=env, timeout=600):
+        detected = r.pop("detected")
+        c = ExternalCheck(**r)
+        if c.prefix and not c.problems:  # the prefix is here: is the version?
+            check_version(c, detected)
+        elif not c.prefix and not c.problems:
+            c.problems.append(f"expected {c.claims.lstrip('=')}, found none: no prefix to read a version at")
+        checks.append(c)
+    return checks
 
 
 def run(spack: Spack, name: str) -> int:

@@ -40,13 +40,9 @@ class SetupError(CommstackError):
     """Spack or spack-packages cannot be had at the pinned version."""
 
 
-def pins() -> dict:
-    return yaml.safe_load(TOOLCHAIN.read_text())
-
-
 def setup(spack_source: str | None = None, packages: str | None = None, force: bool = False,
           detect: bool = False, mirror: str | None = None) -> int:
-    p = pins()
+    p = yaml.safe_load(TOOLCHAIN.read_text())
     # --mirror DIR: a source mirror (Spack's and spack-packages' tarballs, package source trees), a mirror
     # made by `commstack mirror create` (package sources and binaries), or both in one; a wrong DIR fails first
     where = Path(mirror).resolve() if mirror else None
