@@ -51,6 +51,21 @@ def environment() -> dict[str, str]:
     return {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
 
 
+def output(argv: list[str], timeout: float, error: type[CommstackError], extra_env: dict | None = None) -> str:
+    """stdout of a helper program (a version command, git) in the C locale; a failure or a timeout is `error`,
+    naming the command and quoting its last line of stderr."""
+    command = f"`{' '.join(argv)}`"
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout,
+                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
+    except subprocess.TimeoutExpired:
+        raise error(f"{command} ran past {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no stderr"])[-1]
+        raise error(f"{command} exited {proc.returncode}: {last}")
+    return proc.stdout.decode(errors="replace")
+
+
 _SEQ = itertools.count()  # log numbers stay unique when several Spack processes run at once
 
 

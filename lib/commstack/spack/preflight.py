@@ -11,7 +11,6 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Callable
 from commstack import exits
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import Spack
+from commstack.spack import Spack, output
 from commstack.spack.envs import PURPOSE, env_dir
 from commstack.spack.trust import check_env
 
@@ -129,19 +128,6 @@ def nccl_library_version(lib: Path) -> str | None:
 
 # ---- readers: an external's prefix to the version found there ---------------------------------------
 
-def _run(argv: list[str], extra_env: dict | None = None) -> str:
-    """stdout of a version command, in the C locale; a failure names the command and its stderr."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, timeout=60,
-                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
-    except subprocess.TimeoutExpired:
-        raise VersionReadError(f"`{' '.join(argv)}` ran past 60 s") from None
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no stderr"]
-        raise VersionReadError(f"`{' '.join(argv)}` exited {proc.returncode}: {tail[0]}")
-    return proc.stdout.decode(errors="replace")
-
-
 def _tool(prefix: Path, name: str) -> Path | None:
     exe = prefix / "bin" / name
     return exe if exe.is_file() and os.access(exe, os.X_OK) else None
@@ -153,7 +139,7 @@ def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str
     exe = _tool(prefix, name)
     if exe is None:
         return Found(None, f"no {prefix}/bin/{name}")
-    return Found(parse(_run([str(exe), flag], extra_env)), f"{exe} {flag}")
+    return Found(parse(output([str(exe), flag], 60, VersionReadError, extra_env)), f"{exe} {flag}")
 
 
 def read_glibc(prefix: Path) -> Found:
@@ -178,7 +164,7 @@ def read_cuda(prefix: Path) -> Found:
     nvcc = _tool(prefix, "nvcc")
     if nvcc is None:
         return Found(None, f"no {prefix}/bin/nvcc")
-    release, compiler = parse_nvcc(_run([str(nvcc), "--version"]))
+    release, compiler = parse_nvcc(output([str(nvcc), "--version"], 60, VersionReadError))
     return Found(release, f"{nvcc} --version: release {release}, V{compiler}")
 
 
