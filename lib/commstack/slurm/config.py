@@ -110,8 +110,7 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
         # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
         ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
             "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
-        node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
-        part_nodes = host
+        addresses = {host: "127.0.0.1"}
     else:
         # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
         # per step and node, and all nodes share one file system).
@@ -119,9 +118,9 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
         ctld_addr, slurmd_pid, spool, slurmd_log = \
             f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
         extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
-        node_lines = "\n".join(f"NodeName={n} NodeAddr={namespaces.address(n)} CPUs={cpus} "
-                               f"RealMemory={mem_mb // nodes} State=UNKNOWN" for n in node_names)
-        part_nodes = ",".join(node_names)
+        addresses = {n: namespaces.address(n) for n in node_names}
+    node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={cpus} RealMemory={mem_mb // nodes} State=UNKNOWN"
+                           for n, a in addresses.items())
     if leaf_switches:
         if not 1 <= leaf_switches <= nodes:
             raise ValueError(f"{leaf_switches} leaf switches for {nodes} nodes: 1 to {nodes}")
@@ -173,7 +172,7 @@ MinJobAge=30
 # once share a slurmctld port, and every port's range is below Slurm's MaxJobId (67043328).
 FirstJobId={ctld_port * 1000}
 {extra}{node_lines}
-PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
+PartitionName=local Nodes={','.join(addresses)} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
 """)
     key = r / "munge" / "munge.key"
     try:
