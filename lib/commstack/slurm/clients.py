@@ -72,6 +72,6 @@ def site_slurm_answers() -> bool:
     if conf and is_ours(Path(conf)):
         del env["SLURM_CONF"]
     try:
-        return subprocess.run(["sinfo", "-h"], env=env, capture_output=True, timeout=20).returncode == 0
-    except subprocess.TimeoutExpired:
+        return client(["sinfo", "-h"], env, 20).returncode == 0
+    except ControllerLostError:
         return False

@@ -1,12 +1,9 @@
 """The embedded Slurm: a real cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours.
 
 LocalSlurm starts it (or joins it, under a lease), waits until its nodes take jobs, and stops it for
-its last user: every job, daemon, slurmstepd and task of it ends. Its files are commstack.slurm.config's,
-its users commstack.slurm.leases', the nodes of the multi-node cluster commstack.slurm.namespaces'.
-The daemons run as root (SlurmUser=root): another user gets EmbeddedSlurmNeedsRootError at once.
+its last user: every job, daemon, slurmstepd and task of it ends. The daemons run as root (SlurmUser=root).
 A process named by a pid file is trusted or signalled only when its executable is the daemon we
-expect, it runs as us and it refers to this directory (commstack.slurm.procs). A node left drained or
-down is resumed, or reported with NodeDrainedError.
+expect, it runs as us and it refers to this directory.
 """
 
 from __future__ import annotations
@@ -57,7 +54,7 @@ class LocalSlurm:
         self._leases = Leases(self.root)
 
     def ports(self) -> tuple[int, int] | None:
-        """The ports its slurm.conf records (slurmctld, slurmd), when it has one."""
+        """(slurmctld, slurmd) as its slurm.conf records them."""
         try:
             text = self.conf.read_text()
         except OSError:
@@ -80,7 +77,6 @@ class LocalSlurm:
 
     @classmethod
     def for_system(cls, system: str, nodes: int | None) -> "LocalSlurm":
-        """The embedded cluster a local system runs on."""
         return cls.multinode(nodes) if system == "local-multinode" else cls()
 
     def check_state(self) -> Path:
@@ -112,13 +108,10 @@ class LocalSlurm:
 
     # --- processes: only ours are trusted or signalled -------------------------------------------
 
-    def pidfile(self, daemon: str) -> Path:
-        return config.pidfile(self.root, daemon)
-
     def pid(self, daemon: str) -> int | None:
         """The pid in a daemon's pid file, when that process is the daemon of this cluster."""
         try:
-            fd = os.open(self.pidfile(daemon), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(config.pidfile(self.root, daemon), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             with os.fdopen(fd) as f:
                 pid = int(f.read(32).strip())
         except (OSError, ValueError):
@@ -148,7 +141,6 @@ class LocalSlurm:
         return self._leases.locked()
 
     def leases(self) -> list[str]:
-        """The live leases: `manual` and <pid>-<start time> of processes still running."""
         return self._leases.live()
 
     def _prune(self) -> None:
@@ -163,7 +155,6 @@ class LocalSlurm:
 
     @staticmethod
     def check_root() -> None:
-        """EmbeddedSlurmNeedsRootError unless this process runs as root (its daemons run as root)."""
         if os.geteuid() != 0:
             raise EmbeddedSlurmNeedsRootError(
                 "the embedded Slurm needs root: run as root or with sudo, or use --slurm external")
@@ -228,7 +219,7 @@ class LocalSlurm:
         r = self.root
         self._spawn(
             ["munged", "--force", f"--socket={r}/munge/munge.sock", f"--key-file={r}/munge/munge.key",
-             f"--pid-file={self.pidfile('munged')}", f"--log-file={r}/log/munged.log",
+             f"--pid-file={config.pidfile(r, 'munged')}", f"--log-file={r}/log/munged.log",
              f"--seed-file={r}/munge/munge.seed"], "munged")
         # -c: no job of an earlier life is recovered; its processes were ended by _teardown
         self._spawn(["slurmctld", "-c", "-f", str(self.conf)], "slurmctld")
@@ -308,21 +299,18 @@ class LocalSlurm:
             proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=self.variables, timeout=60)
         except subprocess.TimeoutExpired:
             proc = subprocess.CompletedProcess(argv, -1, "", "did not go to the background within 60 s")
-        if proc.returncode != 0:
+        failed = f"failed to start (exit {proc.returncode}): {proc.stderr.strip()}" if proc.returncode else None
+        deadline = time.monotonic() + 10
+        while not failed and not self.pid(daemon):
+            failed = "wrote no pid file" if time.monotonic() > deadline else None
+            time.sleep(0.1)
+        if failed:
             log = self._tail(daemon + ".log")
             self._teardown()
-            raise SlurmUnavailableError(f"{daemon} failed to start (exit {proc.returncode}): {proc.stderr.strip()}"
-                                        f"\n{log}")
-        deadline = time.monotonic() + 10
-        while not self.pid(daemon):
-            if time.monotonic() > deadline:
-                log = self._tail(daemon + ".log")
-                self._teardown()
-                raise SlurmUnavailableError(f"{daemon} wrote no pid file\n{log}")
-            time.sleep(0.1)
+            raise SlurmUnavailableError(f"{daemon} {failed}\n{log}")
 
     def _teardown(self) -> None:
-        """End every job and process of this cluster, whatever state it is in; idempotent."""
+        """End every job and process of this cluster, whatever state it is in."""
         if self.pid("slurmctld"):
             self._cancel(None)
         # slurmd before slurmctld: without its controller slurmd takes ~10 s to go
@@ -331,13 +319,7 @@ class LocalSlurm:
             if pid:
                 procs.end(pid, procs.start_time(pid), signal.SIGTERM, 10)
         # what the daemons leave: slurmstepd (it outlives slurmd) and its tasks, a daemon whose pid file is gone
-        for _ in range(50):
-            left = {pid: procs.start_time(pid) for pid in self.processes()}
-            if not left:
-                break
-            for pid, start in left.items():
-                procs.end(pid, start, signal.SIGKILL, 0)
-            time.sleep(0.1)
+        procs.kill_all(self.processes)
         if self.nodes > 1:
             namespaces.down()
         for sub in ("run", "state", "spool", "tmp"):

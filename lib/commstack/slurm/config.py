@@ -27,7 +27,6 @@ CONF_MARK = "# written by commstack localslurm"
 
 
 def state_home() -> Path:
-    """Where commstack keeps per-user state: $XDG_RUNTIME_DIR/commstack, else ~/.local/state/commstack."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
 
@@ -85,12 +84,10 @@ def private_tree(path: Path) -> Path:
 
 
 def conf_path(root: Path) -> Path:
-    """Its slurm.conf, the file its clients name in SLURM_CONF."""
     return root / "etc" / "slurm.conf"
 
 
 def pidfile(root: Path, daemon: str) -> Path:
-    """Where a daemon writes its pid (slurm.conf names slurmctld's and slurmd's)."""
     return root / "run" / f"{daemon}.pid"
 
 
@@ -113,8 +110,7 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
         # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
         ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
             "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
-        node_lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
-        part_nodes = host
+        addresses = {host: "127.0.0.1"}
     else:
         # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
         # per step and node, and all nodes share one file system).
@@ -122,9 +118,9 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
         ctld_addr, slurmd_pid, spool, slurmd_log = \
             f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
         extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
-        node_lines = "\n".join(f"NodeName={n} NodeAddr={namespaces.address(n)} CPUs={cpus} "
-                               f"RealMemory={mem_mb // nodes} State=UNKNOWN" for n in node_names)
-        part_nodes = ",".join(node_names)
+        addresses = {n: namespaces.address(n) for n in node_names}
+    node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={cpus} RealMemory={mem_mb // nodes} State=UNKNOWN"
+                           for n, a in addresses.items())
     if leaf_switches:
         if not 1 <= leaf_switches <= nodes:
             raise ValueError(f"{leaf_switches} leaf switches for {nodes} nodes: 1 to {nodes}")
@@ -172,10 +168,11 @@ InactiveLimit=0
 MinJobAge=30
 # job ids of this cluster alone: Open MPI names its shared memory and session files after the PMIx
 # namespace, slurm.pmix.<job>.<step>, so two clusters on one host that both start at job 1 had ranks map
-# each other's segments (a segfault in btl_vader when two test runs ran at once)
-FirstJobId={first_job_id(ctld_port)}
+# each other's segments (a segfault in btl_vader when two test runs ran at once). No two clusters up at
+# once share a slurmctld port, and every port's range is below Slurm's MaxJobId (67043328).
+FirstJobId={ctld_port * 1000}
 {extra}{node_lines}
-PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
+PartitionName=local Nodes={','.join(addresses)} Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
 """)
     key = r / "munge" / "munge.key"
     try:
@@ -186,12 +183,6 @@ PartitionName=local Nodes={part_nodes} Default=YES MaxTime=INFINITE OverSubscrib
         if not (key.is_file() and not key.is_symlink()) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
             raise UnsafePathError(f"{key} is not a private file of yours (mode {st.st_mode & 0o7777:04o}, "
                                   f"uid {st.st_uid}); remove it and start again")
-
-
-def first_job_id(ctld_port: int) -> int:
-    """Job ids from port * 1000: no two clusters up at once on this host share a slurmctld port, and every
-    port's range is below Slurm's MaxJobId (67043328)."""
-    return ctld_port * 1000
 
 
 def task_epilog(root: Path) -> Path:
@@ -227,7 +218,6 @@ def epilog_runs(root: Path) -> bool:
 
 
 def is_ours(conf: Path) -> bool:
-    """Whether a slurm.conf is one a cluster of ours wrote (its first line is our mark)."""
     try:
         with open(conf, errors="replace") as f:
             return f.readline().startswith(CONF_MARK)

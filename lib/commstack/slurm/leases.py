@@ -29,7 +29,6 @@ class SlurmBusyError(SlurmUnavailableError):
 
 
 def job_tag(lease: str) -> str:
-    """The comment that marks a lease's jobs."""
     return f"commstack-lease-{lease}"
 
 
@@ -71,11 +70,9 @@ class Leases:
         return os.listdir(self.users) if self.users.is_dir() else []
 
     def live(self) -> list[str]:
-        """The live leases: `manual` and <pid>-<start time> of processes still running."""
         return sorted(n for n in self.all() if n == MANUAL or alive(n))
 
     def dead(self) -> list[str]:
-        """The leases of processes that died."""
         return [n for n in self.all() if n != MANUAL and not alive(n)]
 
     def take(self, name: str) -> None:

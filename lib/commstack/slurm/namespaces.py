@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 
 from commstack.errors import SlurmUnavailableError
 from commstack.slurm import procs
@@ -62,7 +60,6 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def present() -> list[str]:
-    """The network namespaces of this host."""
     return ip("netns", "list", check=False).stdout.split()
 
 
@@ -87,13 +84,7 @@ def down() -> None:
         return
     for ns in re.findall(rf"^({NETNS_PREFIX}\d+)\b", ip("netns", "list", check=False).stdout, re.M):
         # slurmstepd and tasks outlive their slurmd: end everything left in the namespace
-        for _ in range(50):
-            pids = {int(p): procs.start_time(int(p)) for p in ip("netns", "pids", ns, check=False).stdout.split()}
-            if not pids:
-                break
-            for pid, start in pids.items():
-                procs.end(pid, start, signal.SIGKILL, 0)
-            time.sleep(0.1)
+        procs.kill_all(lambda: map(int, ip("netns", "pids", ns, check=False).stdout.split()))
         ip("netns", "del", ns, check=False)
     links = ip("-o", "link", "show", check=False).stdout
     for name in re.findall(rf"^\d+: ({VETH_PREFIX}\d+|{BRIDGE})[@:]", links, re.M):

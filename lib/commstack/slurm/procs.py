@@ -24,16 +24,32 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+
+def _proc(pid: int, name: str) -> str | None:
+    """/proc/<pid>/<name>; None once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return None
+
+
+def _stat(pid: int, field: int) -> str | None:
+    """A field of /proc/<pid>/stat after the command name (which may hold spaces and parentheses)."""
+    stat = _proc(pid, "stat")
+    return stat.rsplit(")", 1)[1].split()[field] if stat else None
 
 
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot: with the pid, names one process for good."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    return _stat(pid, 19)
+
+
+def ppid(pid: int) -> int | None:
+    parent = _stat(pid, 1)
+    return int(parent) if parent else None
 
 
 def pids() -> list[int]:
@@ -48,13 +64,8 @@ def exe(pid: int) -> str | None:
 
 
 def euid(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[2])
-    except OSError:
-        pass
-    return None
+    status = (_proc(pid, "status") or "").splitlines()
+    return next((int(line.split()[2]) for line in status if line.startswith("Uid:")), None)
 
 
 def refers_to(pid: int, root: Path) -> bool:
@@ -104,20 +115,31 @@ def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
     """Signal a process we checked is ours (pid and start time, as it was checked); after grace_s, SIGKILL
     it if it still runs. Through a pidfd: a pid reused in between, by the time of either signal, is never
     signalled."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
+    fd = signalled(pid, start, sig) if start is not None else None
+    if fd is None:
         return
     try:
-        if start is None or start_time(pid) != start:  # another process has the pid now
-            return
-        signal.pidfd_send_signal(fd, sig)
         if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
             signal.pidfd_send_signal(fd, signal.SIGKILL)
     except ProcessLookupError:
         pass
     finally:
         os.close(fd)
+
+
+def kill_all(find: Callable[[], Iterable[int]]) -> set[int]:
+    """SIGKILL every process `find` names, each checked as found, until it names none (50 rounds at most:
+    one that forks on is not chased for ever); the pids it named."""
+    ended: set[int] = set()
+    for _ in range(50):
+        left = {pid: start_time(pid) for pid in find()}
+        if not left:
+            break
+        for pid, start in left.items():
+            end(pid, start, signal.SIGKILL, 0)
+        ended |= set(left)
+        time.sleep(0.05)
+    return ended
 
 
 #: what names a task's processes in their environment: its cluster, job, step and rank
@@ -154,20 +176,10 @@ def orphans(marks: dict[str, str], launcher: int) -> list[int]:
 
 
 def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
-    """SIGKILL every leftover process with `marks` (through a pidfd, checked as found), or (`only`) those
-    of them; how many there were."""
+    """SIGKILL every leftover process with `marks`, or (`only`) those of them; how many there were."""
     if not marks:
         return 0
-    ended: set[int] = set()
-    for _ in range(50):
-        left = {pid: start_time(pid) for pid in leftovers(marks) if only is None or pid in only}
-        if not left:
-            break
-        for pid, start in left.items():
-            end(pid, start, signal.SIGKILL, 0)
-        ended |= set(left)
-        time.sleep(0.05)
-    return len(ended)
+    return len(kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only]))
 
 
 #: prctl(2): orphans of this process's descendants become its children, not init's
@@ -242,7 +254,7 @@ def end_left() -> list[int]:
             sig = signal.SIGKILL if (pid, start) in termed else signal.SIGTERM
             (killed if sig == signal.SIGKILL else termed).add((pid, start))
             wait = min(wait, GRACE_S if sig == signal.SIGTERM else STUCK_S)
-            if (fd := _signalled(pid, start, sig)) is not None:
+            if (fd := signalled(pid, start, sig)) is not None:
                 fds.append(fd)
         try:
             _wait_ended(fds, wait)
@@ -251,7 +263,7 @@ def end_left() -> list[int]:
                 os.close(fd)
 
 
-def _signalled(pid: int, start: str, sig: int) -> int | None:
+def signalled(pid: int, start: str, sig: int) -> int | None:
     """A pidfd of the process `pid` started at `start`, sent `sig`; None if it has ended (or the pid is another's)."""
     try:
         fd = os.pidfd_open(pid)
@@ -287,10 +299,7 @@ def _reap_ended() -> None:
 
 
 def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
+    return (_proc(pid, "comm") or "?").strip()
 
 
 def task_epilog() -> None:
@@ -298,13 +307,6 @@ def task_epilog() -> None:
     marks = {k: os.environ[k] for k in TASK_MARKS if os.environ.get(k)}
     if len(marks) == len(TASK_MARKS):
         sweep(marks)
-
-
-def ppid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def program_path(program: str) -> str | None:

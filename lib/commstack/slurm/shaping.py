@@ -72,9 +72,7 @@ def _class(netns: str | None, dev: str, classid: str, kind: str, value: str, cha
 def line(nodes: list[str], rate: str) -> None:
     """Every node's link at `rate`: class 1:20, htb's default."""
     for n in nodes:
-        for ns, dev in _ends(n):
-            tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
-            _class(ns, dev, "1:20", "rate", rate)
+        degrade_node(n, "rate", rate)
 
 
 def degrade_node(node: str, kind: str, value: str, direction: str = "both") -> None:

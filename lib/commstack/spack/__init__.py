@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from commstack.errors import CommstackError
 from commstack.files import write_atomic
@@ -48,6 +51,21 @@ def environment() -> dict[str, str]:
     return {**os.environ, "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
 
 
+def output(argv: list[str], timeout: float, error: type[CommstackError], extra_env: dict | None = None) -> str:
+    """stdout of a helper program (a version command, git) in the C locale; a failure or a timeout is `error`,
+    naming the command and quoting its last line of stderr."""
+    command = f"`{' '.join(argv)}`"
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout,
+                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
+    except subprocess.TimeoutExpired:
+        raise error(f"{command} ran past {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no stderr"])[-1]
+        raise error(f"{command} exited {proc.returncode}: {last}")
+    return proc.stdout.decode(errors="replace")
+
+
 _SEQ = itertools.count()  # log numbers stay unique when several Spack processes run at once
 
 
@@ -78,16 +96,20 @@ class Spack:
             raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}); log: {log}\n{tail}")
         return proc
 
+    def run_script(self, name: str, *args: str, **options: Any) -> Any:
+        """What scripts/<name>.py, run in `spack python`, writes to the JSON file named first on its command line."""
+        with tempfile.TemporaryDirectory(prefix=f"commstack-{name}-") as tmp:
+            out = Path(tmp) / f"{name}.json"
+            self("python", str(script(name)), str(out), *args, **options)
+            return json.loads(out.read_text())
+
     def version(self) -> str:
         return self("--version", timeout=60).stdout.strip().split()[0]
 
 
-SCRIPTS = Path(__file__).parent / "scripts"
-
-
 def script(name: str) -> Path:
     """A script of scripts/ that runs inside `spack python` (package data, next to this module)."""
-    return SCRIPTS / f"{name}.py"
+    return Path(__file__).parent / "scripts" / f"{name}.py"
 
 
 def need_spack() -> Spack:

@@ -101,15 +101,13 @@ def checksums(mirror: Path) -> None:
         if not m:
             raise ArchiveError(f"{sums}: not a `<sha256>  <file>` line: {line!r}")
         f = mirror / m["name"]
-        h = hashlib.sha256()
         try:
             with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
+                sha = hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError as e:
             raise ArchiveError(f"{sums} names {m['name']}, which cannot be read: {e}") from None
-        if h.hexdigest() != m["sha"]:
-            raise ArchiveError(f"{f}: sha256 {h.hexdigest()}, {sums} says {m['sha']}")
+        if sha != m["sha"]:
+            raise ArchiveError(f"{f}: sha256 {sha}, {sums} says {m['sha']}")
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,6 @@ def render_edf(content: dict, name: str) -> str:
 
 
 def rendered(spack: Spack, img: Image) -> dict[Path, str]:
-    """Every file of an image as generation would write it."""
     files = {img.containerfile: render_containerfile(spack, img)}
     for name, content in img.edfs.items():
         files[img.out / f"{name}.toml"] = render_edf(content, name)

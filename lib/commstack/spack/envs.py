@@ -41,9 +41,9 @@ PURPOSE = {
     **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
        for n in ENVS if n.startswith("images/")},
 }
-#: envs whose spack.lock is committed; local's externals are detected per machine, so its lock
+#: envs whose spack.lock is committed: all but local, whose externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
-LOCKED = ("gh200-ompi", "gh200-cray", "alps-login", "x86-ompi", "x86-ompi-cuda13", *(n for n in ENVS if n.startswith("images/")))
+LOCKED = tuple(n for n in ENVS if n != "local")
 
 
 class OffNodeError(SpackError):
@@ -357,8 +357,5 @@ def same_lock(a: Path, b: Path) -> bool:
 
 def root_mismatches(spack: Spack, env: Path) -> list[str]:
     """Roots of the env's spack.lock whose spec is not the package, version and variants they ask for."""
-    with tempfile.TemporaryDirectory(prefix="commstack-roots-") as tmp:
-        out = Path(tmp) / "roots.json"
-        spack("python", str(script("roots")), str(out), env_dir=env,
-              extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
-        return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in json.loads(out.read_text()) if not r["ok"]]
+    roots = spack.run_script("roots", env_dir=env, extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+    return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in roots if not r["ok"]]

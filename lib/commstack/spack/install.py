@@ -13,7 +13,7 @@ from typing import Callable
 
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import Spack, SpackError, environment, find_spack
+from commstack.spack import Spack, SpackError, environment, find_spack, output
 from commstack.spack.preflight import preflight
 
 INSTALL_TIMEOUT = 3600  # OSU builds in minutes; a slow node or a big dependency tree takes longer
@@ -129,8 +129,7 @@ def location(exe: Path, package: str) -> str | None:
     if (VIEW / ".spack" / package).is_dir():
         return str(VIEW)
     try:
-        proc = subprocess.run([str(exe), "-e", str(TOP), "location", "-i", package], capture_output=True,
-                              text=True, env=environment(), timeout=300)
-    except subprocess.TimeoutExpired:
+        found = output([str(exe), "-e", str(TOP), "location", "-i", package], 300, SpackError, environment())
+    except SpackError:
         return None
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+    return found.strip() or None

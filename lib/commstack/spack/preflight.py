@@ -8,11 +8,9 @@ every other external's from Spack's own detection at its prefix. Finding no vers
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Callable
 from commstack import exits
 from commstack.errors import CommstackError
 from commstack.paths import TOP
-from commstack.spack import Spack, script
+from commstack.spack import Spack, output
 from commstack.spack.envs import PURPOSE, env_dir
 from commstack.spack.trust import check_env
 
@@ -130,56 +128,43 @@ def nccl_library_version(lib: Path) -> str | None:
 
 # ---- readers: an external's prefix to the version found there ---------------------------------------
 
-def _run(argv: list[str], extra_env: dict | None = None) -> str:
-    """stdout of a version command, in the C locale; a failure names the command and its stderr."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, timeout=60,
-                              env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
-    except subprocess.TimeoutExpired:
-        raise VersionReadError(f"`{' '.join(argv)}` ran past 60 s") from None
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no stderr"]
-        raise VersionReadError(f"`{' '.join(argv)}` exited {proc.returncode}: {tail[0]}")
-    return proc.stdout.decode(errors="replace")
-
-
 def _tool(prefix: Path, name: str) -> Path | None:
     exe = prefix / "bin" / name
     return exe if exe.is_file() and os.access(exe, os.X_OK) else None
 
 
+def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str],
+                  extra_env: dict | None = None) -> Found:
+    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it."""
+    exe = _tool(prefix, name)
+    if exe is None:
+        return Found(None, f"no {prefix}/bin/{name}")
+    return Found(parse(output([str(exe), flag], 60, VersionReadError, extra_env)), f"{exe} {flag}")
+
+
 def read_glibc(prefix: Path) -> Found:
-    ldd = _tool(prefix, "ldd")
-    if ldd is None:
-        return Found(None, f"no {prefix}/bin/ldd")
-    return Found(parse_ldd(_run([str(ldd), "--version"])), f"{ldd} --version")
+    return _tool_version(prefix, "ldd", "--version", parse_ldd)
 
 
 def read_slurm(prefix: Path) -> Found:
-    sinfo = _tool(prefix, "sinfo")
-    if sinfo is None:
-        return Found(None, f"no {prefix}/bin/sinfo")
     # sinfo reads a configuration before it answers even -V, and where none is found it asks DNS for
     # one (configless Slurm); a minimal one of our own makes -V answer on any host, cluster or not
     with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
         conf = Path(tmp) / "slurm.conf"
         conf.write_text("ClusterName=preflight\nSlurmctldHost=localhost\n")
-        return Found(parse_sinfo(_run([str(sinfo), "-V"], {"SLURM_CONF": str(conf)})), f"{sinfo} -V")
+        return _tool_version(prefix, "sinfo", "-V", parse_sinfo, {"SLURM_CONF": str(conf)})
 
 
 def read_ucx(prefix: Path) -> Found:
     """Spack's ucx recipe has no detection (no `executables`): ucx_info says the version."""
-    ucx_info = _tool(prefix, "ucx_info")
-    if ucx_info is None:
-        return Found(None, f"no {prefix}/bin/ucx_info")
-    return Found(parse_ucx_info(_run([str(ucx_info), "-v"])), f"{ucx_info} -v")
+    return _tool_version(prefix, "ucx_info", "-v", parse_ucx_info)
 
 
 def read_cuda(prefix: Path) -> Found:
     nvcc = _tool(prefix, "nvcc")
     if nvcc is None:
         return Found(None, f"no {prefix}/bin/nvcc")
-    release, compiler = parse_nvcc(_run([str(nvcc), "--version"]))
+    release, compiler = parse_nvcc(output([str(nvcc), "--version"], 60, VersionReadError))
     return Found(release, f"{nvcc} --version: release {release}, V{compiler}")
 
 
@@ -267,19 +252,16 @@ def preflight(spack: Spack, env: Path) -> list[ExternalCheck]:
     """Check every external an env uses exists on this machine (prefix or module, and version). Spack's detection
     imports package code: the env's files are checked first (commstack.spack.trust)."""
     check_env(env)
-    with tempfile.TemporaryDirectory(prefix="commstack-preflight-") as tmp:
-        out = Path(tmp) / "preflight.json"
-        spack("python", str(script("preflight")), str(out), ",".join(READERS), env_dir=env, timeout=600)
-        checks = []
-        for r in json.loads(out.read_text()):
-            detected = r.pop("detected")
-            c = ExternalCheck(**r)
-            if c.prefix and not c.problems:  # the prefix is here: is the version?
-                check_version(c, detected)
-            elif not c.prefix and not c.problems:
-                c.problems.append(f"expected {c.claims.lstrip('=')}, found none: no prefix to read a version at")
-            checks.append(c)
-        return checks
+    checks = []
+    for r in spack.run_script("preflight", ",".join(READERS), env_dir=env, timeout=600):
+        detected = r.pop("detected")
+        c = ExternalCheck(**r)
+        if c.prefix and not c.problems:  # the prefix is here: is the version?
+            check_version(c, detected)
+        elif not c.prefix and not c.problems:
+            c.problems.append(f"expected {c.claims.lstrip('=')}, found none: no prefix to read a version at")
+        checks.append(c)
+    return checks
 
 
 def run(spack: Spack, name: str) -> int:

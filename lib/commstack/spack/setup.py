@@ -18,7 +18,7 @@ import yaml
 from commstack.errors import CommstackError, ConfigError
 from commstack.files import write_atomic
 from commstack.paths import TOP
-from commstack.spack import RECORDED_ROOT, Spack, archive, environment
+from commstack.spack import RECORDED_ROOT, Spack, archive, environment, output
 from commstack.spack.mirror import RECORD as MIRROR_RECORD
 from commstack.spack.preflight import VersionReadError, read_ucx
 from commstack.spack.mirror import signed as mirror_signed
@@ -40,13 +40,9 @@ class SetupError(CommstackError):
     """Spack or spack-packages cannot be had at the pinned version."""
 
 
-def pins() -> dict:
-    return yaml.safe_load(TOOLCHAIN.read_text())
-
-
 def setup(spack_source: str | None = None, packages: str | None = None, force: bool = False,
           detect: bool = False, mirror: str | None = None) -> int:
-    p = pins()
+    p = yaml.safe_load(TOOLCHAIN.read_text())
     # --mirror DIR: a source mirror (Spack's and spack-packages' tarballs, package source trees), a mirror
     # made by `commstack mirror create` (package sources and binaries), or both in one; a wrong DIR fails first
     where = Path(mirror).resolve() if mirror else None
@@ -89,7 +85,7 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
             if (Path(spack_root) / code).exists():
                 check_tree(Path(spack_root) / code, "SPACK_ROOT")
         verify(p["spack"], Path(spack_root), "SPACK_ROOT", force)
-        found = _run([str(exe), "--version"], PROBE_TIMEOUT, f"{exe} --version").split()[0]
+        found = output([str(exe), "--version"], PROBE_TIMEOUT, SetupError).split()[0]
         print(f"setup: using Spack {found} at {spack_root} (pinned: {want})")
         if found.split(".")[:2] != want.split(".")[:2] and not force:
             raise SetupError(f"SPACK_ROOT has Spack {found}, commstack is pinned to {want} "
@@ -219,12 +215,11 @@ def checkout(pin: dict, dest: Path, local: str | None, present: bool, archived: 
         try:
             # --no-local: a local mirror's objects come through the pack protocol, each hashed and checked
             # (fsckObjects), never hardlinked: its owner cannot change them under the commit verified below
-            _run(["git", "-c", "transfer.fsckObjects=true", "clone", "-q", "--no-local", "--depth=1", "--branch",
-                  pin["tag"], source, str(dest)], GIT_TIMEOUT,
-                 f"git clone {source}")
+            output(["git", "-c", "transfer.fsckObjects=true", "clone", "-q", "--no-local", "--depth=1", "--branch",
+                    pin["tag"], source, str(dest)], GIT_TIMEOUT, SetupError)
         except SetupError as e:
             raise SetupError(
-                f"cannot clone {source} ({e.__cause__ or e})."
+                f"cannot clone {source} ({e})."
                 " Offline? Either point SPACK_ROOT at an existing Spack "
                 f"{pin['tag']}, or give local copies: bin/commstack setup --spack-source /path/to/spack.git "
                 "--packages /path/to/spack-packages (a checkout or local git mirror), or --mirror DIR "
@@ -261,17 +256,5 @@ def _commit(tree: Path) -> tuple[str, str]:
     kept = archive.kept_commit(tree)
     if kept:
         return kept, f"unpacked from commit {kept}"
-    head = _run(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, f"git -C {tree} rev-parse").strip()
+    head = output(["git", "-C", str(tree), "rev-parse", "HEAD"], PROBE_TIMEOUT, SetupError).strip()
     return head, f"HEAD is {head}"
-
-
-def _run(argv: list[str], timeout: int, what: str) -> str:
-    """stdout of a helper program; a failure or a timeout is a SetupError quoting its last line."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"{what} ran past {timeout} s") from None
-    if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output"
-        raise SetupError(f"{what} failed: {last}") from RuntimeError(last)
-    return proc.stdout

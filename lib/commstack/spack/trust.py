@@ -142,31 +142,27 @@ def check_env(env: Path) -> None:
     except FileNotFoundError:
         return
     try:
-        _check_env(env, what)
+        for name in ("spack.yaml", "spack.lock"):
+            if os.path.lexists(env / name):
+                resolve_trusted(env / name, f"{what}: its {name}")
+        if not (env / "spack.yaml").is_file():
+            return  # not an env: load_env says so
+        if os.path.lexists(env / ENV_SUBDIR):
+            resolve_trusted(env / ENV_SUBDIR, f"{what}: its {ENV_SUBDIR}")
+            if os.path.lexists(env / ENV_SUBDIR / "repos"):
+                check_tree(env / ENV_SUBDIR / "repos", f"{what}: its {ENV_SUBDIR}/repos")
+        manifest = read_yaml(env / "spack.yaml", aliases=True)
+        top = manifest.get("spack") if isinstance(manifest, dict) else None
+        if not isinstance(top, dict):
+            return  # Spack refuses it, reading no package code
+        for kind, found in _named(env, env, {_key(k): v for k, v in top.items()}, what, 0):
+            check_tree(found, f"{what}: {kind} {found}")
+        for view in _views(env, top.get("view", True), what):
+            if os.path.lexists(view):
+                resolve_trusted(view, f"{what}: its view root")
     except FileNotFoundError as e:
         raise UntrustedPathError(f"{what}: {e.filename} does not exist (a dangling link?), so cannot be checked") \
             from None
-
-
-def _check_env(env: Path, what: str) -> None:
-    for name in ("spack.yaml", "spack.lock"):
-        if os.path.lexists(env / name):
-            resolve_trusted(env / name, f"{what}: its {name}")
-    if not (env / "spack.yaml").is_file():
-        return  # not an env: load_env says so
-    if os.path.lexists(env / ENV_SUBDIR):
-        resolve_trusted(env / ENV_SUBDIR, f"{what}: its {ENV_SUBDIR}")
-        if os.path.lexists(env / ENV_SUBDIR / "repos"):
-            check_tree(env / ENV_SUBDIR / "repos", f"{what}: its {ENV_SUBDIR}/repos")
-    manifest = read_yaml(env / "spack.yaml", aliases=True)
-    top = manifest.get("spack") if isinstance(manifest, dict) else None
-    if not isinstance(top, dict):
-        return  # Spack refuses it, reading no package code
-    for kind, found in _named(env, env, {_key(k): v for k, v in top.items()}, what, 0):
-        check_tree(found, f"{what}: {kind} {found}")
-    for view in _views(env, top.get("view", True), what):
-        if os.path.lexists(view):
-            resolve_trusted(view, f"{what}: its view root")
 
 
 def _views(env: Path, view: Any, what: str) -> list[Path]:

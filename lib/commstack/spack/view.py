@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import platform
 import struct
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commstack.errors import BinaryNotFoundError
-from commstack.spack import NO_SPACK, Spack, SpackError, find_spack, script
+from commstack.spack import NO_SPACK, Spack, SpackError, find_spack
 from commstack.spack.envs import WrongHostError
 from commstack.spack.trust import check_env, check_tree, resolve_trusted
 
@@ -170,10 +169,8 @@ def _load(path: Path) -> EnvView:
     exe = find_spack()
     if exe is None:
         raise SpackError(f"--env {path}: {NO_SPACK}")
-    with tempfile.TemporaryDirectory(prefix="commstack-env-") as tmp:
-        out = Path(tmp) / "env.json"
-        Spack(exe, Path(tmp) / "logs")("python", str(script("env_view")), str(out), env_dir=path, timeout=600)
-        data = json.loads(out.read_text())
+    with tempfile.TemporaryDirectory(prefix="commstack-env-") as logs:  # a read's logs are not kept
+        data = Spack(exe, Path(logs)).run_script("env_view", env_dir=path, timeout=600)
     nodes = tuple(Node(**n) for n in data["nodes"])
     if data["yaml_roots"] != data["lock_roots"]:
         raise StaleLockError(f"env {path}: its spack.lock differs from its spack.yaml (roots in spack.yaml: "
