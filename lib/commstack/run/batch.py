@@ -92,7 +92,7 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
     lines.append(f"COMMSTACK_PROBE={shlex.quote(PROBE)}")
     launcher = Launcher(system, "srun", slurm_variables={})
     for s in runnable:
-        dirname = f"{s.tags['suite']}--{s.id}"
+        dirname = s.dirname
         try:
             step = launched_step(s, substitute(s.step.argv, binaries.resolve(s)))
         except LaunchError as e:
@@ -180,7 +180,7 @@ def collect(run_dir: Path, state: str) -> list[Record]:
     lifecycle = Lifecycle(run_dir, system, references_of(system))
     records = []
     for index, s in enumerate(steps(plan, system)):
-        job = Collected(run_dir, state, plan.commands.get(f"{s.tags['suite']}--{s.id}"))
+        job = Collected(run_dir, state, plan.commands.get(s.dirname))
         records.append(lifecycle.perform(index, s, job, None if s.not_run else job.missing(s)))
     plan.collected = state
     plan.write(run_dir)
@@ -203,7 +203,7 @@ class Collected:
         """Why the step left nothing to judge: not in the job, or the job ended before all its repeats."""
         if self.commands is None:
             return "not in the job: its binary was not found when it was submitted"
-        where = self.run_dir / "steps" / f"{s.tags['suite']}--{s.id}"
+        where = self.run_dir / "steps" / s.dirname
         if all((where / f"repeat-{r}" / EXIT).is_file() for r in range(s.repeats)):
             return None
         if (where / "probe").is_dir():

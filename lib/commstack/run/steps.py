@@ -33,6 +33,11 @@ class SuiteStep:
     base: str = ""
 
     @property
+    def dirname(self) -> str:
+        """Where its record and raw output go, steps/<dirname> (the record's Record.dirname)."""
+        return f"{self.tags['suite']}--{self.id}"
+
+    @property
     def metric(self) -> str:
         return benchmarks.get(self.benchmark).metric
 
