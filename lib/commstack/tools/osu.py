@@ -1,14 +1,7 @@
-"""OSU micro-benchmarks (5.x-7.5): the MPI layer's benchmarks, one MPI program of N ranks.
-
-The title line (`# OSU MPI Bandwidth Test v7.2`, `# OSU MPI-CUDA ...` with device buffers, `# OSU NCCL-CUDA ...`
-for the xccl benchmarks) names the benchmark and its version, whose generation (`family`) picks the default
-sizes; those come from each release's own source (its options' defaults and size loops, read for 5.3 to 7.5:
-docs/osu-versions.md) and are checked against real runs (tests/data/osu, tests/data/corpus/osu*, the seeds).
-The header names the columns. The binaries live under
-libexec/osu-micro-benchmarks/mpi of an install prefix: --osu-prefix as typed, else an env's view (--env,
-commstack.run.binaries), else COMMSTACK_OSU_PREFIX, else the local Spack env's (installed there by the pinned
-Spack); in the osu-mb image under its WORKDIR.
-"""
+"""OSU micro-benchmarks (5.x-7.5): the MPI layer's benchmarks, one MPI program of N ranks. The title line
+names the benchmark and its version, whose generation (`family`) picks the default sizes (docs/osu-versions.md);
+the header names the columns. Where the binaries come from: commstack.tools.osu_install (docs/harness.md);
+in the osu-mb image under its WORKDIR."""
 
 from __future__ import annotations
 

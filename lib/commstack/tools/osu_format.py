@@ -142,10 +142,7 @@ def release_numbers(version: str | None) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", (version or "").split("-")[0]))
 
 
-#: the first release of each generation of default sweeps (docs/osu-versions.md): 5.3.x loop one-sided
-#: latency from 0 B and take no -m for point-to-point; 5.4 - 7.0 count bytes (reductions floats); 7.1 loops
-#: over datatypes (`# Datatype:`, sizes below one element skipped: latency from 1 B, cas/fop one element);
-#: 7.5 reductions default to MPI_INT and -M is gone
+#: the first release of each generation of default sweeps (docs/osu-versions.md, its table's columns)
 GENERATIONS = ("5.3", "5.4", "7.1", "7.5")
 LAST_KNOWN = (7, 5)
 
@@ -158,18 +155,11 @@ def family(version: str | None) -> str:
     if not release:
         return ""
     if release[:2] > LAST_KNOWN:
-        return version or ""
-    for generation in reversed(GENERATIONS):
-        if release >= release_numbers(generation):
-            return generation
-    return version or ""
+        return version
+    return next((g for g in reversed(GENERATIONS) if release >= release_numbers(g)), version)
 
 
-# Default sweeps per generation (family), from each release's source (docs/osu-versions.md): point-to-point
-# and one-sided end at 4 MiB (MAX_MESSAGE_SIZE), collectives at 1 MiB (MAX_MSG_SIZE_COLL); point-to-point
-# latency starts at 0 B until 7.0, 1 B from 7.1 (0 B holds no element); 5.3.x one-sided latency at 0 B;
-# reductions at one float (4 B) until 7.0, one element from 7.1 (MPI_CHAR; 7.5: MPI_INT, the `# Datatype:`
-# line says which); cas and fop print one row, 8 B until 7.0, one element from 7.1. "": the 7.4+ xccl
+# Default sweeps per generation (family), from each release's source: docs/osu-versions.md. "": the 7.4+ xccl
 # point-to-point runs, which print no title and so no version.
 M4, M1 = 4194304, 1048576
 LAT_SIZES = (("5.3", (0, M4)), ("5.4", (0, M4)), ("7.1", (1, M4)), ("7.5", (1, M4)))

@@ -1,17 +1,5 @@
-"""UCX's ucx_perftest (src/tools/perf): a server and a client, one message size per run.
-
-The client prints the results (perftest_run.c print_header, print_progress): a five-line header (`latency`
-or `overhead` (usec), bandwidth (MB/s: MiB/s, it divides by 1024 * 1024), message rate), a progress row
-every second (`[thread 0]` first where UCX was built with OpenMP, as Debian's is, else nothing) and a
-`Final:` row: iterations, then the latency percentile, average and overall, bandwidth average and
-overall, message rate average and overall. The server prints `Waiting for connection...`, `Accepted
-connection from ...` and a box with the test, the memory types and the message size; UCX 1.19 adds a
-`Window size:` line to the box, the rows are the same as 1.13's. Neither side's table names the message
-size: it comes from the server's box in a transcript, or from the client's `-s` (the sum of its
-scatter-gather list; 8 when not given) on the pair launcher's line (`# commstack pair client:
-ucx_perftest ...`, commstack.run.pair). UCX's own log lines (`[time] [host:pid:tid] file.c:N UCX
-ERROR ...`) go to stdout: an ERROR is the run's failure, a WARN a note.
-"""
+"""UCX's ucx_perftest (src/tools/perf): a server and a client, one message size per run; its format:
+docs/harness.md#the-formats-read-per-tool."""
 
 from __future__ import annotations
 
