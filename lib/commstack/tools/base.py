@@ -1,5 +1,5 @@
 """The types every tool module builds on: a parsed column, a tool's size flags, a benchmark and a tool
-(see commstack.tools for the contract a tool module follows)."""
+(the contract a tool module follows: docs/architecture.md#adding-a-benchmark-tool)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ class Benchmark:
 
 @dataclass(frozen=True, eq=False)
 class Tool:
-    """Everything about one benchmark tool; its module's TOOL. See commstack.tools for the contract."""
+    """Everything about one benchmark tool; its module's TOOL. Its contract: docs/architecture.md."""
 
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")

@@ -171,14 +171,13 @@ def own_lines(text: str) -> Text:
             if pattern.search(line):
                 raise ended(error, message, line, lineno)
     for lineno, line in enumerate(lines, 1):
+        out.notes += [n for n in glued if n.lineno == lineno]
         if not line.strip():
-            out.notes += [n for n in glued if n.lineno == lineno]
             continue
         if CRASH.search(line):
             raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
             exited = exited or Quoted(line, lineno)
-        out.notes += [n for n in glued if n.lineno == lineno]
         if lineno - 1 in framed:
             frame = framed[lineno - 1]
             out.notes.append(Note(cut(line), lineno, frame.source, frame.what))

@@ -21,14 +21,14 @@ from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNT
 from commstack.tools.osu_install import MPI_DIR, NAME, local, native, source
 
 
-def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
+def title_match(line: str, lineno: int = 0) -> tuple[Benchmark, re.Match] | None:
     """The benchmark an OSU title line names; None when the line is no OSU title."""
     m = OSU_TITLE.match(line)
     if not m:
         return None
     bench = BY_TITLE.get(m.group("api") + m.group("name"))
     if bench is None:
-        raise UnknownFormatError("unknown OSU benchmark title", line, 0)
+        raise UnknownFormatError("unknown OSU benchmark title", line, lineno)
     if bench.name in NCCL_TO_XCCL and release_numbers(m.group("ver")) >= (7, 3):
         bench = BENCHMARKS[NCCL_TO_XCCL[bench.name]]  # 7.3 renamed c/nccl osu_nccl_* to c/xccl osu_xccl_*
     return bench, m
@@ -55,11 +55,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
     cur: Sweep | None = None
     prelude: dict[str, Any] = {}  # lines that belong to the table whose title follows
     for line, lineno in t.lines:
-        try:
-            titled = title_match(line)
-        except UnknownFormatError as e:
-            raise UnknownFormatError(e.message, line, lineno) from None
-        if titled:
+        if titled := title_match(line, lineno):
             bench, m = titled
             if cur and not cur.columns and not cur.rows and line == cur.title_line.text:
                 continue  # 6.2 and 7.2 osu_mbw_mr print their title twice
@@ -247,9 +243,8 @@ def last_size(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None
 
 def program(b: Benchmark, p: Program) -> list[str]:
     exe = f"./{b.directory}/{b.name}" if p.container else f"{p.home}/{b.directory}/{b.name}"  # the image's WORKDIR
-    if p.memory == "device":
-        return [exe, *p.args, *p.size_args, *p.device_args.get(b.directory, b.device_args)]
-    return [exe, *p.args, *p.size_args]
+    device = p.device_args.get(b.directory, b.device_args) if p.memory == "device" else ()
+    return [exe, *p.args, *p.size_args, *device]
 
 
 TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, untitled=untitled,
