@@ -271,9 +271,7 @@ def _row(run: _Run, t: Text, line: str, lineno: int) -> None:
         raise cut_row(t, line, lineno, f"row has {len(fields)} fields, this header's rows have {want}", want)
     if "timestamp" in cols:
         fields[-2:] = [" ".join(fields[-2:])]
-    row: dict[str, Any] = {}
-    for col, val in zip(cols, fields):
-        row[col] = _value(t, col, val, line, lineno)
+    row = {col: _value(t, col, val, line, lineno) for col, val in zip(cols, fields)}
     key = (row["type"], row.get("redop"), row.get("root"))
     cur = run.sweeps[-1] if run.sweeps else None
     if cur is None or key != (cur.meta["type"], cur.meta["redop"], cur.meta["root"]) or run.new_cycle:

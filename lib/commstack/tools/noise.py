@@ -235,11 +235,8 @@ _BENCHMARK_LINE = re.compile(r"\s*\d+\s+[-+\d.]|# (?:OSU |Collective test |nThre
 
 def strip_prefix(line: str) -> tuple[str, Pattern | None]:
     """The line without a launcher's prefix, and that prefix's pattern (None where there is none)."""
-    for p in PREFIXES:
-        m = p.regex.match(line)
-        if m:
-            return line[m.end():], p
-    return line, None
+    m, p = next(((m, p) for p in PREFIXES if (m := p.regex.match(line))), (None, None))
+    return (line[m.end():], p) if m else (line, None)
 
 
 def classify(line: str) -> Pattern | None:
@@ -258,7 +255,7 @@ def framed(lines: list[str]) -> dict[int, Pattern]:
     while i < len(lines):
         text = lines[i].rstrip()
         frame = next((f for f in FRAMES if f.regex.fullmatch(text)), None)
-        if frame is not None and i not in out:
+        if frame is not None:
             end = next((j for j in range(i + 1, min(len(lines), i + 1 + FRAME_MAX_LINES))
                         if lines[j].rstrip() == text), None)
             if end is not None and not any(_BENCHMARK_LINE.match(lines[k]) for k in range(i + 1, end)):

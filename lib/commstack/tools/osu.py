@@ -182,8 +182,7 @@ def parse_osu(text: str) -> list[Sweep]:
 def title(line: str) -> Benchmark | None:
     """The benchmark an OSU title names; its usage line instead of a table is an error of its own. A 7.3+
     xccl run starts with `#Using NCCL`: the title (a collective's) or the header (point-to-point) follows."""
-    titled = title_match(line)
-    if titled:
+    if titled := title_match(line):
         return titled[0]
     if XCCL_USING.match(line):
         return BENCHMARKS["osu_xccl_latency"]
@@ -199,8 +198,7 @@ def untitled(lines: list[Quoted], start: int = 0) -> Benchmark | None:
     window lines, where one benchmark prints it."""
     meta: dict[str, Any] = {}
     seen: set[re.Pattern] = set()
-    for k in range(start, len(lines)):
-        line, lineno = lines[k]
+    for line, lineno in lines[start:]:
         kind = next(((pattern, read) for pattern, read in OSU_META if pattern.match(line)), None)
         if kind is None:
             return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
