@@ -60,14 +60,14 @@ MEANING = [
 
 def size_str(size: int) -> str:
     """util/pingpong.c's size_str(): how a size is printed."""
-    base, mag = next(((b, m) for m, b in reversed(SIZE_BASES.items()) if size >= b), (1, ""))
+    base, mag = next((b, m) for m, b in reversed(SIZE_BASES.items()) if size >= b or b == 1)
     fraction = (size % base) * 10 // base if size // base < 10 else 0
     return f"{size // base}.{fraction}{mag}" if fraction else f"{size // base}{mag}"
 
 
 def cnt_str(cnt: int) -> str:
     """util/pingpong.c's cnt_str(): how a count is printed."""
-    base, mag = next(((b, m) for m, b in reversed(COUNT_BASES.items()) if cnt >= b), (1, ""))
+    base, mag = next((b, m) for m, b in reversed(COUNT_BASES.items()) if cnt >= b or b == 1)
     return f"{cnt // base}{mag}"
 
 
@@ -233,12 +233,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return pair_command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
 
 
-HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-packages.txt), on a system the env that "
-       "builds libfabric (`spack env activate envs/gh200-ompi`: its view has fi_pingpong)")
-
-
 PLACEHOLDER = "$FI_PINGPONG"  # the binary in a dry run where it is not on PATH
-native, planned = on_path(NAME, HOW, PLACEHOLDER)
+native, planned = on_path(NAME, "libfabric-bin", "libfabric", PLACEHOLDER)
 
 
 TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,

@@ -255,7 +255,7 @@ def framed(lines: list[str]) -> dict[int, Pattern]:
     while i < len(lines):
         text = lines[i].rstrip()
         frame = next((f for f in FRAMES if f.regex.fullmatch(text)), None)
-        if frame is not None:
+        if frame is not None and i not in out:
             end = next((j for j in range(i + 1, min(len(lines), i + 1 + FRAME_MAX_LINES))
                         if lines[j].rstrip() == text), None)
             if end is not None and not any(_BENCHMARK_LINE.match(lines[k]) for k in range(i + 1, end)):

@@ -273,12 +273,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
                         f"{{program}} {{host}} -p {{port}} {client}")
 
 
-HOW = ("on a workstation `apt-get install ucx-utils` (Debian; ci/apt-packages.txt), on a system the env that "
-       "builds UCX (`spack env activate envs/gh200-ompi`: its view has ucx_perftest)")
-
-
 PLACEHOLDER = "$UCX_PERFTEST"  # the binary in a dry run where it is not on PATH
-native, planned = on_path(NAME, HOW, PLACEHOLDER)
+native, planned = on_path(NAME, "ucx-utils", "UCX", PLACEHOLDER)
 
 
 # one message size per run, the one asked for (the parser read it from -s or the server's box): no range to check
