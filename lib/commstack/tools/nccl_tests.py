@@ -10,22 +10,14 @@ from typing import Any
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
 from commstack.tools.lines import Sweep, read_output
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool, times_step
-from commstack.tools.nccl_tables import PARAMS, START, VERSION, tables
+from commstack.tools.nccl_tables import HALF, PARAMS, START, VERSION, tables
 
 
-def _half(h: str) -> dict[str, Column]:
-    return {f"{h}_time_us": Column("us", False), f"{h}_cputime_us": Column("us", False),
-            f"{h}_hipevt_us": Column("us", False), f"{h}_algbw_GBps": Column("GB/s", True),
-            f"{h}_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0) if h == "oop" else None),
-            f"{h}_wrong": Column(None, wrong=True), f"{h}_error": Column(None),
-            f"{h}_i_min_us": Column("us"), f"{h}_i_max_us": Column("us"), f"{h}_i_p99_us": Column("us"),
-            f"{h}_i_cv_pct": Column("%")}
-
-
-#: the out-of-place (oop) and in-place (ip) halves of each row; `error` is 2.0-2.11's largest deviation
+#: the out-of-place (oop) and in-place (ip) halves of each row (nccl_tables.HALF); the judged figure is out of place
 COLUMNS = {"size": Column("B"), "count": Column(None), "type": Column(None), "redop": Column(None),
-           "root": Column(None), **_half("oop"), **_half("ip"), "algo": Column(None), "proto": Column(None),
-           "nchannels": Column(None), "timestamp": Column(None)}
+           "root": Column(None), **{f"{h}_{name}": column for h in ("oop", "ip") for name, column in HALF.values()},
+           "algo": Column(None), "proto": Column(None), "nchannels": Column(None), "timestamp": Column(None),
+           "oop_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0))}  # keeps its place among them
 
 
 def parse(text: str) -> list[Sweep]:

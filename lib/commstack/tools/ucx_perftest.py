@@ -53,7 +53,6 @@ LAYOUTS = {
              re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \|" + _FIGURES)),
 }
 TOPS = {top: layout for layout, (top, _, _, _) in LAYOUTS.items()}
-TOP, _, BORDER, _ = LAYOUTS["1.12"]
 # the test box (print_header with PRINT_TEST: the server, a loopback or MPI run): 90 dashes to 1.11, 106 after
 OUTERS = ("+" + "-" * 90 + "+", "+" + "-" * 106 + "+")
 BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Message size|Window size|AM header size):"
