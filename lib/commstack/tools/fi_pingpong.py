@@ -3,10 +3,8 @@ docs/harness.md#the-formats-read-per-tool."""
 
 from __future__ import annotations
 
-import bisect
 import re
 import shlex
-from operator import attrgetter
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
@@ -104,7 +102,7 @@ def parse_pingpong(text: str) -> Sweep:
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
             raise tool_error(NAME, MEANING, "fi_pingpong reported an error", line, lineno)
         if DEBUG.match(line):
-            bisect.insort(t.notes, Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
+            t.notes.append(Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"))
             continue
         fields = line.split()
         if fields == HEADER:
@@ -125,6 +123,7 @@ def parse_pingpong(text: str) -> Sweep:
         sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1])
+    t.notes.sort(key=lambda n: n.lineno)  # the debug lines among the others, stably
     finished(t, [sweep])
     return sweep
 
