@@ -11,7 +11,6 @@ from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 __all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get", "titled"]
 
 MODULES = (osu, nccl_tests, mpi_pingpong, fi_pingpong, ucx_perftest)
-#: tool name -> Tool
 TOOLS: dict[str, Tool] = {m.TOOL.name: m.TOOL for m in MODULES}
 
 
