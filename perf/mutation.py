@@ -105,8 +105,8 @@ LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "
 SLURM_CODE = {"screen_nodes": {"probe"}, "screen_pool": {"measure", "run_all"},
               "screen_run": {"node_states", "Screen.variables", "Screen.allocate", "Screen.run", "Screen.phase",
                              "Screen.went_down", "Screen.pairs", "Screen.groups"}}
-#: module-level names that are no verdict code: what `import *` exports, a tool's install hint
-NOT_DATA = {"__all__", "HOW", "PLACEHOLDER"}
+#: module-level names that are no verdict code: what `import *` exports, a tool's dry-run placeholder
+NOT_DATA = {"__all__", "PLACEHOLDER"}
 #: the function name of a mutant of code that runs at import (module-level and class-level values)
 AT_IMPORT = ""
 EQUIVALENT = TOP / "perf" / "mutation-equivalent.yaml"

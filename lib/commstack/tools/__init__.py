@@ -1,19 +1,6 @@
-"""The benchmark tools: one module per tool, each holding everything about its tool in one object,
-its `TOOL` (a `Tool`), and its benchmarks. `run` and `results` ask the tool; they hold no per-tool
-branch.
-
-The contract a tool module follows (see osu, nccl_tests, mpi_pingpong; fi_pingpong and ucx_perftest
-are `pair` tools):
-
-- `TOOL = Tool(name, label, layer, launch, COLUMNS, placeholder, program, parse, title, ...)`, each field as
-  `tools.base.Tool` says: its strict parser (an unknown line is an error quoting it: commstack.tools.lines), its
-  launch and binary, and the completeness check's hooks its sweeps need.
-- `BENCHMARKS = {name: Benchmark(name, TOOL, titles, metric, SizeFlags(...), default_sizes, ...)}`.
-- registry entries: the module in MODULES below (the order `commstack parse` tries titles in is this
-  order), and its recorded real outputs under tests/data with their index.
-
-Adding a tool is one module, its entry here, and its recorded outputs.
-"""
+"""The benchmark tools: one module per tool, each holding everything about its tool in one object, its `TOOL`
+(a `Tool`), and its benchmarks. `run` and `results` ask the tool; they hold no per-tool branch. The contract a
+tool module follows: docs/architecture.md#adding-a-benchmark-tool."""
 
 from __future__ import annotations
 
@@ -24,7 +11,6 @@ from commstack.tools.base import Benchmark, Column, Program, SizeFlags, Tool
 __all__ = ["Benchmark", "Column", "Program", "SizeFlags", "Tool", "MODULES", "TOOLS", "get", "titled"]
 
 MODULES = (osu, nccl_tests, mpi_pingpong, fi_pingpong, ucx_perftest)
-#: tool name -> Tool
 TOOLS: dict[str, Tool] = {m.TOOL.name: m.TOOL for m in MODULES}
 
 

@@ -1,5 +1,5 @@
 """The types every tool module builds on: a parsed column, a tool's size flags, a benchmark and a tool
-(see commstack.tools for the contract a tool module follows)."""
+(the contract a tool module follows: docs/architecture.md#adding-a-benchmark-tool)."""
 
 from __future__ import annotations
 
@@ -87,9 +87,12 @@ def options(args: list[str], flags: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-def on_path(name: str, how: str, placeholder: str) -> tuple[Callable[[Any], str], Callable[[Any], str]]:
-    """`native` and `planned` of a tool whose binary is found on PATH (a Debian package, an env's view):
-    missing, a BinaryNotFoundError saying `how` to get it; in a plan, its placeholder then."""
+def on_path(name: str, package: str, builds: str,
+            placeholder: str) -> tuple[Callable[[Any], str], Callable[[Any], str]]:
+    """`native` and `planned` of a tool whose binary is found on PATH (the Debian `package`, the view of an env
+    that `builds` it): missing, a BinaryNotFoundError saying how to get it; in a plan, its placeholder then."""
+    how = (f"on a workstation `apt-get install {package}` (Debian; ci/apt-packages.txt), on a system the env that "
+           f"builds {builds} (`spack env activate envs/gh200-ompi`: its view has {name})")
     def native(binaries: Any) -> str:
         found = shutil.which(name)
         if not found:
@@ -205,7 +208,7 @@ class Benchmark:
 
 @dataclass(frozen=True, eq=False)
 class Tool:
-    """Everything about one benchmark tool; its module's TOOL. See commstack.tools for the contract."""
+    """Everything about one benchmark tool; its module's TOOL. Its contract: docs/architecture.md."""
 
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")

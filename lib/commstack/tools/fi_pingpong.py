@@ -1,24 +1,10 @@
-"""libfabric's fi_pingpong (util/pingpong.c): a server and a client ping-pong over one provider.
-
-Its table is the same in libfabric 1.17 (Debian 12) and 1.22 (the pin): a header line, then one row per
-size, `size #sent =#ack total time MB/sec usec/xfer Mxfers/sec`, sizes and byte totals abbreviated by
-size_str() (`1.5k`, `4m`: powers of 1024, one decimal below 10) and counts by cnt_str() (`1k`: powers of
-1000). No title and no end line: the sizes it runs tell whether it ran them all. Without -S they are
-64, 256, 1k, 4k, 64k and 1m; with `-S all` 0, 1, then every power of two and the half-way size up to
-6 MiB; with `-S N` only N. The provider's largest message (udp's dgram: 1472 B) ends a sweep early.
-
-Errors go to stderr: PP_PRINTERR (`fi_getinfo(): util/pingpong.c:1489, ret=-61 (No data available)`) and
-PP_ERR (`[error] util/pingpong.c:408 : failed to connect: Connection refused`); PP_DEBUG lines (-v) are
-notes. commstack's pair launcher (commstack.run.pair) writes the client's command line first
-(`# commstack pair client: fi_pingpong ...`), so the output tells its own arguments.
-"""
+"""libfabric's fi_pingpong (util/pingpong.c): a server and a client ping-pong over one provider; its format:
+docs/harness.md#the-formats-read-per-tool."""
 
 from __future__ import annotations
 
-import bisect
 import re
 import shlex
-from operator import attrgetter
 from typing import Any
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
@@ -72,20 +58,15 @@ MEANING = [
 
 def size_str(size: int) -> str:
     """util/pingpong.c's size_str(): how a size is printed."""
-    for shift, mag in ((30, "g"), (20, "m"), (10, "k"), (0, "")):
-        base = 1 << shift
-        if size >= base or shift == 0:
-            break
+    base, mag = next((b, m) for m, b in reversed(SIZE_BASES.items()) if size >= b or b == 1)
     fraction = (size % base) * 10 // base if size // base < 10 else 0
     return f"{size // base}.{fraction}{mag}" if fraction else f"{size // base}{mag}"
 
 
 def cnt_str(cnt: int) -> str:
     """util/pingpong.c's cnt_str(): how a count is printed."""
-    for base, mag in ((10 ** 9, "b"), (10 ** 6, "m"), (10 ** 3, "k")):
-        if cnt >= base:
-            return f"{cnt // base}{mag}"
-    return str(cnt)
+    base, mag = next((b, m) for m, b in reversed(COUNT_BASES.items()) if cnt >= b or b == 1)
+    return f"{cnt // base}{mag}"
 
 
 def all_sizes(limit: int = MAX_DATA_MSG) -> list[int]:
@@ -121,7 +102,7 @@ def parse_pingpong(text: str) -> Sweep:
         if PRINTERR.match(line) or ERR.match(line) or OPTION_ERROR.match(line):
             raise tool_error(NAME, MEANING, "fi_pingpong reported an error", line, lineno)
         if DEBUG.match(line):
-            bisect.insort(t.notes, Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"), key=attrgetter("lineno"))
+            t.notes.append(Note(line, lineno, NAME, "fi_pingpong's debug line (-v)"))
             continue
         fields = line.split()
         if fields == HEADER:
@@ -142,6 +123,7 @@ def parse_pingpong(text: str) -> Sweep:
         sweep.row_lines.append(Quoted(line, lineno))
     if not sweep.rows:
         raise TruncatedError("the output ends before the first row", *t.lines[-1])
+    t.notes.sort(key=lambda n: n.lineno)  # the debug lines among the others, stably
     finished(t, [sweep])
     return sweep
 
@@ -182,13 +164,8 @@ def asked(args: list[str]) -> tuple[list[int], int]:
 def dgram_caps(args: list[str]) -> tuple[int, ...]:
     """The largest messages the provider's datagram endpoint may have, where `args` run one (-e dgram, or
     no -e) over a provider whose cap is known (DGRAM_CAPS); () elsewhere."""
-    provider, endpoint = None, "dgram"
-    for i, arg in enumerate(args[:-1]):
-        if arg == "-p":
-            provider = args[i + 1]
-        elif arg == "-e":
-            endpoint = args[i + 1].lower()
-    return DGRAM_CAPS.get(provider, ()) if endpoint == "dgram" else ()
+    given = dict(options(args, ("-p", "-e")))  # the last of each, as getopt reads them
+    return DGRAM_CAPS.get(given.get("-p"), ()) if given.get("-e", "dgram").lower() == "dgram" else ()
 
 
 def _plain(value: str, flag: str) -> int:
@@ -255,12 +232,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
     return pair_command(p.home, f"{{program}} {common} -B {{port}}", f"{{program}} {common} -P {{port}} {{host}}")
 
 
-HOW = ("on a workstation `apt-get install libfabric-bin` (Debian; ci/apt-packages.txt), on a system the env that "
-       "builds libfabric (`spack env activate envs/gh200-ompi`: its view has fi_pingpong)")
-
-
 PLACEHOLDER = "$FI_PINGPONG"  # the binary in a dry run where it is not on PATH
-native, planned = on_path(NAME, HOW, PLACEHOLDER)
+native, planned = on_path(NAME, "libfabric-bin", "libfabric", PLACEHOLDER)
 
 
 TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,

@@ -1,13 +1,6 @@
-"""A parsed table (Sweep) and the line machinery every tool's parser shares.
-
-Every line of an output is the benchmark's own, a known launcher or runtime line (commstack.tools.noise,
-kept as a note in `Sweep.notes`, also when it is glued to the start or end of another line, which then
-still counts), or an error naming its
-kind (commstack.errors.PARSE_ERRORS) and quoting the line: Slurm's own reason for ending a step is
-`timed-out` or `node-failure`, a launcher error, an MPI abort or a signal is `crashed`, never noise;
-the benchmark's own failed data check comes before the crash lines that follow it. `own_lines` sorts
-an output so; a tool's parser (commstack.tools) reads what is left with the number and row helpers.
-"""
+"""A parsed table (Sweep) and the line machinery every tool's parser shares: `own_lines` sorts an output
+into the benchmark's own lines, notes (commstack.tools.noise) and errors naming their kind and quoting the
+line (commstack.errors.PARSE_ERRORS; docs/harness.md#parsing-any-output-commstack-parse)."""
 
 from __future__ import annotations
 
@@ -178,14 +171,13 @@ def own_lines(text: str) -> Text:
             if pattern.search(line):
                 raise ended(error, message, line, lineno)
     for lineno, line in enumerate(lines, 1):
+        out.notes += [n for n in glued if n.lineno == lineno]
         if not line.strip():
-            out.notes += [n for n in glued if n.lineno == lineno]
             continue
         if CRASH.search(line):
             raise ended(CrashedError, "a launcher error line, an MPI abort or a signal: a rank died", line, lineno)
         if EXITED.search(line):
             exited = exited or Quoted(line, lineno)
-        out.notes += [n for n in glued if n.lineno == lineno]
         if lineno - 1 in framed:
             frame = framed[lineno - 1]
             out.notes.append(Note(cut(line), lineno, frame.source, frame.what))

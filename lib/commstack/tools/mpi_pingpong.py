@@ -1,10 +1,6 @@
 """mpi-pingpong (src/mpi-pingpong): our own two-rank MPI ping-pong, host or device buffers (modes cpu,
-staged, cuda-aware), and the OLCF tutorial program it follows (no header, no check column).
-
-Its header line names the version, the mode and the size range it runs (min, max); each row has a
-Check column; an end line says whether every size passed. Natively it is the given binary
-(--pingpong) or built here with the system MPI's mpicc; in the images it is in the view.
-"""
+staged, cuda-aware); its format: docs/harness.md#the-formats-read-per-tool. Natively it is the given binary
+(--pingpong) or built here with the system MPI's mpicc; in the images it is in the view."""
 
 from __future__ import annotations
 

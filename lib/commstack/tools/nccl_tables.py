@@ -7,6 +7,7 @@ import re
 from typing import Any, Container
 
 from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
+from commstack.tools.base import Column
 from commstack.tools.lines import Quoted, Sweep, Text, count, cut_row, number
 
 VERSION = re.compile(r"^# (?P<fork>nccl|rccl)-tests version (?P<version>\S+)(?: \((?P<commit>[0-9a-f]+)\))?"
@@ -40,11 +41,13 @@ ROOT = re.compile(r"-?\d+")
 WRONG = re.compile(r"\d+|[1-9](?:\.\d+)?e\+\d+")  # %g of a count: 96, 1.04858e+06 (a fraction only with e+)
 NO_OP = ("none", "", None)  # the op of a benchmark that reduces nothing (hypercube: ""; 2.0-2.11: no column)
 REDOP_AT = slice(36, 46)  # where 2.13+'s "%12li  %12li  %8s  %6s  %6s" prints the op
-# a half's header word -> its column (after oop_ or ip_) and unit word
-HALF = {"time": ("time_us", "(us)"), "cputime": ("cputime_us", "(us)"), "hipevt": ("hipevt_us", "(us)"),
-        "algbw": ("algbw_GBps", "(GB/s)"), "busbw": ("busbw_GBps", "(GB/s)"), "#wrong": ("wrong", None),
-        "error": ("error", None), "i_min": ("i_min_us", "(us)"), "i_max": ("i_max_us", "(us)"),
-        "i_p99": ("i_p99_us", "(us)"), "i_cv%": ("i_cv_pct", "(%)")}
+#: a half's header word -> its column (after oop_ or ip_), whose unit its units line gives as `(unit)`;
+#: `error` is 2.0-2.11's largest deviation
+HALF = {"time": ("time_us", Column("us", False)), "cputime": ("cputime_us", Column("us", False)),
+        "hipevt": ("hipevt_us", Column("us", False)), "algbw": ("algbw_GBps", Column("GB/s", True)),
+        "busbw": ("busbw_GBps", Column("GB/s", True)), "#wrong": ("wrong", Column(None, wrong=True)),
+        "error": ("error", Column(None)), "i_min": ("i_min_us", Column("us")), "i_max": ("i_max_us", Column("us")),
+        "i_p99": ("i_p99_us", Column("us")), "i_cv%": ("i_cv_pct", Column("%"))}
 PER_ITERATION = ["i_min", "i_max", "i_p99", "i_cv%"]  # 2.19.2+ -I 1
 
 
@@ -68,9 +71,9 @@ def _header(tokens: list[str], halves: list[str]) -> tuple[list[str], list[str]]
             group += PER_ITERATION
         del rest[:len(group)]
         for g in group:
-            name, unit = HALF[g]
+            name, column = HALF[g]
             columns.append(f"{h}_{name}")
-            units += [unit] if unit else []
+            units += [f"({column.unit})"] if column.unit else []
     if rest[:3] == ["algo", "proto", "nchannels"]:
         columns += rest[:3]
         del rest[:3]
@@ -271,9 +274,7 @@ def _row(run: _Run, t: Text, line: str, lineno: int) -> None:
         raise cut_row(t, line, lineno, f"row has {len(fields)} fields, this header's rows have {want}", want)
     if "timestamp" in cols:
         fields[-2:] = [" ".join(fields[-2:])]
-    row: dict[str, Any] = {}
-    for col, val in zip(cols, fields):
-        row[col] = _value(t, col, val, line, lineno)
+    row = {col: _value(t, col, val, line, lineno) for col, val in zip(cols, fields)}
     key = (row["type"], row.get("redop"), row.get("root"))
     cur = run.sweeps[-1] if run.sweeps else None
     if cur is None or key != (cur.meta["type"], cur.meta["redop"], cur.meta["root"]) or run.new_cycle:

@@ -1,31 +1,6 @@
 """nccl-tests (all_reduce_perf, ...) and AMD's rccl-tests: the NCCL layer's benchmarks, one MPI program of N
-ranks on GPUs. It runs with NCCL_DEBUG=INFO, whose lines say which net plugin NCCL used (the stack facts).
-
-The formats of nccl-tests 2.0-2.19 and rccl-tests, as their sources print them (NVIDIA/nccl-tests tags
-v2.0.0-v2.19.6: src/common.cu, src/util.cu, each binary's print_header; ROCm/rccl-tests develop 2024 and
-ROCm/rocm-systems projects/rccl-tests 2026):
-
-  versions       first own line                         columns, wrong count         after the footer
-  2.0-2.11       # nThread ... validation: N            per binary: size count type  #
-                                                        [redop] [root]; `error`, a
-                                                        deviation (%5.0le), no count
-  2.13-2.16.6    # nThread ... agg iters: N             size count type redop root;  #, NCCL's last error
-                 validation: N graph: N                 #wrong %5g (1.04858e+06)     (an empty line)
-  2.16.7-2.17.3  # Collective test starting: BINARY     as 2.13; 2.17.3: %6g         #, concluded, error
-  2.17.4-2.19    # nccl-tests version V [(hash)]        as 2.13 (2.18.2: unalign:;   concluded (2.17.7: #),
-                 nccl-headers=N nccl-library=N          per-iteration, timestamp)    an empty line or `# error`
-  rccl-tests     its base's, with `rccl-tests: Version  as 2.13; in-place or out-    `# Errors with asterisks
-                 B:HASH` (no #) or `# rccl-tests        of-place only (-O), hipevt,  ...` before the footer
-                 version ...`                           algo proto nchannels
-
-Before 2.16.7 (rccl-tests before 2025) the output names no binary: its sweeps have no benchmark and the
-step's is taken (results.parse). The footer (`# Out of bounds values`, `# Avg bus bandwidth`) ends a run
-without markers. `-c 0` prints `validation: 0` and N/A for each wrong count: complete, not validated;
-alltoall, alltoallv and sendrecv check no in-place result and print N/A there with -c 1 too. A
-non-zero wrong count, or `Out of bounds values : N FAILED`, is a failed data check wherever it stands.
-`-d all`, `-o all` and `-r -1` repeat the size sweep per (type, op, root) under one header: a table each.
-Printed sizes are rounded down to whole elements per rank, so with many ranks the first rows may print 0.
-"""
+ranks on GPUs, run with NCCL_DEBUG=INFO (the stack facts). Each version's format:
+docs/harness.md#the-formats-read-per-tool."""
 
 from __future__ import annotations
 
@@ -35,22 +10,14 @@ from typing import Any
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
 from commstack.tools.lines import Sweep, read_output
 from commstack.tools.base import IMAGE_VIEW, Benchmark, Column, InSpec, Program, SizeFlags, Tool, times_step
-from commstack.tools.nccl_tables import PARAMS, START, VERSION, tables
+from commstack.tools.nccl_tables import HALF, PARAMS, START, VERSION, tables
 
 
-def _half(h: str) -> dict[str, Column]:
-    return {f"{h}_time_us": Column("us", False), f"{h}_cputime_us": Column("us", False),
-            f"{h}_hipevt_us": Column("us", False), f"{h}_algbw_GBps": Column("GB/s", True),
-            f"{h}_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0) if h == "oop" else None),
-            f"{h}_wrong": Column(None, wrong=True), f"{h}_error": Column(None),
-            f"{h}_i_min_us": Column("us"), f"{h}_i_max_us": Column("us"), f"{h}_i_p99_us": Column("us"),
-            f"{h}_i_cv_pct": Column("%")}
-
-
-#: the out-of-place (oop) and in-place (ip) halves of each row; `error` is 2.0-2.11's largest deviation
+#: the out-of-place (oop) and in-place (ip) halves of each row (nccl_tables.HALF); the judged figure is out of place
 COLUMNS = {"size": Column("B"), "count": Column(None), "type": Column(None), "redop": Column(None),
-           "root": Column(None), **_half("oop"), **_half("ip"), "algo": Column(None), "proto": Column(None),
-           "nchannels": Column(None), "timestamp": Column(None)}
+           "root": Column(None), **{f"{h}_{name}": column for h in ("oop", "ip") for name, column in HALF.values()},
+           "algo": Column(None), "proto": Column(None), "nchannels": Column(None), "timestamp": Column(None),
+           "oop_busbw_GBps": Column("GB/s", True, ("bus bandwidth", "GB/s", 1.0))}  # keeps its place among them
 
 
 def parse(text: str) -> list[Sweep]:

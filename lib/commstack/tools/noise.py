@@ -1,18 +1,8 @@
-"""Known launcher and runtime lines: what MPI launchers, Slurm, UCX, libfabric, NCCL, ssh, X11, module systems
-and job scripts print around and inside a benchmark's table (issues 25 and 47), each by the shape its own
-source or documentation gives.
-
-One table, `PATTERNS`: each known whole line with its source and an example line from the corpus
-(tests/data/corpus), which the unit tests match. Three more kinds of knowledge sit beside it:
-`PREFIXES`, per-line prefixes a launcher or an orchestrator adds to the program's own lines (strip the prefix,
-keep the line); `FRAMES`, rule lines that frame a block of text (an Open MPI help box, a job script's banner),
-whose every line is the frame's; and nothing else: a line that matches none is unknown, and the
-parser that meets it inside a table quotes it as an error.
-
-A pattern here matches a whole line only: a known line glued to a row is no longer that line, so it
-stays unknown. Crash lines (an MPI abort, a signal, srun's errors) are not notes: commstack.tools.lines
-tells them first.
-"""
+"""Known launcher and runtime lines (docs/harness.md#parsing-any-output-commstack-parse), each by the shape
+its own source or documentation gives, with an example line from the corpus (tests/data/corpus) that the unit
+tests match: `PATTERNS`, whole lines; `GLUED`, known text also glued to another line; `PREFIXES`, per-line
+prefixes a launcher adds; `FRAMES`, rule lines that frame a block; `CRASHES`, crash lines known where no
+title is. A line that matches none is unknown; crash lines are never notes (commstack.tools.lines)."""
 
 from __future__ import annotations
 
@@ -245,11 +235,8 @@ _BENCHMARK_LINE = re.compile(r"\s*\d+\s+[-+\d.]|# (?:OSU |Collective test |nThre
 
 def strip_prefix(line: str) -> tuple[str, Pattern | None]:
     """The line without a launcher's prefix, and that prefix's pattern (None where there is none)."""
-    for p in PREFIXES:
-        m = p.regex.match(line)
-        if m:
-            return line[m.end():], p
-    return line, None
+    m, p = next(((m, p) for p in PREFIXES if (m := p.regex.match(line))), (None, None))
+    return (line[m.end():], p) if m else (line, None)
 
 
 def classify(line: str) -> Pattern | None:

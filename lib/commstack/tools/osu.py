@@ -1,14 +1,7 @@
-"""OSU micro-benchmarks (5.x-7.5): the MPI layer's benchmarks, one MPI program of N ranks.
-
-The title line (`# OSU MPI Bandwidth Test v7.2`, `# OSU MPI-CUDA ...` with device buffers, `# OSU NCCL-CUDA ...`
-for the xccl benchmarks) names the benchmark and its version, whose generation (`family`) picks the default
-sizes; those come from each release's own source (its options' defaults and size loops, read for 5.3 to 7.5:
-docs/osu-versions.md) and are checked against real runs (tests/data/osu, tests/data/corpus/osu*, the seeds).
-The header names the columns. The binaries live under
-libexec/osu-micro-benchmarks/mpi of an install prefix: --osu-prefix as typed, else an env's view (--env,
-commstack.run.binaries), else COMMSTACK_OSU_PREFIX, else the local Spack env's (installed there by the pinned
-Spack); in the osu-mb image under its WORKDIR.
-"""
+"""OSU micro-benchmarks (5.x-7.5): the MPI layer's benchmarks, one MPI program of N ranks. The title line
+names the benchmark and its version, whose generation (`family`) picks the default sizes (docs/osu-versions.md);
+the header names the columns. Where the binaries come from: commstack.tools.osu_install (docs/harness.md);
+in the osu-mb image under its WORKDIR."""
 
 from __future__ import annotations
 
@@ -28,14 +21,14 @@ from commstack.tools.osu_format import (ATOMIC_SIZES, COLL_SIZES, COLUMNS, COUNT
 from commstack.tools.osu_install import MPI_DIR, NAME, local, native, source
 
 
-def title_match(line: str) -> tuple[Benchmark, re.Match] | None:
+def title_match(line: str, lineno: int = 0) -> tuple[Benchmark, re.Match] | None:
     """The benchmark an OSU title line names; None when the line is no OSU title."""
     m = OSU_TITLE.match(line)
     if not m:
         return None
     bench = BY_TITLE.get(m.group("api") + m.group("name"))
     if bench is None:
-        raise UnknownFormatError("unknown OSU benchmark title", line, 0)
+        raise UnknownFormatError("unknown OSU benchmark title", line, lineno)
     if bench.name in NCCL_TO_XCCL and release_numbers(m.group("ver")) >= (7, 3):
         bench = BENCHMARKS[NCCL_TO_XCCL[bench.name]]  # 7.3 renamed c/nccl osu_nccl_* to c/xccl osu_xccl_*
     return bench, m
@@ -62,11 +55,7 @@ def _osu_tables(t: Text) -> list[Sweep]:
     cur: Sweep | None = None
     prelude: dict[str, Any] = {}  # lines that belong to the table whose title follows
     for line, lineno in t.lines:
-        try:
-            titled = title_match(line)
-        except UnknownFormatError as e:
-            raise UnknownFormatError(e.message, line, lineno) from None
-        if titled:
+        if titled := title_match(line, lineno):
             bench, m = titled
             if cur and not cur.columns and not cur.rows and line == cur.title_line.text:
                 continue  # 6.2 and 7.2 osu_mbw_mr print their title twice
@@ -193,8 +182,7 @@ def parse_osu(text: str) -> list[Sweep]:
 def title(line: str) -> Benchmark | None:
     """The benchmark an OSU title names; its usage line instead of a table is an error of its own. A 7.3+
     xccl run starts with `#Using NCCL`: the title (a collective's) or the header (point-to-point) follows."""
-    titled = title_match(line)
-    if titled:
+    if titled := title_match(line):
         return titled[0]
     if XCCL_USING.match(line):
         return BENCHMARKS["osu_xccl_latency"]
@@ -210,8 +198,7 @@ def untitled(lines: list[Quoted], start: int = 0) -> Benchmark | None:
     window lines, where one benchmark prints it."""
     meta: dict[str, Any] = {}
     seen: set[re.Pattern] = set()
-    for k in range(start, len(lines)):
-        line, lineno = lines[k]
+    for line, lineno in lines[start:]:
         kind = next(((pattern, read) for pattern, read in OSU_META if pattern.match(line)), None)
         if kind is None:
             return untitled_benchmark(BENCHMARKS.values(), line, lineno, meta)
@@ -254,9 +241,8 @@ def last_size(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None
 
 def program(b: Benchmark, p: Program) -> list[str]:
     exe = f"./{b.directory}/{b.name}" if p.container else f"{p.home}/{b.directory}/{b.name}"  # the image's WORKDIR
-    if p.memory == "device":
-        return [exe, *p.args, *p.size_args, *p.device_args.get(b.directory, b.device_args)]
-    return [exe, *p.args, *p.size_args]
+    device = p.device_args.get(b.directory, b.device_args) if p.memory == "device" else ()
+    return [exe, *p.args, *p.size_args, *device]
 
 
 TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, title, untitled=untitled,

@@ -13,37 +13,40 @@ from commstack.errors import UnknownFormatError
 from commstack.tools.base import Benchmark, Column
 
 TAIL_PERCENTILES = (50, 75, 90, 95, 99)
-COLUMNS = {
-    "size": Column("B"),
-    "latency_us": Column("us", False, ("latency", "µs", 1.0)),
-    "min_latency_us": Column("us", False),
-    "max_latency_us": Column("us", False),
-    "iterations": Column(None),
-    "bandwidth_MBps": Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)),
-    "message_rate": Column("msg/s", True, ("message rate", "messages/s", 1.0)),
-    "validation": Column(None),
+#: canonical column name -> its Column, and the header texts (lower case) that name it; 5.x and 7.x write the same
+_COLUMNS = {
+    "size": (Column("B"), "size"),
+    "latency_us": (Column("us", False, ("latency", "µs", 1.0)), "latency (us)", "avg latency(us)"),
+    "min_latency_us": (Column("us", False), "min latency(us)"),
+    "max_latency_us": (Column("us", False), "max latency(us)"),
+    "iterations": (Column(None), "iterations"),
+    "bandwidth_MBps": (Column("MB/s", True, ("bandwidth", "GB/s", 1e-3)), "bandwidth (mb/s)", "mb/s"),
+    "message_rate": (Column("msg/s", True, ("message rate", "messages/s", 1.0)), "messages/s"),
+    "validation": (Column(None), "validation"),
     # the non-blocking collectives (osu_i*): the whole call, the compute overlapped with it, the parts of it
-    "overall_us": Column("us", False, ("overall latency", "µs", 1.0)),
-    "compute_us": Column("us"),
-    "coll_init_us": Column("us"),
-    "mpi_test_us": Column("us"),
-    "mpi_wait_us": Column("us"),
-    "pure_comm_us": Column("us", False, ("communication latency", "µs", 1.0)),
-    "min_comm_us": Column("us"),
-    "max_comm_us": Column("us"),
-    "overlap_pct": Column("%", True, ("overlap", "%", 1.0)),
+    "overall_us": (Column("us", False, ("overall latency", "µs", 1.0)), "overall(us)"),
+    "compute_us": (Column("us"), "compute(us)"),
+    "coll_init_us": (Column("us"), "coll. init(us)"),
+    "mpi_test_us": (Column("us"), "mpi_test(us)"),
+    "mpi_wait_us": (Column("us"), "mpi_wait(us)"),
+    "pure_comm_us": (Column("us", False, ("communication latency", "µs", 1.0)), "pure comm.(us)"),
+    "min_comm_us": (Column("us"), "min comm.(us)"),
+    "max_comm_us": (Column("us"), "max comm.(us)"),
+    "overlap_pct": (Column("%", True, ("overlap", "%", 1.0)), "overlap(%)"),
     # 6.1+ -D (derived datatypes): the bytes one message carries
-    "transmit_size": Column("B"),
-    # osu_init, osu_hello: the processes that started (hello's only figure: a reference may ask for all of them),
-    # and how long MPI_Init took them
-    "processes": Column(None, True, ("processes started", "", 1.0)),
-    "init_min_ms": Column("ms"),
-    "init_max_ms": Column("ms"),
-    "init_avg_ms": Column("ms", False, ("MPI_Init time", "ms", 1.0)),
+    "transmit_size": (Column("B"), "transmit size"),
+    # osu_init, osu_hello (one line, no header): the processes that started (hello's only figure: a reference may
+    # ask for all of them), and how long MPI_Init took them
+    "processes": (Column(None, True, ("processes started", "", 1.0)),),
+    "init_min_ms": (Column("ms"),),
+    "init_max_ms": (Column("ms"),),
+    "init_avg_ms": (Column("ms", False, ("MPI_Init time", "ms", 1.0)),),
     # 7.4+ --tail-lat: one column per percentile asked for (-z P50,P99)
-    **{f"p{p}_tail_latency_us": Column("us") for p in TAIL_PERCENTILES},
-    **{f"p{p}_tail_bandwidth_MBps": Column("MB/s") for p in TAIL_PERCENTILES},
+    **{f"p{p}_tail_latency_us": (Column("us"), f"p{p} tail lat(us)") for p in TAIL_PERCENTILES},
+    **{f"p{p}_tail_bandwidth_MBps": (Column("MB/s"), f"p{p} tail bw(mb/s)") for p in TAIL_PERCENTILES},
 }
+COLUMNS = {name: column for name, (column, *_) in _COLUMNS.items()}
+OSU_COLUMNS = {text: name for name, (_, *texts) in _COLUMNS.items() for text in texts}
 OSU_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # OSU prints %.2f: no sign, no exponent
 
 OSU_TITLE = re.compile(r"^# (?P<api>OSU (?:MPI(?:_[A-Za-z_]+?)?|NCCL|RCCL))"
@@ -52,31 +55,6 @@ OSU_TITLE = re.compile(r"^# (?P<api>OSU (?:MPI(?:_[A-Za-z_]+?)?|NCCL|RCCL))"
 # 7.3+ xccl benchmarks: each rank's first line; 7.4+ point-to-point xccl runs print no title, only these
 XCCL_USING = re.compile(r"^#Using (NCCL|RCCL)$")
 
-# header column text (lower case) -> canonical name; 5.x and 7.x write the same columns
-OSU_COLUMNS = {
-    "size": "size",
-    "latency (us)": "latency_us",
-    "avg latency(us)": "latency_us",
-    "min latency(us)": "min_latency_us",
-    "max latency(us)": "max_latency_us",
-    "iterations": "iterations",
-    "bandwidth (mb/s)": "bandwidth_MBps",
-    "mb/s": "bandwidth_MBps",
-    "messages/s": "message_rate",
-    "validation": "validation",
-    "overall(us)": "overall_us",
-    "compute(us)": "compute_us",
-    "coll. init(us)": "coll_init_us",
-    "mpi_test(us)": "mpi_test_us",
-    "mpi_wait(us)": "mpi_wait_us",
-    "pure comm.(us)": "pure_comm_us",
-    "min comm.(us)": "min_comm_us",
-    "max comm.(us)": "max_comm_us",
-    "overlap(%)": "overlap_pct",
-    "transmit size": "transmit_size",
-    **{f"p{p} tail lat(us)": f"p{p}_tail_latency_us" for p in TAIL_PERCENTILES},
-    **{f"p{p} tail bw(mb/s)": f"p{p}_tail_bandwidth_MBps" for p in TAIL_PERCENTILES},
-}
 COUNTS = ("size", "iterations", "transmit_size")
 
 # 7.x one-sided atomics (acc, fop, cas) write passed/failed, the others Pass/Fail
@@ -142,10 +120,7 @@ def release_numbers(version: str | None) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", (version or "").split("-")[0]))
 
 
-#: the first release of each generation of default sweeps (docs/osu-versions.md): 5.3.x loop one-sided
-#: latency from 0 B and take no -m for point-to-point; 5.4 - 7.0 count bytes (reductions floats); 7.1 loops
-#: over datatypes (`# Datatype:`, sizes below one element skipped: latency from 1 B, cas/fop one element);
-#: 7.5 reductions default to MPI_INT and -M is gone
+#: the first release of each generation of default sweeps (docs/osu-versions.md, its table's columns)
 GENERATIONS = ("5.3", "5.4", "7.1", "7.5")
 LAST_KNOWN = (7, 5)
 
@@ -158,18 +133,11 @@ def family(version: str | None) -> str:
     if not release:
         return ""
     if release[:2] > LAST_KNOWN:
-        return version or ""
-    for generation in reversed(GENERATIONS):
-        if release >= release_numbers(generation):
-            return generation
-    return version or ""
+        return version
+    return next((g for g in reversed(GENERATIONS) if release >= release_numbers(g)), version)
 
 
-# Default sweeps per generation (family), from each release's source (docs/osu-versions.md): point-to-point
-# and one-sided end at 4 MiB (MAX_MESSAGE_SIZE), collectives at 1 MiB (MAX_MSG_SIZE_COLL); point-to-point
-# latency starts at 0 B until 7.0, 1 B from 7.1 (0 B holds no element); 5.3.x one-sided latency at 0 B;
-# reductions at one float (4 B) until 7.0, one element from 7.1 (MPI_CHAR; 7.5: MPI_INT, the `# Datatype:`
-# line says which); cas and fop print one row, 8 B until 7.0, one element from 7.1. "": the 7.4+ xccl
+# Default sweeps per generation (family), from each release's source: docs/osu-versions.md. "": the 7.4+ xccl
 # point-to-point runs, which print no title and so no version.
 M4, M1 = 4194304, 1048576
 LAT_SIZES = (("5.3", (0, M4)), ("5.4", (0, M4)), ("7.1", (1, M4)), ("7.5", (1, M4)))

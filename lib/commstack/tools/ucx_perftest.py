@@ -1,17 +1,5 @@
-"""UCX's ucx_perftest (src/tools/perf): a server and a client, one message size per run.
-
-The client prints the results (perftest_run.c print_header, print_progress): a five-line header (`latency`
-or `overhead` (usec), bandwidth (MB/s: MiB/s, it divides by 1024 * 1024), message rate), a progress row
-every second (`[thread 0]` first where UCX was built with OpenMP, as Debian's is, else nothing) and a
-`Final:` row: iterations, then the latency percentile, average and overall, bandwidth average and
-overall, message rate average and overall. The server prints `Waiting for connection...`, `Accepted
-connection from ...` and a box with the test, the memory types and the message size; UCX 1.19 adds a
-`Window size:` line to the box, the rows are the same as 1.13's. Neither side's table names the message
-size: it comes from the server's box in a transcript, or from the client's `-s` (the sum of its
-scatter-gather list; 8 when not given) on the pair launcher's line (`# commstack pair client:
-ucx_perftest ...`, commstack.run.pair). UCX's own log lines (`[time] [host:pid:tid] file.c:N UCX
-ERROR ...`) go to stdout: an ERROR is the run's failure, a WARN a note.
-"""
+"""UCX's ucx_perftest (src/tools/perf): a server and a client, one message size per run; its format:
+docs/harness.md#the-formats-read-per-tool."""
 
 from __future__ import annotations
 
@@ -65,7 +53,6 @@ LAYOUTS = {
              re.compile(r"^\|\s+(?P<stage>Stage|Test)\s+\| # iterations \|\s*(?P<pct>\d+\.\d)%ile \|" + _FIGURES)),
 }
 TOPS = {top: layout for layout, (top, _, _, _) in LAYOUTS.items()}
-TOP, _, BORDER, _ = LAYOUTS["1.12"]
 # the test box (print_header with PRINT_TEST: the server, a loopback or MPI run): 90 dashes to 1.11, 106 after
 OUTERS = ("+" + "-" * 90 + "+", "+" + "-" * 106 + "+")
 BOX = re.compile(r"^\| (?P<key>API|Test|Data layout|Send memory|Recv memory|Message size|Window size|AM header size):"
@@ -285,12 +272,8 @@ def program(b: Benchmark, p: Program) -> list[str]:
                         f"{{program}} {{host}} -p {{port}} {client}")
 
 
-HOW = ("on a workstation `apt-get install ucx-utils` (Debian; ci/apt-packages.txt), on a system the env that "
-       "builds UCX (`spack env activate envs/gh200-ompi`: its view has ucx_perftest)")
-
-
 PLACEHOLDER = "$UCX_PERFTEST"  # the binary in a dry run where it is not on PATH
-native, planned = on_path(NAME, HOW, PLACEHOLDER)
+native, planned = on_path(NAME, "ucx-utils", "UCX", PLACEHOLDER)
 
 
 # one message size per run, the one asked for (the parser read it from -s or the server's box): no range to check
