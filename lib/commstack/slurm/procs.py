@@ -1,16 +1,10 @@
-"""Processes on this host, known through /proc: which are ours, and how they are ended.
+"""Processes on this host, known through /proc: which are ours, and how they are ended (the TaskEpilog, the
+reaper every task runs under, a step's leftovers swept; why not proctrack/cgroup:
+docs/harness.md#what-a-step-may-print-and-leave-behind).
 
 A process named by a pid is trusted or signalled only when it is what we expect (its executable, its
 uid, a reference to our directory), and it is signalled through a pidfd after its start time was
 checked, so that a pid reused in between is never hit.
-
-A step's processes end with it: the TaskEpilog (`python -m commstack.slurm task-epilog`, run by
-slurmstepd as each task ends, before the step's output is closed) kills what the task left behind,
-found by the task's SLURM_CONF, job, step and rank in their environment, so that a benchmark's daemon
-neither outlives it nor keeps its output open. proctrack/cgroup would do it by the kernel's count,
-but its cgroup v1 path (freezer/slurm/uid_U/job_J/step_S) has no per-cluster part: two clusters on
-one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's.
-The launcher sweeps a step's processes the same way, by the token in their environment.
 """
 
 from __future__ import annotations
