@@ -5,7 +5,6 @@ once. A check that needs GPUs is not-run, with the reason, on a node whose facts
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
 from commstack import benchmarks
@@ -77,12 +76,3 @@ def probe_binary(ctx: Context, checks: list[SuiteStep]) -> str:
         if path:
             return path + argv[0][len(head):]
     return shutil.which("true") or "true"
-
-
-def sized(system: System, nodes: int) -> System:
-    """The system as one placement sees it: `nodes` nodes (a pair: 2; a leaf switch: its size)."""
-    return system.model_copy(update={"nodes": nodes})
-
-
-def renamed(s: SuiteStep, check: str) -> SuiteStep:
-    return dataclasses.replace(s, id=check)

@@ -68,10 +68,6 @@ def drain_lines(f: Findings) -> list[list[str]]:
              printable(f"reason=commstack screen: {f.nodes[n].reason}")[:250]] for n in f.bad_nodes]
 
 
-def shell_line(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
 def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> tuple[list[list[float]], int | None]:
     """Sender (row) x receiver (column): the headline figure (largest size of a rate, smallest of a time) of
     `check` as a fraction of the peers' median (1: as the peers, 0.5: half as good); NaN where not measured, 0
@@ -147,7 +143,7 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
            "peers": spreads(f),
            "blunt": f.blunt,
            "blind": f.blind,
-           "drain": [shell_line(a) for a in drain_lines(f)]}
+           "drain": [shlex.join(a) for a in drain_lines(f)]}
     write_atomic(run_dir / "screen.json", json.dumps(doc, indent=2) + "\n")
     write_atomic(run_dir / "nodes.txt", "\n".join(node_lines(f) + summary(f, not_run)) + "\n")
     report = make_dirs(run_dir, "report")

@@ -6,6 +6,8 @@ steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verd
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,15 +95,6 @@ class Screen:
         self.steps = Lifecycle(run_dir, system, references_of(system))
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
-    @property
-    def interrupted_by(self) -> str:
-        """What stopped the screen, in its records (exits.CtrlC sets it)."""
-        return self.steps.interrupted_by
-
-    @interrupted_by.setter
-    def interrupted_by(self, by: str) -> None:
-        self.steps.interrupted_by = by
-
     # ---- Slurm and the allocation
 
     def variables(self) -> dict[str, str]:
@@ -136,12 +129,12 @@ class Screen:
         cannot be had is kept, not-run with the reason."""
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
-        for s in expand(suite, node_phase.sized(self.system, nodes)):
+        for s in expand(suite, self.system.model_copy(update={"nodes": nodes})):
             # the check's name: its id or benchmark and mode (its base), its memory and environment where they are
             # not the plain ones
             check = "-".join([s.base] + (["device"] if s.tags["memory"] == "device" else [])
                              + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
-            s = node_phase.renamed(s, check)
+            s = dataclasses.replace(s, id=check)
             if not s.not_run:
                 try:
                     paths[check] = self.binaries.resolve(s)
@@ -283,5 +276,4 @@ def both_ways(checks: list[SuiteStep], nodes: tuple[str, str], round_: int) -> l
 
 
 def _natural(name: str) -> tuple:
-    import re
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
