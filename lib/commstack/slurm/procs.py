@@ -121,19 +121,16 @@ def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
         os.close(fd)
 
 
-def kill_all(find: Callable[[], Iterable[int]]) -> set[int]:
+def kill_all(find: Callable[[], Iterable[int]]) -> None:
     """SIGKILL every process `find` names, each checked as found, until it names none (50 rounds at most:
-    one that forks on is not chased for ever); the pids it named."""
-    ended: set[int] = set()
+    one that forks on is not chased for ever)."""
     for _ in range(50):
         left = {pid: start_time(pid) for pid in find()}
         if not left:
-            break
+            return
         for pid, start in left.items():
             end(pid, start, signal.SIGKILL, 0)
-        ended |= set(left)
         time.sleep(0.05)
-    return ended
 
 
 #: what names a task's processes in their environment: its cluster, job, step and rank
@@ -169,11 +166,10 @@ def orphans(marks: dict[str, str], launcher: int) -> list[int]:
     return [] if marked & inside else sorted(marked)
 
 
-def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
-    """SIGKILL every leftover process with `marks`, or (`only`) those of them; how many there were."""
-    if not marks:
-        return 0
-    return len(kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only]))
+def sweep(marks: dict[str, str], only: list[int] | None = None) -> None:
+    """SIGKILL every leftover process with `marks`, or (`only`) those of them."""
+    if marks:  # none would match every process of ours
+        kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only])
 
 
 #: prctl(2): orphans of this process's descendants become its children, not init's
@@ -189,11 +185,9 @@ STUCK_S = 30.0
 
 
 def reap(argv: list[str]) -> int:
-    """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left:
-    a daemon that called setsid and emptied its environment (`env -i`) still has this process as its parent, the
-    one mark a benchmark cannot drop. Signals are passed on to it; its exit status (or signal) is ours. The handlers
-    are in place before the program starts: a signal before it started means it never starts, and one while it is
-    starting reaches it as soon as it has started."""
+    """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left
+    (a daemon's parent is this process, the one mark a benchmark cannot drop); signals are passed on to it, and its
+    exit status (or signal) is ours (docs/harness.md#what-a-step-may-print-and-leave-behind)."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"commstack reap: prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     child: subprocess.Popen | None = None
@@ -284,12 +278,9 @@ def _wait_ended(fds: list[int], timeout_s: float) -> None:
 
 def _reap_ended() -> None:
     """Reap every child of ours that has ended (zombies: the program's leftovers adopted here)."""
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] <= 0:
-                return
-        except ChildProcessError:
-            return
+    with contextlib.suppress(ChildProcessError):  # no child left
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
 
 
 def _comm(pid: int) -> str:
