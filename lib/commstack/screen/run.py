@@ -25,7 +25,7 @@ from commstack.run.steps import SuiteStep, expand
 from commstack.screen import matching, nodes as node_phase, output, verdict
 from commstack.screen.pool import Context, Placed, Progress, run_all
 from commstack.screen.spec import ScreenFile
-from commstack.slurm.clients import client
+from commstack.slurm.clients import STATE_FLAGS, client, node_states
 from commstack.slurm.cluster import take_slurm
 
 #: node states (sinfo %T, less its flags) a screen leaves out, reported
@@ -51,21 +51,8 @@ class Outcome:
         return exits.FAILED if f.bad_nodes or f.bad_pairs or f.lost else exits.NOT_RUN if f.blind else exits.PASS
 
 
-def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:
-    """node -> (state, reason) as sinfo says, per node."""
-    argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"] + ([f"--partition={partition}"] if partition else [])
-    out = client(argv, variables)
-    if out.returncode != 0:
-        raise SlurmUnavailableError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
-    states = {}
-    for line in out.stdout.splitlines():
-        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
-        states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
-    return states
-
-
 def unavailable(state: str) -> bool:
-    s = state.rstrip("*~#!%$@^-")
+    s = state.rstrip(STATE_FLAGS)
     return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
 
 

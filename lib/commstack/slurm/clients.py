@@ -41,6 +41,27 @@ def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
 
 
+#: what sinfo's %T puts after a node's state (sinfo(1), NODE STATE CODES); `*`: not responding
+STATE_FLAGS = "*~#!%$@^-+"
+
+
+def node_states(variables: dict[str, str], partition: str | None = None,
+                check: bool = True) -> dict[str, tuple[str, str]]:
+    """node -> (state, reason) as sinfo prints them (a node in several partitions: its first line); where sinfo
+    fails, SlurmUnavailableError, or with check=False {}."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"] + ([f"--partition={partition}"] if partition else [])
+    out = client(argv, variables)
+    if out.returncode != 0:
+        if not check:
+            return {}
+        raise SlurmUnavailableError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+    states = {}
+    for line in out.stdout.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
+    return states
+
+
 def embedded(system: str, mode: str) -> bool:
     """Whether `--slurm MODE` means the embedded cluster for `--system SYSTEM`, without asking any Slurm."""
     return mode == "local" or (mode == "auto" and system in LOCAL_SYSTEMS)

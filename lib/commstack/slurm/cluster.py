@@ -22,7 +22,7 @@ from typing import Callable
 
 from commstack.errors import EmbeddedSlurmNeedsRootError, SlurmUnavailableError
 from commstack.slurm import config, namespaces, procs
-from commstack.slurm.clients import CLIENT_TIMEOUT, choose_slurm, client
+from commstack.slurm.clients import CLIENT_TIMEOUT, STATE_FLAGS, choose_slurm, client, node_states
 from commstack.slurm.leases import MANUAL, Leases, job_tag, own
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -260,18 +260,10 @@ class LocalSlurm:
             time.sleep(0.5)
 
     def node_states(self) -> dict[str, tuple[str, str]]:
-        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding); {} while the
-        controller does not answer."""
-        out = self._client("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
-        if out.returncode != 0:
-            return {}
-        states = {}
-        for line in out.stdout.splitlines():
-            name, state, reason = line.split("|", 2)
-            base = state.rstrip("*~#!%$@^-+")
-            # a trailing * is "not responding": such a node is not ready, whatever its state
-            states[name] = (base + "*" if state.endswith("*") else base, "" if reason == "none" else reason)
-        return states
+        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding: such a node is not ready,
+        whatever its state); {} while the controller does not answer."""
+        return {n: (state.rstrip(STATE_FLAGS) + ("*" if state.endswith("*") else ""), "" if why == "none" else why)
+                for n, (state, why) in node_states(self.variables, check=False).items()}
 
     def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
         proc = client(list(argv), self.variables, timeout)
