@@ -1,8 +1,4 @@
-"""Talking to a Slurm, ours or the site's: which one a run uses, and its clients, bounded in time.
-
-The local systems run on the embedded cluster (commstack.slurm.cluster); any other system on its
-site's Slurm, which must answer. A client that gets no answer within CLIENT_TIMEOUT means the
-controller is lost (ControllerLostError), never a hang.
+"""Talking to a Slurm, ours or the site's: which one a run uses (choose_slurm), and its clients, bounded in time.
 """
 
 from __future__ import annotations

@@ -114,9 +114,8 @@ def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
         return
     try:
         if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+            with contextlib.suppress(ProcessLookupError):  # it ended since
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
     finally:
         os.close(fd)
 
@@ -226,10 +225,8 @@ def _die(signum: int) -> int:
 
 
 def end_left() -> list[int]:
-    """End and reap every descendant of this process (a child subreaper: what its program left is adopted here),
-    each checked as the process found (pid and start time, through a pidfd): SIGTERM, then SIGKILL if it runs
-    GRACE_S later; processes forked meanwhile go the same way, until none is left. The one way it stops with
-    descendants left: every one of them was sent SIGKILL and has not ended in STUCK_S; those are returned."""
+    """End and reap every descendant of this process (what its program left is adopted here), each checked as
+    found: SIGTERM, SIGKILL GRACE_S later, until none is left; those SIGKILL did not end in STUCK_S are returned."""
     termed: set[tuple[int, str]] = set()
     killed: set[tuple[int, str]] = set()
     while True:
@@ -257,12 +254,10 @@ def signalled(pid: int, start: str, sig: int) -> int | None:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return None
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it ended since
         if start_time(pid) == start:
             signal.pidfd_send_signal(fd, sig)
             return fd
-    except ProcessLookupError:
-        pass
     os.close(fd)
     return None
 
