@@ -1,6 +1,5 @@
-"""Phase 1, per node, all nodes at once: the facts (run.facts's probe, one task per node, as one step over every
-node: fi_info providers and link state, ucx_info transports, GPUs), then the one-node checks, each node's at
-once. A check that needs GPUs is not-run, with the reason, on a node whose facts list none.
+"""Phase 1, per node: the facts (run.facts's probe, one step over every node), then the one-node checks, each
+node's at once (docs/screen.md#phases).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""What a person gets from a screen: one line per node, the bad nodes and pairs, `scontrol update` lines to
-drain them, screen.json, and report/index.html with an N×N heatmap per pair check (mpiGraph style: each cell
-the pair's figure as a fraction of the peers' median, dark where slow) and the per-node table.
+"""What a person gets from a screen: node lines, the bad nodes and pairs, drain lines, screen.json, and
+report/index.html with an N×N heatmap per pair check (docs/screen.md#what-a-person-gets).
 """
 
 from __future__ import annotations

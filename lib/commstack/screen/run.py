@@ -82,8 +82,6 @@ class Screen:
         self.steps = Lifecycle(run_dir, system, references_of(system))
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
-    # ---- Slurm and the allocation
-
     def variables(self) -> dict[str, str]:
         """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
         return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
@@ -108,8 +106,6 @@ class Screen:
                 update={"salloc_flags": flags})})
             alloc = self.cleanup.enter_context(Allocation(system, variables, nodes=len(up), ntasks=2 * len(up)))
         return Launcher(self.system, "srun", slurm_variables=variables, allocation=alloc), up
-
-    # ---- checks
 
     def checks(self, steps: list, nodes: int, phase: str) -> tuple[list[SuiteStep], dict[str, dict[str, str]]]:
         """A phase's checks expanded for a placement of `nodes` nodes, with their binaries; one whose binary

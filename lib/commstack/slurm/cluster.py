@@ -134,8 +134,6 @@ class LocalSlurm:
     def running(self) -> bool:
         return all(self.pid(d) for d in self._daemons())
 
-    # --- lock and leases (commstack.slurm.leases) -----------------------------------------------------
-
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.check_state()
         return self._leases.locked()
@@ -150,8 +148,6 @@ class LocalSlurm:
             self._cancel({job_tag(n) for n in dead})
         for n in dead:
             self._leases.drop(n)
-
-    # --- start and stop -----------------------------------------------------------------------------
 
     @staticmethod
     def check_root() -> None:
