@@ -185,7 +185,7 @@ class Screen:
         why: dict[tuple[str, str], set[str]] = {}
         for r in recs:
             if r.verdict == "not-run" and not r.reason.startswith("interrupted"):
-                why.setdefault((r.tags.get("screen_check", r.step), r.reason), set()).update(r.nodelist)
+                why.setdefault((verdict.check_of(r), r.reason), set()).update(r.nodelist)
         for (check, reason), where in why.items():
             self.not_run[check] = f"{reason} ({len(where)} node{'s' if len(where) > 1 else ''})"
 

@@ -8,6 +8,7 @@ and socket, slurmctld and slurmd their own state, spool, logs and ports; clients
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -59,16 +60,11 @@ def multinode_dir() -> Path:
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports nobody listens on now, as the kernel hands out for port 0."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
+    with contextlib.ExitStack() as held:  # every one bound until all are: no port twice
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
         for s in socks:
-            s.close()
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def private_tree(path: Path) -> Path:
