@@ -152,8 +152,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                 running.pop(i).join()
                 records[i] = rec or broken(ctx, first_index + i, placed[i])
                 busy -= set(placed[i].hosts)
-                for h in placed[i].hosts:
-                    nodes_of[h] -= 1
+                nodes_of.subtract(placed[i].hosts)
             avg = sum(took) / len(took) if took else None
             waves = (len(pending) + len(running)) / max(1, min(max_steps, len(running) or 1))
             progress.show(phase, len(running), sum(1 for n in nodes_of.values() if n == 0),
