@@ -1,9 +1,6 @@
-"""The embedded Slurm: a real cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours.
-
-LocalSlurm starts it (or joins it, under a lease), waits until its nodes take jobs, and stops it for
-its last user: every job, daemon, slurmstepd and task of it ends. The daemons run as root (SlurmUser=root).
-A process named by a pid file is trusted or signalled only when its executable is the daemon we
-expect, it runs as us and it refers to this directory.
+"""The embedded Slurm: a real cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours,
+its daemons as root (SlurmUser=root). LocalSlurm starts or joins it under a lease, waits until its nodes take jobs,
+and stops it for its last user; a process of it is trusted or signalled only once found ours (pid, _ours).
 """
 
 from __future__ import annotations
