@@ -98,12 +98,12 @@ MODULES = {"tools": "commstack.tools", "base": "commstack.tools.base", "osu": "c
 #: which coverage does not see; its parser and checks are mutated
 LAUNCH_CODE = {"program", "native", "planned", "_from_spack", "tags", "stack", "on_path", "in_env", "given",
                "env_optional"}
-#: the screen's functions (top-level, or Class.method) that drive Slurm: sinfo (node_states, went_down), the
+#: the screen's functions (top-level, or Class.method) that drive Slurm: sinfo (went_down), the
 #: allocation (variables, allocate), srun steps (probe, measure, run_all and the phases that call it: run,
 #: phase, pairs), scontrol show topology (groups). Only the slurm and multinode tiers run them, in the
 #: subprocesses of `bin/commstack screen`, which coverage does not see; the rest of those modules is mutated
 SLURM_CODE = {"screen_nodes": {"probe"}, "screen_pool": {"measure", "run_all"},
-              "screen_run": {"node_states", "Screen.variables", "Screen.allocate", "Screen.run", "Screen.phase",
+              "screen_run": {"Screen.variables", "Screen.allocate", "Screen.run", "Screen.phase",
                              "Screen.went_down", "Screen.pairs", "Screen.groups"}}
 #: module-level names that are no verdict code: what `import *` exports, a tool's dry-run placeholder
 NOT_DATA = {"__all__", "PLACEHOLDER"}

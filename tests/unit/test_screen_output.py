@@ -78,13 +78,16 @@ def test_each_leaf_switch_s_figure_or_why_it_has_none():
                                                    "switch leaf3 (node1, node2, node3, node4): no rows"]
 
 
-def test_drain_lines_carry_the_reason_cut_to_what_scontrol_takes():
+def test_drain_lines_carry_the_reason_cut_to_what_scontrol_takes(tmp_path):
     f = findings("degraded")
     f.nodes["node3"].reason = "x" * 300
     (argv,) = output.drain_lines(f)
     assert argv[:4] == ["scontrol", "update", "nodename=node3", "state=drain"]
     assert len(argv[4]) == 250 and argv[4] == ("reason=commstack screen: " + "x" * 300)[:250]
-    assert output.shell_line(["scontrol", "reason=a b", "it's"]) == "scontrol 'reason=a b' 'it'\"'\"'s'"
+    f.nodes["node3"].reason = "it's slow"   # as a shell line: quoted
+    output.write(tmp_path, DOC, NODES, f, [], {})
+    assert json.loads((tmp_path / "screen.json").read_text())["drain"] == [
+        "scontrol update nodename=node3 state=drain 'reason=commstack screen: it'\"'\"'s slow'"]
 
 
 def test_the_matrix_is_each_figure_against_the_peers_median_sender_by_receiver():

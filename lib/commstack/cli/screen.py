@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -53,9 +54,9 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     binaries = Binaries(osu_prefix=args.osu_prefix, build_dir=run_dir / "build", build=False)
     progress = Progress(0, sys.stderr)
     s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps, progress)
-    # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.interrupted_by);
+    # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.steps.interrupted_by);
     # later ones wait for the clean-up
-    ctrl = exits.CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s)
+    ctrl = exits.CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s.steps)
     ctrl.install()
     try:
         outcome = s.run()
@@ -72,14 +73,14 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
               f"report {outcome.report}")
     if args.drain:
         for argv in output.drain_lines(f):
-            print(output.shell_line(argv))
+            print(shlex.join(argv))
             if args.apply:
                 done = client(argv, s.slurm_variables or dict(os.environ))
                 if done.returncode != 0:
                     print(printable(f"commstack screen: {argv[2]}: scontrol failed: {done.stderr.strip()}"),
                           file=sys.stderr)
     if outcome.interrupted:
-        print(f"commstack screen: interrupted ({s.interrupted_by}): the screen above is partial", file=sys.stderr)
+        print(f"commstack screen: interrupted ({s.steps.interrupted_by}): the screen above is partial", file=sys.stderr)
         return exits.signalled(ctrl.signum)
     return outcome.exit
 

@@ -1,12 +1,6 @@
-"""Who is measured with whom: rounds of perfect matchings of the allocation's nodes, and leaf-switch groups.
-
-- rotation: the round-robin (circle) schedule: node 0 stays, the others turn one place a round, so round r
-  gives every node a partner it has not had; N-1 rounds (N even) are every pair once, mpiGraph's all-pairs.
-- random: a seeded shuffle per round, paired in order, tried again (a bounded number of times) where it
-  repeats a pair an earlier round had.
-- An odd N: one node sits out each round (a different one each time), and a round is added so that every
-  node still gets `rounds` partners.
-- confirm: a node slow with every partner meets a node found good that it has not met, each good node once.
+"""Who is measured with whom: rounds of perfect matchings of the allocation's nodes (rotation or seeded random;
+an odd N: one node sits out each round, and a round is added), confirmation partners, and leaf-switch groups
+(docs/screen.md#phases).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Phase 1, per node, all nodes at once: the facts (run.facts's probe, one task per node, as one step over every
-node: fi_info providers and link state, ucx_info transports, GPUs), then the one-node checks, each node's at
-once. A check that needs GPUs is not-run, with the reason, on a node whose facts list none.
+"""Phase 1, per node: the facts (run.facts's probe, one step over every node), then the one-node checks, each
+node's at once (docs/screen.md#phases).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
 from commstack import benchmarks
@@ -77,12 +75,3 @@ def probe_binary(ctx: Context, checks: list[SuiteStep]) -> str:
         if path:
             return path + argv[0][len(head):]
     return shutil.which("true") or "true"
-
-
-def sized(system: System, nodes: int) -> System:
-    """The system as one placement sees it: `nodes` nodes (a pair: 2; a leaf switch: its size)."""
-    return system.model_copy(update={"nodes": nodes})
-
-
-def renamed(s: SuiteStep, check: str) -> SuiteStep:
-    return dataclasses.replace(s, id=check)

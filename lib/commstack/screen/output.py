@@ -1,6 +1,5 @@
-"""What a person gets from a screen: one line per node, the bad nodes and pairs, `scontrol update` lines to
-drain them, screen.json, and report/index.html with an N×N heatmap per pair check (mpiGraph style: each cell
-the pair's figure as a fraction of the peers' median, dark where slow) and the per-node table.
+"""What a person gets from a screen: node lines, the bad nodes and pairs, drain lines, screen.json, and
+report/index.html with an N×N heatmap per pair check (docs/screen.md#what-a-person-gets).
 """
 
 from __future__ import annotations
@@ -66,10 +65,6 @@ def drain_lines(f: Findings) -> list[list[str]]:
     to whoever reads it), as it is shown here."""
     return [["scontrol", "update", f"nodename={n}", "state=drain",
              printable(f"reason=commstack screen: {f.nodes[n].reason}")[:250]] for n in f.bad_nodes]
-
-
-def shell_line(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def matrix(nodes: list[str], records: list[Record], check: str, f: Findings) -> tuple[list[list[float]], int | None]:
@@ -147,7 +142,7 @@ def write(run_dir: Path, screen: dict, nodes: list[str], f: Findings, records: l
            "peers": spreads(f),
            "blunt": f.blunt,
            "blind": f.blind,
-           "drain": [shell_line(a) for a in drain_lines(f)]}
+           "drain": [shlex.join(a) for a in drain_lines(f)]}
     write_atomic(run_dir / "screen.json", json.dumps(doc, indent=2) + "\n")
     write_atomic(run_dir / "nodes.txt", "\n".join(node_lines(f) + summary(f, not_run)) + "\n")
     report = make_dirs(run_dir, "report")

@@ -1,13 +1,6 @@
-"""`commstack screen --plan --nodes N`: what a screen of N nodes takes, on paper. Per phase: the rounds, the srun
-steps, how many run at once, and the expected time, from
-
-- per-step costs measured here (perf/screen.py writes perf/screen-costs.yaml): the fixed cost of one srun step
-  (launch, MPI_Init, end) and how many steps the controller started per second;
-- the benchmark's own time on the target system: the bytes (or round trips) a check's arguments ask for at the
-  figures of the system's references (alps-gh200: the seeds' osu_bw and osu_latency tables).
-
-A round's checks run one after another on each pair (a one-way check once each way), every pair at once, at most
-max_steps steps at a time (pairs.at_once), and no faster than the controller starts steps.
+"""`commstack screen --plan --nodes N`: what a screen of N nodes takes, on paper, per phase, from the per-step costs
+measured here (perf/screen-costs.yaml) and the benchmark's own time at the system's reference figures
+(docs/screen.md#planning-a-large-screen).
 """
 
 from __future__ import annotations
@@ -87,7 +80,8 @@ def plan(screen: ScreenFile, system: System, n: int, max_steps: int | None = Non
     c = costs()
     bw, lat, source = figures(system)
     at_once = max_steps or screen.max_steps
-    rows, total_steps, total_s = [], 0, 0.0
+    rows = [["facts", "1", "1", "1", f"{c.step_s:.0f}", "one step over every node"]]
+    total_steps, total_s = 1, c.step_s
 
     def phase(name: str, rounds: int, placements: int, specs: list[StepSpec], limit: int = at_once) -> None:
         nonlocal total_steps, total_s
@@ -100,8 +94,6 @@ def plan(screen: ScreenFile, system: System, n: int, max_steps: int | None = Non
         rows.append([name, str(rounds), str(steps), str(min(placements, limit)), f"{rounds * per_round:.0f}",
                      "the controller" if paced > running else "the steps"])
 
-    rows.append(["facts", "1", "1", "1", f"{c.step_s:.0f}", "one step over every node"])
-    total_steps, total_s = 1, c.step_s
     if screen.per_node:
         phase("per node", 1, n, screen.per_node, min(at_once, screen.per_node_at_once or at_once))
     if screen.pairs and n >= 2:

@@ -1,14 +1,11 @@
-"""Many checks at once inside one allocation: each an srun step on its own named nodes (`--nodelist`,
-`--exact`), started as soon as none of its nodes is busy, at most `max_steps` at a time. Each step is
-taken through run.lifecycle as a suite's step is, this module its executor: a step that fails or hangs costs
-its own nodes only.
-
-Ctrl-C or SIGTERM (the main thread's KeyboardInterrupt): every running step is cancelled (srun cancels it),
-its output kept, and every check not started is recorded not-run; nothing is left running.
+"""Many checks at once inside one allocation, each an srun step on its own named nodes (`--nodelist`, `--exact`),
+at most `max_steps` at a time: this module is their executor for run.lifecycle, as runner is a suite's
+(docs/screen.md#one-allocation-no-job-per-node; Ctrl-C: docs/screen.md#bad-input-and-faults).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import queue
@@ -125,10 +122,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
     busy: set[str] = set()
     running: dict[int, threading.Thread] = {}
     done: queue.Queue[tuple[int, Record]] = queue.Queue()
-    nodes_of: dict[str, int] = {}
-    for _, p in pending:
-        for h in p.hosts:
-            nodes_of[h] = nodes_of.get(h, 0) + 1
+    nodes_of = collections.Counter(h for p in placed for h in p.hosts)
     took: list[float] = []
 
     def worker(i: int, p: Placed) -> None:
@@ -158,8 +152,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                 running.pop(i).join()
                 records[i] = rec or broken(ctx, first_index + i, placed[i])
                 busy -= set(placed[i].hosts)
-                for h in placed[i].hosts:
-                    nodes_of[h] -= 1
+                nodes_of.subtract(placed[i].hosts)
             avg = sum(took) / len(took) if took else None
             waves = (len(pending) + len(running)) / max(1, min(max_steps, len(running) or 1))
             progress.show(phase, len(running), sum(1 for n in nodes_of.values() if n == 0),

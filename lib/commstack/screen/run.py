@@ -6,6 +6,8 @@ steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verd
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +25,7 @@ from commstack.run.steps import SuiteStep, expand
 from commstack.screen import matching, nodes as node_phase, output, verdict
 from commstack.screen.pool import Context, Placed, Progress, run_all
 from commstack.screen.spec import ScreenFile
-from commstack.slurm.clients import client
+from commstack.slurm.clients import STATE_FLAGS, client, node_states
 from commstack.slurm.cluster import take_slurm
 
 #: node states (sinfo %T, less its flags) a screen leaves out, reported
@@ -49,21 +51,8 @@ class Outcome:
         return exits.FAILED if f.bad_nodes or f.bad_pairs or f.lost else exits.NOT_RUN if f.blind else exits.PASS
 
 
-def node_states(variables: dict[str, str], partition: str | None) -> dict[str, tuple[str, str]]:
-    """node -> (state, reason) as sinfo says, per node."""
-    argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"] + ([f"--partition={partition}"] if partition else [])
-    out = client(argv, variables)
-    if out.returncode != 0:
-        raise SlurmUnavailableError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
-    states = {}
-    for line in out.stdout.splitlines():
-        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
-        states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
-    return states
-
-
 def unavailable(state: str) -> bool:
-    s = state.rstrip("*~#!%$@^-")
+    s = state.rstrip(STATE_FLAGS)
     return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
 
 
@@ -93,17 +82,6 @@ class Screen:
         self.steps = Lifecycle(run_dir, system, references_of(system))
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
-    @property
-    def interrupted_by(self) -> str:
-        """What stopped the screen, in its records (exits.CtrlC sets it)."""
-        return self.steps.interrupted_by
-
-    @interrupted_by.setter
-    def interrupted_by(self, by: str) -> None:
-        self.steps.interrupted_by = by
-
-    # ---- Slurm and the allocation
-
     def variables(self) -> dict[str, str]:
         """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
         return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
@@ -129,19 +107,17 @@ class Screen:
             alloc = self.cleanup.enter_context(Allocation(system, variables, nodes=len(up), ntasks=2 * len(up)))
         return Launcher(self.system, "srun", slurm_variables=variables, allocation=alloc), up
 
-    # ---- checks
-
     def checks(self, steps: list, nodes: int, phase: str) -> tuple[list[SuiteStep], dict[str, dict[str, str]]]:
         """A phase's checks expanded for a placement of `nodes` nodes, with their binaries; one whose binary
         cannot be had is kept, not-run with the reason."""
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
-        for s in expand(suite, node_phase.sized(self.system, nodes)):
+        for s in expand(suite, self.system.model_copy(update={"nodes": nodes})):
             # the check's name: its id or benchmark and mode (its base), its memory and environment where they are
             # not the plain ones
             check = "-".join([s.base] + (["device"] if s.tags["memory"] == "device" else [])
                              + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
-            s = node_phase.renamed(s, check)
+            s = dataclasses.replace(s, id=check)
             if not s.not_run:
                 try:
                     paths[check] = self.binaries.resolve(s)
@@ -209,7 +185,7 @@ class Screen:
         why: dict[tuple[str, str], set[str]] = {}
         for r in recs:
             if r.verdict == "not-run" and not r.reason.startswith("interrupted"):
-                why.setdefault((r.tags.get("screen_check", r.step), r.reason), set()).update(r.nodelist)
+                why.setdefault((verdict.check_of(r), r.reason), set()).update(r.nodelist)
         for (check, reason), where in why.items():
             self.not_run[check] = f"{reason} ({len(where)} node{'s' if len(where) > 1 else ''})"
 
@@ -283,5 +259,4 @@ def both_ways(checks: list[SuiteStep], nodes: tuple[str, str], round_: int) -> l
 
 
 def _natural(name: str) -> tuple:
-    import re
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))

@@ -1,7 +1,5 @@
-"""Screen files: screens/<name>.yaml, read through commstack.config (no aliases, unknown keys refused, one
-ConfigError naming the file and the key path). A screen's checks are suite steps (config.StepSpec): a
-per-node check runs on one node, a pair check on two nodes with one rank each, a group check on all the
-nodes of a leaf switch.
+"""Screen files: screens/<name>.yaml, read through commstack.config as a suite is; a screen's checks are suite steps
+(config.StepSpec) per phase (docs/screen.md#phases).
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
-"""Who is at fault. Every figure of a check is held against the system's references (the judge's verdict on
-its record: degraded, fail) and against the allocation's own peers: per check and size, the median of every
-measurement of that check and the median absolute deviation (MAD) around it. A figure is slow when it is worse
-than the peers' median, at its headline size (the largest of a rate, the smallest of a time), by more than the
-rule's fraction (`slower_by`: bandwidths below (1-f)·median, times above median/(1-f)) and by more than
-`mads` MADs.
-
-A one-way check (osu_bw, ucx_perftest tag_bw: the benchmark's `sender`) runs both ways on every pair, and its
-record names the node that sent (`screen_from`); a round trip (fi_pingpong, osu_latency) is one figure for both
-directions. A node is judged in each role apart: what it sends, what it receives, its round trips.
-
-- a node slow (or failing) with every partner it met in one role, at least two, is a bad node, slow in that
-  direction (sending, receiving, both ways; a round trip alone cannot tell which);
-- a pair slow together whose nodes are not bad is a bad link (or path);
-- a node failing a one-node check, or whose facts show a layer missing, is bad at the lowest such layer;
-- a node that went down while the screen ran (sinfo says so at its end, or Slurm reported a node failure on
-  every step with it) is down: what was measured with it is left out of its partners' verdicts;
-- nothing is called bad on fewer than `evidence` bad measurements (the rule's): one slow figure is noise;
-- a check whose healthy spread is so wide that `mads` MADs reach past `slower_by` cannot tell the rule's
-  slowdown here, and says which it can (`osu_bw: spread 47 % at 256 KiB: cannot tell a 2.5x slowdown here;
-  only 17x or worse`).
+"""Who is at fault: every figure held against the system's references and the allocation's peers (per check and
+size, their median and MAD), then each node judged role by role (sending, receiving, round trip) and each pair;
+the rules, and what each verdict means, are docs/screen.md#who-is-at-fault.
 """
 
 from __future__ import annotations
@@ -94,27 +76,21 @@ class Peers:
             return f"{figure(r, size, value)} vs {figure(r, size, s.median, bare=True)} peer median"
         return None
 
-    def tolds(self, records: list[Record], rule: Rule) -> dict[str, tuple[int, float]]:
-        """check -> (its headline size, the smallest slowdown it can tell there), for every check that ran."""
-        out = {}
+    def blunt(self, records: list[Record], rule: Rule) -> dict[str, str]:
+        """check -> what it cannot tell, where its healthy spread hides the rule's slowdown (at its headline size,
+        that of its first record with figures among the peers)."""
+        wanted, seen, out = 1 / (1 - rule.slower_by), set(), {}
         for r in records:
             size, check = headline(r), check_of(r)
-            if size is not None and check not in out and (check, size) in self.stats:
-                out[check] = (size, self.told(check, size, METRICS[r.metric].higher_is_better, rule))
+            if size is None or check in seen or (check, size) not in self.stats:
+                continue
+            seen.add(check)
+            told = self.told(check, size, METRICS[r.metric].higher_is_better, rule)
+            if told > wanted:
+                out[check] = (f"spread {self.stats[(check, size)].relative:.0%} at {size_text(size)}: cannot tell a "
+                              f"{wanted:.3g}x slowdown here; " +
+                              (f"only {told:.3g}x or worse" if told < math.inf else "no slowdown at all"))
         return out
-
-    def blunt(self, records: list[Record], rule: Rule) -> dict[str, str]:
-        """check -> what it cannot tell, where its healthy spread hides the rule's slowdown (at its headline size)."""
-        wanted = 1 / (1 - rule.slower_by)
-        return {check: (f"spread {self.stats[(check, size)].relative:.0%} at {size_text(size)}: cannot tell a "
-                        f"{wanted:.3g}x slowdown here; " +
-                        (f"only {told:.3g}x or worse" if told < math.inf else "no slowdown at all"))
-                for check, (size, told) in self.tolds(records, rule).items() if told > wanted}
-
-    def blind(self, records: list[Record], rule: Rule) -> list[str]:
-        """The checks whose healthy spread hides the rule's slowdown: a node they alone measured is cleared by
-        nothing (a slowdown they can tell still makes it bad)."""
-        return sorted(self.blunt(records, rule))
 
 
 def check_of(r: Record) -> str:
@@ -294,8 +270,8 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
                 v.status, v.reason, v.slow_in = "down", why, []
                 gone[n] = v
     measured = [m for m in measured if not set(m.pair) & set(gone)]
-    ran = pair_records + node_records
-    blind = peers.blind(ran, rule)
+    blunt = peers.blunt(pair_records + node_records, rule)
+    blind = sorted(blunt)   # a node they alone measured is cleared by nothing
     for n in nodes:
         if n in down:
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
@@ -320,7 +296,7 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
-    return Findings(out, bad_pairs, suspect_pairs, peers, peers.blunt(ran, rule), list(gone), blind)
+    return Findings(out, bad_pairs, suspect_pairs, peers, blunt, list(gone), blind)
 
 
 def took_part(node: str, measured: list[Measurement], node_records: list[Record]) -> set[str]:

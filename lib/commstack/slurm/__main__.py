@@ -1,6 +1,4 @@
-"""`python -m commstack.slurm task-epilog`: slurmstepd's TaskEpilog (commstack.slurm.procs.task_epilog);
-`python -m commstack.slurm reap -- PROGRAM ARGS...`: a step's program, and what it leaves ended with it
-(commstack.slurm.procs.reap)."""
+"""slurmstepd's TaskEpilog, and the reaper a step's program runs under (commstack.slurm.procs); usage below."""
 
 import sys
 

@@ -1,8 +1,4 @@
-"""Talking to a Slurm, ours or the site's: which one a run uses, and its clients, bounded in time.
-
-The local systems run on the embedded cluster (commstack.slurm.cluster); any other system on its
-site's Slurm, which must answer. A client that gets no answer within CLIENT_TIMEOUT means the
-controller is lost (ControllerLostError), never a hang.
+"""Talking to a Slurm, ours or the site's: which one a run uses (choose_slurm), and its clients, bounded in time.
 """
 
 from __future__ import annotations
@@ -39,6 +35,27 @@ def client(argv: list[str], env: dict[str, str], timeout: float = CLIENT_TIMEOUT
                               timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise ControllerLostError(f"`{' '.join(argv)}` got no answer from slurmctld within {timeout:.0f} s") from None
+
+
+#: what sinfo's %T puts after a node's state (sinfo(1), NODE STATE CODES); `*`: not responding
+STATE_FLAGS = "*~#!%$@^-+"
+
+
+def node_states(variables: dict[str, str], partition: str | None = None,
+                check: bool = True) -> dict[str, tuple[str, str]]:
+    """node -> (state, reason) as sinfo prints them (a node in several partitions: its first line); where sinfo
+    fails, SlurmUnavailableError, or with check=False {}."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"] + ([f"--partition={partition}"] if partition else [])
+    out = client(argv, variables)
+    if out.returncode != 0:
+        if not check:
+            return {}
+        raise SlurmUnavailableError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+    states = {}
+    for line in out.stdout.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
+    return states
 
 
 def embedded(system: str, mode: str) -> bool:

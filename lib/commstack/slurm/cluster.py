@@ -1,9 +1,6 @@
-"""The embedded Slurm: a real cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours.
-
-LocalSlurm starts it (or joins it, under a lease), waits until its nodes take jobs, and stops it for
-its last user: every job, daemon, slurmstepd and task of it ends. The daemons run as root (SlurmUser=root).
-A process named by a pid file is trusted or signalled only when its executable is the daemon we
-expect, it runs as us and it refers to this directory.
+"""The embedded Slurm: a real cluster (Debian's slurm-wlm, munge, PMIx plugin) run from a private directory of ours,
+its daemons as root (SlurmUser=root). LocalSlurm starts or joins it under a lease, waits until its nodes take jobs,
+and stops it for its last user; a process of it is trusted or signalled only once found ours (pid, _ours).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from typing import Callable
 
 from commstack.errors import EmbeddedSlurmNeedsRootError, SlurmUnavailableError
 from commstack.slurm import config, namespaces, procs
-from commstack.slurm.clients import CLIENT_TIMEOUT, choose_slurm, client
+from commstack.slurm.clients import CLIENT_TIMEOUT, STATE_FLAGS, choose_slurm, client, node_states
 from commstack.slurm.leases import MANUAL, Leases, job_tag, own
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -134,8 +131,6 @@ class LocalSlurm:
     def running(self) -> bool:
         return all(self.pid(d) for d in self._daemons())
 
-    # --- lock and leases (commstack.slurm.leases) -----------------------------------------------------
-
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.check_state()
         return self._leases.locked()
@@ -150,8 +145,6 @@ class LocalSlurm:
             self._cancel({job_tag(n) for n in dead})
         for n in dead:
             self._leases.drop(n)
-
-    # --- start and stop -----------------------------------------------------------------------------
 
     @staticmethod
     def check_root() -> None:
@@ -260,18 +253,10 @@ class LocalSlurm:
             time.sleep(0.5)
 
     def node_states(self) -> dict[str, tuple[str, str]]:
-        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding); {} while the
-        controller does not answer."""
-        out = self._client("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
-        if out.returncode != 0:
-            return {}
-        states = {}
-        for line in out.stdout.splitlines():
-            name, state, reason = line.split("|", 2)
-            base = state.rstrip("*~#!%$@^-+")
-            # a trailing * is "not responding": such a node is not ready, whatever its state
-            states[name] = (base + "*" if state.endswith("*") else base, "" if reason == "none" else reason)
-        return states
+        """node -> (state, reason) as sinfo says, flags dropped but `*` (not responding: such a node is not ready,
+        whatever its state); {} while the controller does not answer."""
+        return {n: (state.rstrip(STATE_FLAGS) + ("*" if state.endswith("*") else ""), "" if why == "none" else why)
+                for n, (state, why) in node_states(self.variables, check=False).items()}
 
     def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
         proc = client(list(argv), self.variables, timeout)

@@ -1,16 +1,14 @@
 """A local cluster's files: its private directory, its ports, slurm.conf, the munge key and the TaskEpilog.
 
-The directory is $XDG_RUNTIME_DIR/commstack/slurm, else ~/.local/state/commstack/slurm
-(COMMSTACK_SLURM_DIR overrides it; the multi-node cluster's is .../slurm-mn, COMMSTACK_SLURM_MN_DIR):
-created 0700, refused when it is a symlink, someone else's or open to others. Its ports are chosen free
-when it starts and recorded in its slurm.conf there (no fixed port another local user could take first;
-COMMSTACK_SLURM_PORT fixes them, slurmd's the next one). Every file in it is written atomically, the
-munge key 0400 from the start. Nothing outside it is touched: munge gets its own key and socket,
-slurmctld and slurmd their own state, spool, logs and ports; clients reach it through SLURM_CONF.
+The directory (DEVELOPERS.md; the multi-node cluster's .../slurm-mn, COMMSTACK_SLURM_MN_DIR) is made 0700 and
+refused when it is a symlink, someone else's or open to others; its ports: docs/harness.md#on-a-cluster. Every file
+in it is written atomically, the munge key 0400 from the start. Nothing outside it is touched: munge gets its own key
+and socket, slurmctld and slurmd their own state, spool, logs and ports; clients reach it through SLURM_CONF.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -62,16 +60,11 @@ def multinode_dir() -> Path:
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports nobody listens on now, as the kernel hands out for port 0."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
+    with contextlib.ExitStack() as held:  # every one bound until all are: no port twice
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
         for s in socks:
-            s.close()
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def private_tree(path: Path) -> Path:

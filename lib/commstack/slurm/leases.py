@@ -1,10 +1,6 @@
-"""Who uses a local cluster: one lease per user, and the lock that start and stop hold.
-
-Several runs may use one cluster at once. start() and stop() hold a lock (flock on <dir>/lock);
-each user holds a lease (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm start`);
-stop() shuts the cluster down only for the last user, and otherwise cancels only the jobs of its
-own lease (Allocation tags them with --comment, job_tag). A lease whose process died is dropped and its
-jobs cancelled.
+"""Who uses a local cluster: one lease per user (<dir>/users/<pid>-<start time>, or `manual` for `commstack slurm
+start`), and the lock (flock on <dir>/lock) that start and stop hold; LocalSlurm.stop ends the cluster for the last
+user alone, and otherwise cancels the jobs of its own lease (Allocation tags them with --comment, job_tag).
 """
 
 from __future__ import annotations

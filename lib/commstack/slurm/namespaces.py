@@ -1,11 +1,7 @@
-"""The nodes of the multi-node local cluster: network namespaces on a bridge of this host.
-
-With nodes=N>1 (LocalSlurm.multinode(N), root only) every node is a network namespace cs-node<i>
-(and its own UTS namespace, hostname node<i>) with one veth, eth0 = 10.77.0.(10+i)/24, on the
-bridge csbr0 (10.77.0.1 on the host side). slurmctld and munged run on the host; each node runs its
-own slurmd inside its namespace. One such cluster per machine: the names and the subnet are fixed.
-A host whose firewall drops bridged forwarding (br_netfilter with FORWARD policy DROP) breaks
-node-to-node traffic.
+"""The nodes of the multi-node local cluster (LocalSlurm.multinode, root only): one network namespace per node on a
+bridge of this host (the names and addresses below), each running its own slurmd; slurmctld and munged run on the
+host. One such cluster per machine: the names and the subnet are fixed. A host whose firewall drops bridged
+forwarding (br_netfilter with FORWARD policy DROP) breaks node-to-node traffic.
 """
 
 from __future__ import annotations

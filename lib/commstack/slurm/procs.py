@@ -1,16 +1,10 @@
-"""Processes on this host, known through /proc: which are ours, and how they are ended.
+"""Processes on this host, known through /proc: which are ours, and how they are ended (the TaskEpilog, the
+reaper every task runs under, a step's leftovers swept; why not proctrack/cgroup:
+docs/harness.md#what-a-step-may-print-and-leave-behind).
 
 A process named by a pid is trusted or signalled only when it is what we expect (its executable, its
 uid, a reference to our directory), and it is signalled through a pidfd after its start time was
 checked, so that a pid reused in between is never hit.
-
-A step's processes end with it: the TaskEpilog (`python -m commstack.slurm task-epilog`, run by
-slurmstepd as each task ends, before the step's output is closed) kills what the task left behind,
-found by the task's SLURM_CONF, job, step and rank in their environment, so that a benchmark's daemon
-neither outlives it nor keeps its output open. proctrack/cgroup would do it by the kernel's count,
-but its cgroup v1 path (freezer/slurm/uid_U/job_J/step_S) has no per-cluster part: two clusters on
-one host (the shared one and a test's, or the nodes of the multi-node one) would share their job 1's.
-The launcher sweeps a step's processes the same way, by the token in their environment.
 """
 
 from __future__ import annotations
@@ -120,26 +114,22 @@ def end(pid: int, start: str | None, sig: int, grace_s: float) -> None:
         return
     try:
         if grace_s and not select.select([fd], [], [], grace_s)[0]:  # readable once the process ended
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+            with contextlib.suppress(ProcessLookupError):  # it ended since
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
     finally:
         os.close(fd)
 
 
-def kill_all(find: Callable[[], Iterable[int]]) -> set[int]:
+def kill_all(find: Callable[[], Iterable[int]]) -> None:
     """SIGKILL every process `find` names, each checked as found, until it names none (50 rounds at most:
-    one that forks on is not chased for ever); the pids it named."""
-    ended: set[int] = set()
+    one that forks on is not chased for ever)."""
     for _ in range(50):
         left = {pid: start_time(pid) for pid in find()}
         if not left:
-            break
+            return
         for pid, start in left.items():
             end(pid, start, signal.SIGKILL, 0)
-        ended |= set(left)
         time.sleep(0.05)
-    return ended
 
 
 #: what names a task's processes in their environment: its cluster, job, step and rank
@@ -175,11 +165,10 @@ def orphans(marks: dict[str, str], launcher: int) -> list[int]:
     return [] if marked & inside else sorted(marked)
 
 
-def sweep(marks: dict[str, str], only: list[int] | None = None) -> int:
-    """SIGKILL every leftover process with `marks`, or (`only`) those of them; how many there were."""
-    if not marks:
-        return 0
-    return len(kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only]))
+def sweep(marks: dict[str, str], only: list[int] | None = None) -> None:
+    """SIGKILL every leftover process with `marks`, or (`only`) those of them."""
+    if marks:  # none would match every process of ours
+        kill_all(lambda: [pid for pid in leftovers(marks) if only is None or pid in only])
 
 
 #: prctl(2): orphans of this process's descendants become its children, not init's
@@ -195,11 +184,9 @@ STUCK_S = 30.0
 
 
 def reap(argv: list[str]) -> int:
-    """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left:
-    a daemon that called setsid and emptied its environment (`env -i`) still has this process as its parent, the
-    one mark a benchmark cannot drop. Signals are passed on to it; its exit status (or signal) is ours. The handlers
-    are in place before the program starts: a signal before it started means it never starts, and one while it is
-    starting reaches it as soon as it has started."""
+    """Run `argv` as the child of a child subreaper (this process), and when it ends, end every process it left
+    (a daemon's parent is this process, the one mark a benchmark cannot drop); signals are passed on to it, and its
+    exit status (or signal) is ours (docs/harness.md#what-a-step-may-print-and-leave-behind)."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"commstack reap: prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     child: subprocess.Popen | None = None
@@ -238,10 +225,8 @@ def _die(signum: int) -> int:
 
 
 def end_left() -> list[int]:
-    """End and reap every descendant of this process (a child subreaper: what its program left is adopted here),
-    each checked as the process found (pid and start time, through a pidfd): SIGTERM, then SIGKILL if it runs
-    GRACE_S later; processes forked meanwhile go the same way, until none is left. The one way it stops with
-    descendants left: every one of them was sent SIGKILL and has not ended in STUCK_S; those are returned."""
+    """End and reap every descendant of this process (what its program left is adopted here), each checked as
+    found: SIGTERM, SIGKILL GRACE_S later, until none is left; those SIGKILL did not end in STUCK_S are returned."""
     termed: set[tuple[int, str]] = set()
     killed: set[tuple[int, str]] = set()
     while True:
@@ -269,12 +254,10 @@ def signalled(pid: int, start: str, sig: int) -> int | None:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return None
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it ended since
         if start_time(pid) == start:
             signal.pidfd_send_signal(fd, sig)
             return fd
-    except ProcessLookupError:
-        pass
     os.close(fd)
     return None
 
@@ -290,12 +273,9 @@ def _wait_ended(fds: list[int], timeout_s: float) -> None:
 
 def _reap_ended() -> None:
     """Reap every child of ours that has ended (zombies: the program's leftovers adopted here)."""
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] <= 0:
-                return
-        except ChildProcessError:
-            return
+    with contextlib.suppress(ChildProcessError):  # no child left
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
 
 
 def _comm(pid: int) -> str:
