@@ -30,9 +30,7 @@ class UnknownSystemError(ConfigError):
 
 
 class ParseError(CommstackError):
-    """Output that is not a complete, valid benchmark table; quotes the offending line.
-
-    `kind` names the problem in reports and in `commstack parse`, which exits with its `exit_status`."""
+    """Output that is not a complete, valid benchmark table; quotes the offending line."""
 
     kind = "parse-error"
 
