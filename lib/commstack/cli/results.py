@@ -56,7 +56,6 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_compare_history(args: argparse.Namespace) -> int:
-    """A run against the median and spread of the last N runs of each step on the same system."""
     from commstack.results import history
     results = Path(args.results)
     path = Path(args.history) if args.history else history.default_path(results.resolve().parent)
@@ -81,7 +80,6 @@ def add_compare(s: argparse.ArgumentParser) -> None:
 
 
 def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
-    """`history import DIR...` fills the history; `history` prints (and --plot draws) the trend."""
     from commstack.results import history
     path = Path(args.history) if args.history else history.default_path(TOP / "results")
     if args.action == "import":
