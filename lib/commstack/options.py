@@ -1,7 +1,6 @@
-"""The options that several commands share, declared once (as Spack's cmd/common/arguments.py does): `run`,
-`suite`, `screen`, `test` and the pytest plugin (`pytest suites/NAME.yaml`) take each by name, so that a name
-has one flag, one type, one set of choices and one help wherever it is given.
-"""
+"""The options that `run`, `suite`, `screen`, `test` and the pytest plugin (`pytest suites/NAME.yaml`) share,
+declared once (as Spack's cmd/common/arguments.py does): a name has one flag, one type, one set of choices and one
+help wherever it is given."""
 
 from __future__ import annotations
 
