@@ -1,8 +1,5 @@
-"""The benchmark registry: every benchmark of every tool (commstack.tools), and every column they print.
-
-`run.steps` takes a benchmark's tool (argv, binary, sizes) from here; `results.parse` the tool that
-reads an output and what a complete sweep is; `results.judge` and `report` the judged metric, its unit
-and direction. Adding a benchmark is one entry in its tool's module.
+"""The benchmark registry: every benchmark of every tool (commstack.tools), and every column they print. Adding a
+benchmark is one entry in its tool's module.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The input files and their schemas: systems/<name>.yaml, suites/<name>.yaml and
-containers/images.yaml (a system's references: commstack.results.references, on the types here).
-Each is read once per run, through a YAML loader that refuses aliases (no alias bombs), and checked
-by a pydantic model that forbids unknown keys. A bad file gives one
-ConfigError naming the file, the key path and what was expected; nothing is launched.
-
-What reaches a job script, a command line, a file name or a terminal is refused here when it could
-become code or markup there: names and ids are safe file names (SafeName), every other string is one
-line without control or format characters (Line), variable names are shell names, and message sizes
-are at most MAX_MESSAGE bytes.
+"""The input files and their schemas: systems/<name>.yaml, suites/<name>.yaml and containers/images.yaml (a
+system's references: commstack.results.references, on the types here), read through commstack.yamlfile and checked
+by pydantic models that forbid unknown keys: a bad file is one ConfigError naming the file, the key path and what
+was expected. What could become code or markup in a job script, a command line, a file name or a terminal is
+refused here (docs/harness.md#untrusted-input).
 """
 
 from __future__ import annotations
@@ -241,10 +236,6 @@ def edf_names() -> list[str]:
     return [e for spec in load(ImagesFile, IMAGES).images.values() for e in spec.edfs]
 
 
-def known_systems() -> list[str]:
-    return names_in(SYSTEMS)
-
-
 def load_system(name_or_path: str) -> System:
     """`local` (systems/local.yaml) or a path to a system file."""
     return load_named(System, SYSTEMS, name_or_path, "system", UnknownSystemError)
@@ -337,10 +328,6 @@ class Suite(Strict):
     def _steps_apart(self) -> "Suite":
         limits.check_steps(self.steps)
         return self
-
-
-def known_suites() -> list[str]:
-    return names_in(SUITES)
 
 
 def names_in(directory: Path) -> list[str]:

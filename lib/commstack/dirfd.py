@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def swap_link(dir_fd: int, link: str, target: str, shown: Path) -> str | None:
 
 def remove_tree(dir_fd: int, name: str) -> None:
     """`name` in `dir_fd` and everything below it, through directory fds: a symlink at `name` is refused
-    (UnsafePathError), one inside is removed itself, never followed."""
+    (UnsafePathError), one inside is removed itself, never followed (shutil.rmtree's fd-based walk)."""
     st = os.stat(inside_name(name), dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePathError(f"{name} is a symlink; commstack removes only directories it made, never through a "
@@ -74,15 +75,4 @@ def remove_tree(dir_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return
-    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-    try:
-        with os.scandir(fd) as entries:
-            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for entry, is_dir in names:
-            if is_dir:
-                remove_tree(fd, entry)
-            else:
-                os.unlink(entry, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=dir_fd)
+    shutil.rmtree(name, dir_fd=dir_fd)

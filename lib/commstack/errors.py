@@ -30,17 +30,15 @@ class UnknownSystemError(ConfigError):
 
 
 class ParseError(CommstackError):
-    """Output that is not a complete, valid benchmark table; quotes the offending line.
-
-    `kind` names the problem in reports and in `commstack parse`, which exits with its `exit_status`."""
+    """Output that is not a complete, valid benchmark table; quotes the offending line."""
 
     kind = "parse-error"
 
-    def __init__(self, message: str, line: str | None = None, lineno: int | None = None):
+    def __init__(self, message: str, line: str | None = None, lineno: int | None = None, **launch):
         line = cut(line) if line is not None else None
         self.message, self.line, self.lineno = message, line, lineno
         where = f" (line {lineno}: {line!r})" if line is not None else ""
-        super().__init__(message + where)
+        super().__init__(message + where, **launch)  # NodeFailureError's raw, for LaunchError
 
 
 class EmptyOutputError(ParseError):
@@ -105,10 +103,6 @@ class NodeFailureError(ParseError, LaunchError):
     ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
 
     exit_status = exits.NODE_FAILURE
-
-    def __init__(self, message: str, line: str | None = None, lineno: int | None = None, raw: str | None = None):
-        super().__init__(message + (f" (raw output: {raw})" if raw else ""), line, lineno)
-        self.raw = raw
 
 
 #: every parse error kind, for `commstack parse --help` and reports

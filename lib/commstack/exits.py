@@ -1,7 +1,5 @@
-"""How a `commstack` command ends: every exit status of every command in one table, each number with one
-name and one meaning (docs/harness.md#exit-statuses), and the signals that end a run (CtrlC).
-
-A named error carries its status as `exit_status` (commstack.errors: USAGE unless it says otherwise).
+"""How a `commstack` command ends: every exit status of every command in one table (docs/harness.md#exit-statuses;
+a named error carries its own as `exit_status`), and the signals that end a run (CtrlC).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ class Status(IntEnum):
     PASS = 0, "every step ran and passed"  # compare: no difference; screen: no bad node or pair; lock: no drift
     FAILED = 1, "some step did not pass"  # a difference, a bad node or pair, a drifted lock or image
     USAGE = 2, "bad input, named below"  # a damaged record, plan or history included
-    #: compare: a step ran on neither side; screen: nothing bad, but a check's spread hid the rule's slowdown
     NOT_RUN = 3, "every step that ran passed, but some did not run (--allow-not-run accepts that)"
     PENDING = 4, "the batch job has not ended yet"  # `commstack status`
     UNWRITTEN = 5, "the results could not all be written"  # a full or read-only file system
@@ -40,7 +37,6 @@ class Status(IntEnum):
     CRASHED = 15, "parse: crashed"
     TIMED_OUT = 16, "parse: timed-out"
     NODE_FAILURE = 17, "parse: node-failure"
-    #: a signal that ends a run or a screen: the same clean-up as for Ctrl-C (CtrlC), then 128 + the signal
     HANGUP = 128 + signal.SIGHUP, "interrupted by SIGHUP"
     INTERRUPTED = 128 + signal.SIGINT, "interrupted (Ctrl-C)"
     QUIT = 128 + signal.SIGQUIT, "interrupted by SIGQUIT"
@@ -62,12 +58,9 @@ def signalled(signum: int | None) -> Status:
 
 
 class CtrlC:
-    """Ctrl-C (SIGINT), and every other signal that ends a run (SIGTERM: `timeout` and batch time limits;
-    SIGHUP: a closed terminal; SIGQUIT), while a run or a screen holds Slurm, an allocation or a step: the
-    first one is the KeyboardInterrupt Ctrl-C always is (`signum` says which it was, and `interrupted_by` of
-    `run` names it); the later ones, until restore(), are held off, so that no signal can cut short the
-    clean-up (the step stopped and its output kept, the allocation and the Slurm released, the records and
-    report written)."""
+    """The signals that end a run or a screen while it holds Slurm, an allocation or a step: the first one is the
+    KeyboardInterrupt Ctrl-C always is (`signum` says which it was, and `interrupted_by` of `run` names it); the
+    later ones, until restore(), are held off, so that no signal can cut the clean-up short."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 

@@ -1,8 +1,7 @@
-"""Every file commstack writes goes through here: atomically (a temporary file in the same
-directory, fsync, rename), never through a symlink nor over something that is not a regular file, and
-private where it holds state or secrets. Every input file is read through here too: refused, before a
-byte is read, when it is not a regular file or is larger than its limit (a FIFO, /dev/zero). Directories for
-results and state are walked from / down before any part of them is made (walk_dir)."""
+"""Every file commstack writes goes through here (a temporary file in the same directory, fsync, rename; never
+through a symlink; private where it holds state or secrets), every input file it reads (refused, before a byte is
+read, when it is not a regular file or over its limit), and every directory it keeps results or state in
+(walk_dir): docs/harness.md#untrusted-input."""
 
 from __future__ import annotations
 

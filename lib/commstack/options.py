@@ -1,50 +1,34 @@
-"""The options that several commands share, declared once (as Spack's cmd/common/arguments.py does): `run`,
-`suite`, `screen`, `test` and the pytest plugin (`pytest suites/NAME.yaml`) take each by name, so that a name
-has one flag, one type, one set of choices and one help wherever it is given.
-"""
+"""The options that `run`, `suite`, `screen`, `test` and the pytest plugin (`pytest suites/NAME.yaml`) share,
+declared once (as Spack's cmd/common/arguments.py does): a name has one flag, one type, one set of choices and one
+help wherever it is given."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from commstack.paths import absolute
 
-
-class Option(NamedTuple):
-    flags: tuple[str, ...]
-    settings: dict[str, Any]  # add_argument's keywords: type, choices, action, default, help
-
-
-#: name (its attribute on the parsed arguments) -> the option
+#: name (its attribute on the parsed arguments; its flag: --name, '_' as '-') -> add_argument's keywords
 OPTIONS = {
-    "system": Option(("--system",), {"default": "local",
-                                     "help": "systems/NAME.yaml, or a system file (default: local)"}),
-    "results": Option(("--results",), {"help": "the run's results directory, new or empty (default: a new "
-                                               "results/<date-time>-<id>)"}),
-    "slurm": Option(("--slurm",), {"choices": ("auto", "local", "external", "off"), "default": "auto",
-                                   "help": "auto: a reachable cluster, else start the local one; local: always the "
-                                           "local one; external: only a reachable cluster; off: no Slurm (steps not "
-                                           "run)"}),
-    "launcher": Option(("--launcher",), {"choices": ("srun", "mpirun"), "default": "srun",
-                                         "help": "mpirun runs on this host without Slurm; only when asked for"}),
-    "osu_prefix": Option(("--osu-prefix",), {"type": absolute,
-                                             "help": "an OSU micro-benchmarks install (has libexec/osu-micro-"
-                                                     "benchmarks/mpi), over --env's (default: --env's, else "
-                                                     "$COMMSTACK_OSU_PREFIX, else the local env's when installed)"}),
-    "pingpong": Option(("--pingpong",), {"type": absolute,
-                                         "help": "an mpi-pingpong binary (default: built with the system MPI's "
-                                                 "mpicc)"}),
-    "env": Option(("--env",), {"help": "an installed Spack env (its directory): every benchmark from its view, the "
-                                       "MPI steps with its MPI (default: the system's install: {env: ...}, else "
-                                       "none)"}),
-    "no_build": Option(("--no-build",), {"action": "store_true",
-                                         "help": "never set up Spack or build OSU: steps without their binaries are "
-                                                 "not run"}),
-    "memory": Option(("--memory",), {"choices": ("host", "device"),
-                                     "help": "only the suite steps in this memory (a scaled-down suite on a system "
-                                             "without GPUs)"}),
-    "native_only": Option(("--native-only",), {"action": "store_true", "help": "drop a suite's container runs"}),
+    "system": {"default": "local", "help": "systems/NAME.yaml, or a system file (default: local)"},
+    "results": {"help": "the run's results directory, new or empty (default: a new results/<date-time>-<id>)"},
+    "slurm": {"choices": ("auto", "local", "external", "off"), "default": "auto",
+              "help": "auto: a reachable cluster, else start the local one; local: always the local one; external: "
+                      "only a reachable cluster; off: no Slurm (steps not run)"},
+    "launcher": {"choices": ("srun", "mpirun"), "default": "srun",
+                 "help": "mpirun runs on this host without Slurm; only when asked for"},
+    "osu_prefix": {"type": absolute,
+                   "help": "an OSU micro-benchmarks install (has libexec/osu-micro-benchmarks/mpi), over --env's "
+                           "(default: --env's, else $COMMSTACK_OSU_PREFIX, else the local env's when installed)"},
+    "pingpong": {"type": absolute, "help": "an mpi-pingpong binary (default: built with the system MPI's mpicc)"},
+    "env": {"help": "an installed Spack env (its directory): every benchmark from its view, the MPI steps with its "
+                    "MPI (default: the system's install: {env: ...}, else none)"},
+    "no_build": {"action": "store_true",
+                 "help": "never set up Spack or build OSU: steps without their binaries are not run"},
+    "memory": {"choices": ("host", "device"),
+               "help": "only the suite steps in this memory (a scaled-down suite on a system without GPUs)"},
+    "native_only": {"action": "store_true", "help": "drop a suite's container runs"},
 }
 
 #: what a suite run takes: `run`, `suite` and the pytest plugin
@@ -56,5 +40,4 @@ def add(add_option: Callable[..., Any], names: tuple[str, ...], **changed: dict[
     """The named options, through `add_option` (argparse's add_argument, or a pytest group's addoption);
     `changed`: an option's settings that differ for this command (screen's --system default)."""
     for name in names:
-        flags, settings = OPTIONS[name]
-        add_option(*flags, **{**settings, **changed.get(name, {})})
+        add_option(f"--{name.replace('_', '-')}", **{**OPTIONS[name], **changed.get(name, {})})

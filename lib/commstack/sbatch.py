@@ -1,41 +1,29 @@
 """What may stand on an #SBATCH line of a job script (commstack.run.batch) or on commstack's salloc, checked by
-the system schema (commstack.config). sbatch splits such a line into options at whitespace, after its own quoting:
-a value is one word that is not an option, and an entry of a flags list (salloc_flags, sbatch_flags) is one
-option, none that the run sets itself or that names a file the job uses. An option is read as getopt_long reads
-it: a long name may be any unambiguous abbreviation (`--outp` is `--output`), and short options may be bundled
-(`-vo/x` is `-v -o/x`), so an entry is resolved against the program's own option table before it is judged."""
+the system schema (commstack.config); the rules: docs/harness.md#untrusted-input. An entry is read as getopt_long
+reads it (abbreviations, bundled short options), against the program's own option table, before it is judged."""
 
 import re
 from typing import NamedTuple
 
 # sbatch's and salloc's getopt_long tables in Debian 12's slurm-wlm 22.05.8 (dumped from the binaries' call to
-# getopt_long; their --help lists all but a few): NAME= takes a value, NAME[=] may, X|NAME is -X too, A>NAME is NAME
-SBATCH_TABLE = """
-A|account= acctg-freq= a|array= batch= b|begin= bb= bbf= cluster-constraint= D|chdir= cluster= M|clusters=
-comment= container= context= contiguous C|constraint= S|core-spec= cores-per-socket= cpu-freq= cpus-per-gpu=
-c|cpus-per-task= deadline= delay-boot= d|dependency= m|distribution= e|error= x|exclude= exclusive[=] export=
-export-file= B|extra-node-info= get-user-env[=] gid= gpu-bind= gpu-freq= G|gpus= gpus-per-node= gpus-per-socket=
-gpus-per-task= gres= gres-flags= h|help hint= H|hold ignore-pbs i|input= J|job-name= kill-on-invalid-dep=
-L|licenses= mail-type= mail-user= mcs-label= mem= mem-bind= mem-per-cpu= mem-per-gpu= mincpus= network= nice[=]
-k|no-kill[=] no-requeue F|nodefile= w|nodelist= N|nodes= n|ntasks= ntasks-per-core= ntasks-per-gpu=
-ntasks-per-node= ntasks-per-socket= ntasks-per-tres= open-mode= o|output= O|overcommit s|oversubscribe parsable
-p|partition= power= prefer= priority= profile= propagate[=] q|qos= Q|quiet reboot requeue reservation= signal=
-sockets-per-node= spread-job switches= tasks-per-node>ntasks-per-node test-only thread-spec= threads-per-core=
-t|time= time-min= tmp= uid= use-min-nodes v|verbose V|version usage W|wait wait-all-nodes= wckey= wrap=
-"""
-SALLOC_TABLE = """
-A|account= acctg-freq= b|begin= bell bb= bbf= cluster-constraint= D|chdir= cluster= M|clusters= comment=
-container= context= contiguous C|constraint= S|core-spec= cores-per-socket= cpu-freq= cpus-per-gpu=
-c|cpus-per-task= deadline= delay-boot= d|dependency= m|distribution= x|exclude= exclusive[=] B|extra-node-info=
-get-user-env[=] gid= gpu-bind= gpu-freq= G|gpus= gpus-per-node= gpus-per-socket= gpus-per-task= gres=
-gres-flags= h|help hint= H|hold I|immediate[=] J|job-name= K|kill-command[=] L|licenses= mail-type= mail-user=
-mcs-label= mem= mem-bind= mem-per-cpu= mem-per-gpu= mincpus= network= nice[=] no-bell k|no-kill[=] no-shell
+# getopt_long; their --help lists all but a few): NAME= takes a value, NAME[=] may, X|NAME is -X too, A>NAME is NAME.
+# What both take, then each one's own.
+BOTH_TABLE = """
+A|account= acctg-freq= b|begin= bb= bbf= cluster-constraint= D|chdir= cluster= M|clusters= comment= container= context=
+contiguous C|constraint= S|core-spec= cores-per-socket= cpu-freq= cpus-per-gpu= c|cpus-per-task= deadline= delay-boot=
+d|dependency= m|distribution= x|exclude= exclusive[=] B|extra-node-info= get-user-env[=] gid= gpu-bind= gpu-freq=
+G|gpus= gpus-per-node= gpus-per-socket= gpus-per-task= gres= gres-flags= h|help hint= H|hold J|job-name= L|licenses=
+mail-type= mail-user= mcs-label= mem= mem-bind= mem-per-cpu= mem-per-gpu= mincpus= network= nice[=] k|no-kill[=]
 F|nodefile= w|nodelist= N|nodes= n|ntasks= ntasks-per-core= ntasks-per-gpu= ntasks-per-node= ntasks-per-socket=
-ntasks-per-tres= O|overcommit s|oversubscribe p|partition= power= prefer= priority= profile= q|qos= Q|quiet
-reboot reservation= signal= sockets-per-node= spread-job switches= tasks-per-node>ntasks-per-node thread-spec=
+ntasks-per-tres= O|overcommit s|oversubscribe p|partition= power= prefer= priority= profile= q|qos= Q|quiet reboot
+reservation= signal= sockets-per-node= spread-job switches= tasks-per-node>ntasks-per-node thread-spec=
 threads-per-core= t|time= time-min= tmp= uid= use-min-nodes v|verbose V|version usage wait-all-nodes= wckey=
-x11[=]
 """
+SBATCH_TABLE = BOTH_TABLE + """
+a|array= batch= e|error= export= export-file= ignore-pbs i|input= kill-on-invalid-dep= no-requeue open-mode=
+o|output= parsable propagate[=] requeue test-only W|wait wrap=
+"""
+SALLOC_TABLE = BOTH_TABLE + "bell I|immediate[=] K|kill-command[=] no-bell no-shell x11[=]"
 
 #: what the run sets (the job's name, size and time; its partition, from the system's), or names a file or directory
 #: the job uses: no flags list may hold these

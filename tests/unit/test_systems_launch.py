@@ -4,12 +4,13 @@ import pytest
 
 from commstack.errors import UnknownSystemError
 from commstack.run.launch import Allocation, Launcher, Step
-from commstack.config import known_systems, load_system
+from commstack.config import load_system, names_in
+from commstack.paths import SYSTEMS
 from commstack.slurm.procs import REAPER
 
 
 def test_provided_systems():
-    assert {"local", "alps-gh200", "cray-ex-gpu"} <= set(known_systems())
+    assert {"local", "alps-gh200", "cray-ex-gpu"} <= set(names_in(SYSTEMS))
     alps = load_system("alps-gh200")
     assert (alps.gpus_per_node, alps.nics_per_node, alps.nic_line_rate_MBps, alps.launcher.mpi) == (4, 4, 25000, "pmix")
     assert load_system("cray-ex-gpu").launcher.mpi == "cray_shasta"

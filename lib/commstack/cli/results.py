@@ -13,10 +13,10 @@ from pathlib import Path
 
 from commstack import exits
 from commstack.cli.run import summary
-from commstack.config import known_systems, load_system
+from commstack.config import load_system, names_in
 from commstack.errors import CommstackError, InputFileError, printable
 from commstack.files import stdout_written, writable, write_atomic
-from commstack.paths import TOP
+from commstack.paths import SYSTEMS, TOP
 from commstack.results import parse
 from commstack.results.compare import NOT_RUN, compare, compare_table, diagnosis
 from commstack.results.references import references_of
@@ -27,7 +27,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     from commstack.results.report import write_report
     results = Path(args.results)
     records = read_run(results)
-    system = load_system(records[0].system) if records[0].system in known_systems() else None
+    system = load_system(records[0].system) if records[0].system in names_in(SYSTEMS) else None
     refs = references_of(system) if system else None
     path = write_report(results, refs, system.nic_line_rate_MBps if system else None)
     print(f"report: {path}")
@@ -45,7 +45,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     if args.baseline is None:
         raise CommstackError("compare needs a baseline run (compare A B) or --baseline history")
     a = read_run(Path(args.baseline))
-    system = load_system(a[0].system) if a[0].system in known_systems() else None
+    system = load_system(a[0].system) if a[0].system in names_in(SYSTEMS) else None
     refs = references_of(system) if system else None
     changes = compare(Path(args.baseline), Path(args.results), args.tolerance, refs)
     findings = diagnosis(Path(args.baseline), Path(args.results), changes, args.tolerance, refs)
@@ -56,7 +56,6 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_compare_history(args: argparse.Namespace) -> int:
-    """A run against the median and spread of the last N runs of each step on the same system."""
     from commstack.results import history
     results = Path(args.results)
     path = Path(args.history) if args.history else history.default_path(results.resolve().parent)
@@ -81,7 +80,6 @@ def add_compare(s: argparse.ArgumentParser) -> None:
 
 
 def cmd_history(args: argparse.Namespace, extra: list[str]) -> int:
-    """`history import DIR...` fills the history; `history` prints (and --plot draws) the trend."""
     from commstack.results import history
     path = Path(args.history) if args.history else history.default_path(TOP / "results")
     if args.action == "import":

@@ -35,20 +35,18 @@ from commstack.tools import TOOLS
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    """The main job on the embedded default: the smoke suite on the local Slurm, judged, reported."""
     args.name = "smoke"
     return cmd_suite(args, extra)
 
 
 def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
-    """Run a suite through pytest in this process, one test per step; --dry-run: its srun lines."""
     system, suite = load_system(args.system), load_suite(args.name)
     references_of(system)  # a bad references file is an error now, before anything is launched
     env = env_of(args, system)  # an env that cannot be used likewise, before anything is launched
     if args.submit:
         return cmd_submit(args, system, suite)
     if args.dry_run:
-        return _dry_run(args, system, suite)
+        return _dry_run(args, system, suite, env)
     if args.results:
         check_results_dir(Path(args.results))
     if args.launcher == "srun" and embedded(system.name, args.slurm):
@@ -122,10 +120,9 @@ def _results(args: argparse.Namespace) -> Path:
     return new_run_dir(TOP / "results")
 
 
-def _dry_run(args: argparse.Namespace, system, suite) -> int:
-    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong,
+def _dry_run(args: argparse.Namespace, system, suite, env: EnvView | None) -> int:
+    binaries, given = Binaries(osu_prefix=args.osu_prefix, pingpong=args.pingpong, env=env,
                                build_dir=TOP / "results" / "<run>" / "build", build=False), {}
-    binaries.env = env_of(args, system)
     for tool in TOOLS.values():
         try:
             if (found := binaries.planned(tool)) is not None:
@@ -169,7 +166,6 @@ def summary(results: Path, allow_not_run: bool) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, system, suite) -> int:
-    """The suite as one batch job (sbatch); --dry-run prints its script, --wait waits and judges."""
     from commstack.run import batch
     plan = batch.Plan(system=str(system.path), suite=str(suite.path), memory=args.memory,
                       native_only=args.native_only, osu_prefix=args.osu_prefix, pingpong=args.pingpong)
@@ -202,7 +198,6 @@ def batch_variables(system, mode: str) -> dict[str, str]:
 
 
 def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
-    """A batch run's job; once it ended: its results judged, the report, the exit status of the run."""
     from commstack.run import batch
     from commstack.results.report import write_report
     results = Path(args.results)
@@ -224,7 +219,6 @@ def add_status(s: argparse.ArgumentParser) -> None:
 
 
 def add_run(s: argparse.ArgumentParser) -> None:
-    """What a suite run takes (`run`, `suite`)."""
     options.add(s.add_argument, options.RUN)
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
