@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import io
 import json
+import threading
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from commstack.results.records import Record
 from commstack.run.binaries import Binaries
 from commstack.screen import nodes as node_phase
 from commstack.run.lifecycle import Lifecycle
+from commstack.screen import pool
 from commstack.screen.pool import Context, Placed, Progress, broken
 from commstack.screen.run import Outcome, Screen, _natural, both_ways, unavailable, unavailable_of
 from commstack.screen.spec import load_screen
@@ -269,3 +271,37 @@ def test_what_a_screen_writes_and_its_history(screen, tmp_path):
     (tmp_path / "bad.sqlite").write_text("not a database")
     screen.write(outcome, tmp_path / "bad.sqlite")
     assert outcome.not_run["history"].startswith(f"{tmp_path / 'bad.sqlite'}: ")
+
+
+def test_a_check_not_run_frees_no_node_that_a_running_check_holds(screen, monkeypatch):
+    """A not-run check on a pair that another check is measuring ends at once; the pair stays busy until the
+    measuring check ends, so a third check on it waits (it did not: the not-run check freed the pair)."""
+    check = screen.checks(screen.screen.pairs.checks, 2, "pairs")[0][0]
+    ctx = Context(Lifecycle(screen.dir, SYSTEM, None), None, {}, {})
+    pair = ("node1", "node2")
+    placed = [Placed(check, pair, "pairs", 1), Placed(check, pair, "pairs", 2, "no binary"),
+              Placed(check, pair, "pairs", 3)]
+    real, looked, not_run_done, log = pool.measure, threading.Semaphore(0), threading.Event(), []
+
+    class Looked(Progress):
+        def show(self, *args):   # once per pass of run_all's loop, after it took in what ended
+            looked.release()
+
+    def measure(ctx, p, index):
+        if p.not_run:
+            rec = real(ctx, p, index)
+            not_run_done.set()
+            return rec
+        log.append(("start", p.round))
+        if p.round == 1:  # hold the pair while run_all takes in the not-run check and looks for work after it
+            assert not_run_done.wait(60)
+            for _ in range(3):
+                assert looked.acquire(timeout=60)
+        log.append(("end", p.round))
+        return ctx.steps.ended(index, dataclasses.replace(p.check, id=p.name), "measured", p.hosts)
+
+    monkeypatch.setattr(pool, "measure", measure)
+    records = pool.run_all(ctx, placed, "pairs", 4, Looked(2, io.StringIO()))
+    assert log == [("start", 1), ("end", 1), ("start", 3), ("end", 3)]
+    assert [r.verdict for r in records] == ["not-run", "not-run", "not-run"]
+    assert records[1].reason == "no binary"

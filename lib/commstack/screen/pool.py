@@ -112,6 +112,11 @@ class Progress:
         self.last = ""
 
 
+def held(p: Placed) -> set[str]:
+    """The nodes a placed check holds while it runs: none for one that is not run (it launches nothing)."""
+    return set() if p.not_run else set(p.hosts)
+
+
 def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, progress: Progress,
             first_index: int = 0) -> list[Record]:
     """Every placed check, each as soon as its nodes are free, at most max_steps at once; the records in the
@@ -141,7 +146,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                 i, p = item
                 if p.not_run or not busy & set(p.hosts):
                     pending.remove(item)
-                    busy |= set(p.hosts) if not p.not_run else set()
+                    busy |= held(p)
                     running[i] = threading.Thread(target=worker, args=(i, p), daemon=True)
                     running[i].start()
             try:
@@ -151,7 +156,7 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
             else:
                 running.pop(i).join()
                 records[i] = rec or broken(ctx, first_index + i, placed[i])
-                busy -= set(placed[i].hosts)
+                busy -= held(placed[i])
                 nodes_of.subtract(placed[i].hosts)
             avg = sum(took) / len(took) if took else None
             waves = (len(pending) + len(running)) / max(1, min(max_steps, len(running) or 1))
