@@ -1,12 +1,5 @@
-"""Exports of a run's figures to the formats other tools read; files only, no network.
-
-One figure is one step at one message size: the median of its repeats in the judged metric, with
-the lowest and highest repeat as its bounds.
-
-  perflog  ReFrame-style performance log: `|`-separated, a header line, one line per figure
-  jsonl    JSON Lines: one object per figure
-  bmf      bencher.dev's Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}
-  elastic  Elasticsearch bulk API body: an `index` action line and a document line per figure
+"""Exports of a run's figures to the formats other tools read (perflog, jsonl, bmf, elastic); files only, no
+network. The formats and what a figure is: docs/harness.md#batch-jobs-history-and-exports.
 """
 
 from __future__ import annotations

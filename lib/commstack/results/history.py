@@ -1,16 +1,7 @@
 """The results history: every record of every run in one SQLite file (stdlib sqlite3), by default
-results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewhere).
-
-Stored per record: run, system, suite, step, benchmark, metric and unit, verdict and reason, tags and
-stack facts (JSON); per size the judged figure's median, standard deviation and repeat count. A run is
-written in one transaction and replaces an earlier import of itself. `PRAGMA user_version` holds the
-schema version; a file of another version, one without our tables and columns, a damaged one, and a
-row that does not fit the schema (Point) are refused by name (HistoryError, with the file) rather than misread.
-
-Against the history, a run is judged noise-aware: per step and size, the median of the last N runs of
-the same step on the same system is the baseline, and a drop counts only beyond both the tolerance
-and the history's own spread (its largest deviation from that median on the bad side) plus twice the
-run's repeat spread. So a figure inside what the history has already seen is not a regression.
+results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewhere), and a run judged against
+it (docs/harness.md#batch-jobs-history-and-exports). A file of another schema version (`PRAGMA user_version`),
+one without our tables and columns, a damaged one, and a row that does not fit the schema are refused by name.
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""Judge parsed sweeps: correctness first, then performance against per-system references.
-
-References are YAML (systems/references/<system>.yaml, schema: results.references.ReferencesFile). Each one
-points at a recorded real output and the sizes to hold it to, so the seed tables exist once, as
-recorded, and are parsed by the same parser as a live run.
-
-Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
-allows), unstable (repeats spread, or better than plausible), no-reference (the system has
-references but none for this step), pass. A system without a references file (local,
-local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the
-runner to steps that never ran.
+"""Judge parsed sweeps: correctness first, then the median of the repeats against the system's references
+(results.references). The verdicts and what each means: docs/harness.md#verdicts-and-exit-statuses.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Parse and check a run's output: its tables split at their titles, each one's tool (commstack.tools)
-told by its title, parsed by that tool's strict parser (lines shared by all: commstack.tools.lines),
-then checked: each table a Result with its own verdict, its validation and its notes.
-
-`parse_results` is what `commstack parse` calls, `parse_output` what the runner calls (one table per
-step): both check that each sweep has the first and last sizes its arguments (or the benchmark's
-defaults) ask for, and the benchmark's own validation.
+"""Parse and check a run's output: its tables split at their titles (results.tables), each parsed by its
+tool's strict parser, then checked as a Result with its own verdict, validation and notes. `parse_results` is
+what `commstack parse` calls, `parse_output` what the runner calls (one table per step).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile), read once
-per process. Each entry points at a recorded real output and the sizes to hold it to, so the seed
-tables exist once, as recorded, and are parsed by the same parser as a live run; `results.judge`
-holds a sweep to them. The schema is here too, on config's types.
+"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile, on config's types), read
+once per process; each entry's recorded output is parsed by the same parser as a live run.
 """
 
 from __future__ import annotations

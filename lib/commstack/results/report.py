@@ -1,11 +1,6 @@
-"""The report of a run: every step with its verdict and reason, counts per verdict at the top,
-curves per benchmark (matplotlib), the rows as CSV, as one self-contained index.html with the plots
-inline and as Markdown beside it. What a record holds is shown as text in both: HTML-escaped in the
-page; in the Markdown, control characters as visible escapes (errors.printable), HTML and Markdown
-punctuation escaped, commands and details in code spans and fences longer than any backtick run in them.
-
-Nothing is half-written: the report is rendered into a directory of its own, and `report` is a
-symlink swapped onto it in one rename; the previous report is removed only after the swap.
+"""The report of a run (docs/harness.md#suites-reports-and-compare): index.html with the plots inline,
+report.md, rows.csv and the PNGs, each record's text made safe for where it is shown (results.markup). It is
+rendered into a directory of its own, and `report` is a symlink swapped onto it in one rename.
 """
 
 from __future__ import annotations
