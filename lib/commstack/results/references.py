@@ -83,7 +83,6 @@ class Reference:
     points: dict[int, float]
     lower: float  # allowed relative change on the bad side, e.g. -0.10
     upper: float  # allowed relative change on the good side before it is suspicious
-    source: str
 
     @property
     def unit(self) -> str:
@@ -128,13 +127,10 @@ def load_references(path: Path) -> References:
     refs, diags = [], []
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
-        if entry.recorded:
-            points, source = _recorded(path, entry.recorded, where, entry.metric, entry.sizes), str(entry.recorded)
-        else:
-            points, source = dict(entry.points), "points"
+        points = _recorded(path, entry.recorded, where, entry.metric, entry.sizes) if entry.recorded else entry.points
         t = {**spec.tolerance.model_dump(), **entry.tolerance}
-        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
-                              t["lower"], t["upper"], source))
+        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, dict(points),
+                              t["lower"], t["upper"]))
     for i, d in enumerate(spec.diagnoses):
         bad = _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric, [d.size])[d.size] if d.recorded \
             else d.value
