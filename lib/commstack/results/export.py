@@ -41,6 +41,8 @@ def figures(records: list[Record]) -> Iterator[dict[str, Any]]:
 
 
 def render(records: list[Record], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     rows = list(figures(records))
     if not rows:
         raise ExportError("the run has no figures (no step produced a result)")
@@ -59,21 +61,17 @@ def render(records: list[Record], fmt: str) -> str:
             bmf.setdefault(name, {})[row["metric"].replace("_", "-").lower()] = {
                 "value": row["value"], "lower_value": row["lower"], "upper_value": row["upper"]}
         return json.dumps(bmf, indent=2, sort_keys=True) + "\n"
-    if fmt == "elastic":
-        out = []
-        for row in rows:
-            doc_id = f"{row['run_id']}/{row['suite']}/{row['step']}/{row['size']}"
-            out.append(json.dumps({"index": {"_index": INDEX, "_id": doc_id}}))
-            out.append(json.dumps(row, sort_keys=True, default=str))
-        return "\n".join(out) + "\n"  # the bulk API wants a final newline
-    raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    out = []  # elastic
+    for row in rows:
+        doc_id = f"{row['run_id']}/{row['suite']}/{row['step']}/{row['size']}"
+        out.append(json.dumps({"index": {"_index": INDEX, "_id": doc_id}}))
+        out.append(json.dumps(row, sort_keys=True, default=str))
+    return "\n".join(out) + "\n"  # the bulk API wants a final newline
 
 
 def export(run_dir: Path, fmt: str, output: Path | None = None) -> Path:
     """Write the run's figures as `fmt` to `output` (default: <run>/export/<run>.<suffix>). An `output`
     that exists and is not a regular file (a device, a FIFO, a symlink, a directory) is refused."""
-    if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     text = render(read_run(run_dir), fmt)
     if output is None:
         output = make_dirs(run_dir, "export") / (run_dir.name + SUFFIX[fmt])

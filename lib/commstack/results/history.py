@@ -158,15 +158,14 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
     started = min((r.started for r in records if r.started), default=None)
     db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
     db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, str(run_dir.resolve()), started, time.time()))
-    for r in records:
-        db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (run_id, r.suite, r.step, r.system, r.benchmark, r.tool, r.metric, r.unit, r.verdict,
-                    r.reason, r.started, json.dumps(r.nodelist), json.dumps(r.tags, sort_keys=True),
-                    json.dumps(r.stack, sort_keys=True, default=str)))
-        for size, (median, stdev, n) in r.medians().items():
-            db.execute("INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (run_id, r.suite, r.step, size, median if math.isfinite(median) else None,
-                        stdev if math.isfinite(stdev) else 0.0, n))
+    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (run_id, r.suite, r.step, r.system, r.benchmark, r.tool, r.metric, r.unit, r.verdict, r.reason, r.started,
+         json.dumps(r.nodelist), json.dumps(r.tags, sort_keys=True), json.dumps(r.stack, sort_keys=True, default=str))
+        for r in records])
+    db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?)", [
+        (run_id, r.suite, r.step, size, median if math.isfinite(median) else None,
+         stdev if math.isfinite(stdev) else 0.0, n)
+        for r in records for size, (median, stdev, n) in r.medians().items()])
 
 
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
@@ -292,10 +291,9 @@ def plot(points: list[Point], fmt: str = "png") -> bytes:
     for p in points:
         series.setdefault((p.suite, p.step, p.size), []).append(p)
     for (suite, step, size), pts in sorted(series.items()):
-        xs = [p.started or i for i, p in enumerate(pts)]
         factor = shown(pts[0].metric)[2]
-        ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
-                     for x, p in zip(xs, pts)], [math.nan if p.median is None else p.median * factor for p in pts],
+        ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(p.started)) if p.started else str(i)
+                     for i, p in enumerate(pts)], [math.nan if p.median is None else p.median * factor for p in pts],
                     yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=mpl_text(f"{step} {size} B"))
     ax.set_ylabel(mpl_text(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points}))))
     ax.set_xlabel("run")

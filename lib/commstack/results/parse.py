@@ -270,11 +270,9 @@ def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmar
 
 
 def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int | None = None) -> Sweep:
-    """One step's output (stdout decoded with errors="replace"), parsed and checked: the sweep is
-    complete against `args` (the benchmark's own options; its defaults where they give no sizes)
-    and valid, or a ParseError subclass names the kind and quotes the line. `benchmark`: the one
-    the step ran (None: the title tells). `ranks` lets the check know where OSU's memory limit
-    shortens a collective's sweep."""
+    """One step's output (stdout decoded with errors="replace"), parsed and checked: complete against `args` (its
+    defaults where they give no sizes) and valid, or a ParseError subclass names the kind and quotes the line.
+    `benchmark`: the one the step ran (None: the title tells); `ranks`: where OSU's memory limit shortens a sweep."""
     if benchmark is not None:
         first = split_tables(text)[0].text  # a job script's echo before the title is no title
         named = identify(first).name

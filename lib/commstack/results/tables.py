@@ -97,16 +97,12 @@ class Table:
 
 
 def split_tables(text: str, lenient: bool = False) -> list[Table]:
-    """An output cut into its tables at their titles: a title starts a table once the one before has a
-    data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
-    osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
-    row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
-    between two benchmarks). Before the first title and after the last table's own last line, such text
-    is a note only when `lenient` (a job log read by `commstack parse`: the job script's lines around
-    the benchmark; those after the last table are the ones its parser refuses: Table.trailer); otherwise
-    it is that table's, an unknown line there an error, as inside a table (a step's own output, which
-    commstack launched itself: nothing but the benchmark prints there). A job log with no title has its table
-    start where a tool reads a table whose title was cut (untitled_start)."""
+    """An output cut into its tables at their titles: a title starts a table once the one before has a data row (a
+    version line, then a start line, then a parameter line are one table's head; OSU 7.2 osu_mbw_mr prints its title
+    twice). Unknown text between a table's last row and the next title is a note of neither table; before the first
+    title and after the last table it is one only when `lenient` (a job log, Table.trailer; else the table's own, an
+    error: docs/harness.md#parsing-any-output-commstack-parse). A job log with no title has its table start where a
+    tool reads a table whose title was cut (untitled_start)."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
