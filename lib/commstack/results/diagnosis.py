@@ -64,10 +64,8 @@ class Finding:
 def headline(record: Record, sizes: Iterable[int] | None = None) -> int | None:
     """The size a reader looks at first, of `sizes` (default: the record's): the largest of a rate, the smallest of
     a time (a sweep's small sizes of a rate, and large ones of a time, say more about the host than the link)."""
-    sizes = list(record.medians() if sizes is None else sizes)
-    if not sizes:
-        return None
-    return max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
+    sizes = record.medians() if sizes is None else sizes
+    return (max if METRICS[record.metric].higher_is_better else min)(sizes, default=None)
 
 
 def quantity(record: Record) -> str | None:
@@ -148,8 +146,7 @@ def diagnose(records: list[Record], yardsticks: dict[tuple[str, str], Yardstick]
         # between nodes only: within one node MPI and NCCL move data through memory, not the fabric
         if not short or not short.short or not BELOW.get(layer) or len(set(r.nodelist)) < 2 or quantity(r) is None:
             continue
-        lowers = [(below, _lower(records, r, below)) for below in BELOW[layer]]
-        lowers = [(below, low) for below, low in lowers if low is not None]
+        lowers = [(below, low) for below in BELOW[layer] if (low := _lower(records, r, below)) is not None]
         if lowers:
             findings.append(_finding(r, short, lowers, yardsticks))
     return findings

@@ -63,10 +63,6 @@ class Verdict:
         return "\n".join(lines)
 
 
-def worst(statuses) -> str:
-    return max(statuses, key=VERDICTS.index, default="pass")
-
-
 def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, metric: str,
           line_rate_MBps: float | None = None, system: str | None = None) -> Verdict:
     """Correctness of every repeat, then the median of the repeats against the reference; `system`
@@ -130,16 +126,13 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         if missing:
             failures.append(f"{bench}: no result at {', '.join(map(str, missing))} B, which reference "
                             f"{ref.id} holds it to (sweep cut short?)")
-    status = worst(p.status for p in points)
+    status = max((p.status for p in points), key=VERDICTS.index, default="pass")
     reason = next((f"{p.size} B: {p.reason}" for p in points if p.status == status and p.reason), "")
     if failures:
         status, reason = "fail", failures[0]
     elif refs and not ref and status == "pass":
-        status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
+        named = ", ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k not in ("suite", "benchmark"))
+        status, reason = "no-reference", f"{refs.system} has no reference for {bench} {named}"
     elif not refs and status == "pass":
         reason = f"correctness only: system {system} has no references"
     return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
-
-
-def _tags(tags: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k not in ("suite", "benchmark"))

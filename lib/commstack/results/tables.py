@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -150,9 +151,6 @@ BETWEEN, BEFORE, AFTER = "a line between two tables", "a line of the job log bef
 
 def summary(notes: list[Note]) -> list[str]:
     """The job log's own lines around the tables, counted: "12 lines of the job log before the first table"."""
-    out = []
-    for where in (BEFORE, BETWEEN, AFTER):
-        n = sum(1 for note in notes if note.what == where)
-        if n:
-            out.append(f"{n} {where.replace('a line', 'lines' if n > 1 else 'line', 1)}")
-    return out
+    counts = Counter(note.what for note in notes)
+    return [f"{counts[where]} {where.replace('a line', 'lines' if counts[where] > 1 else 'line', 1)}"
+            for where in (BEFORE, BETWEEN, AFTER) if counts[where]]
