@@ -47,17 +47,15 @@ class HistoryError(CommstackError):
     """A history file that is not ours, of another schema version, or a query it cannot answer."""
 
 
-class HistoryFullError(HistoryError):
-    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
-
-    exit_status = exits.UNWRITTEN
-
-
 class HistoryWriteError(HistoryError):
     """The history's directory could not be made or reached (a read-only file system, a file on the way).
     Not bad input; a HistoryError, so that a run names it after its verdicts and its doubts pass it by."""
 
     exit_status = exits.UNWRITTEN
+
+
+class HistoryFullError(HistoryWriteError):
+    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
 
 
 #: sqlite's result code for "database or disk is full" (the low byte of an extended code)

@@ -141,9 +141,8 @@ class Result:
 
 
 def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated:
-    """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output
-    shows one ran (a Pass/Fail column, counted wrong elements, `validation: 1`), else `no` (OSU without
-    -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
+    """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output shows one ran,
+    else `no` (OSU without -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
     if isinstance(error, ValidationFailedError) or sweep and failed_checks(sweep):
         return "failed"
     if sweep is None:
