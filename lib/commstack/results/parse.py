@@ -166,8 +166,8 @@ def _named(table: Table) -> Benchmark | None:
 
 def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
     """The rows of a table read before the line its error quotes: the table up to its last data row
-    above that line, parsed (its last sweep); None where that cut text fails too (ucx_perftest's, which
-    has no Final row)."""
+    above that line, parsed (its last sweep, with the output's line numbers); None where that cut text fails
+    too (ucx_perftest's, which has no Final row)."""
     lines = table.text.splitlines()
     data = [i for i in range(error.lineno - 1) if DATA_ROW.match(lines[i])] if error.lineno else []
     if not data:
@@ -177,7 +177,7 @@ def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
         sweeps = identify(text, lenient).tool.parse(text)
     except CommstackError:
         return None
-    return sweeps[-1] if sweeps else None
+    return table.shift(sweeps[-1]) if sweeps else None
 
 
 def crashed(table: Table) -> CrashedError | None:
@@ -214,7 +214,6 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
         except ParseError as e:
             partial = _partial(table, e, lenient)
-            partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
             named = partial.benchmark if partial and partial.benchmark else \

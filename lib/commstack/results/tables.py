@@ -121,19 +121,11 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside: dict[int, str] = {}
-
-    def note(i: int, where: str) -> None:
-        if i not in framed and _outside(lines[i]):
-            outside[i] = where
+    placed = [(i, BEFORE) for i in range(starts[0] if lenient else 0)]
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
-        tail = data[-1] + 1 if data else end
-        for i in range(tail, end):
-            note(i, BETWEEN)
-    if lenient:
-        for i in range(starts[0]):
-            note(i, BEFORE)
+        placed += [(i, BETWEEN) for i in range(data[-1] + 1 if data else end, end)]
+    outside = {i: where for i, where in placed if i not in framed and _outside(lines[i])}
     tables = []
     for k, (begin, end) in enumerate(bounds):
         start = 0 if k == 0 else begin
