@@ -326,8 +326,7 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
                 continue
             higher = METRICS[r.metric].higher_is_better
             change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
-            # the history's spread on each side, computed like the change itself (a value the history has
-            # already seen is inside it), plus twice this run's own repeat spread
+            # the history's spread on each side, computed like the change itself, plus twice this run's repeat spread
             noise = 2 * stdev / value
             worse = max(tolerance, max(0.0, *(-change(v) for v in past)) + noise)
             above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)

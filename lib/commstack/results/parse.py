@@ -332,10 +332,8 @@ def parse_arguments(args: str, ranks: int | None) -> list[str]:
 
 
 def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, strict: bool = False) -> int:
-    """`commstack parse FILE`: parse and check each table of any run's output, read as far as its verdict
-    needs (commstack.results.settle); print each one's rows, verdict, validation and notes, and each
-    failure on stderr. A job log's own lines around its tables are notes, unless `strict` (a step's rule).
-    Exit status: 0 when every table is complete, else the first failure's."""
+    """`commstack parse FILE` (docs/harness.md#parsing-any-output-commstack-parse): each table's rows, verdict,
+    validation and notes, each failure on stderr; `strict`: a step's rule. Returns the exit status."""
     results, stopped = read_results(Path(path), argv, ranks, strict)
     # a file with no benchmark's title in it may be anything (a secret given by mistake): none of it is shown, but
     # under a step's rule (--strict), which holds the file to be an output and names the line that breaks it
