@@ -98,9 +98,11 @@ def connect(path: Path) -> sqlite3.Connection:
             raise HistoryError(f"{e}{rule}") from None
         except OSError as e:  # a file, not a directory, on the way
             raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
-    db = None
     try:
         db = sqlite3.connect(path, timeout=30)
+    except sqlite3.DatabaseError as e:  # too long a path, no permission
+        raise _db_error(path, e, f"{path}: cannot open the history ({e})") from None
+    try:
         db.execute("PRAGMA foreign_keys = ON")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
@@ -114,13 +116,10 @@ def connect(path: Path) -> sqlite3.Connection:
             if found[table] != columns:
                 raise HistoryError(f"{path}: table {table} " + (f"has columns {found[table]}, not {columns}"
                                    if found[table] else "is missing") + "; not a commstack history, or damaged")
-    except sqlite3.DatabaseError as e:
-        if db is not None:
-            db.close()
-        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})" if db is not None
-                        else f"{path}: cannot open the history ({e})") from None  # too long a path, no permission
-    except HistoryError:
+    except BaseException as e:
         db.close()
+        if isinstance(e, sqlite3.DatabaseError):
+            raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})") from None
         raise
     return db
 
