@@ -110,9 +110,8 @@ def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
             out.append(Change(name, size, va, vb, "invalid", metric=rb.metric))
             continue
         ratio = vb / va
-        noise = 2 * max(da / va, db / vb)
         change = (ratio - 1) if higher else (1 / ratio - 1)
-        threshold = max(tolerance, noise)
+        threshold = max(tolerance, 2 * max(da / va, db / vb))  # the noise: twice the larger relative repeat spread
         kind = "regression" if change < -threshold else "better" if change > threshold else "same"
         out.append(Change(name, size, va, vb, kind, metric=rb.metric))
     return out
