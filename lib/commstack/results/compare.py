@@ -1,11 +1,5 @@
-"""Compare run B against baseline run A, per step and per message size.
-
-A step or size on one side only is a difference, reported as such, and so is a verdict that got
-worse (B fails where A passed, with the same numbers); metrics and units must match; the tolerance
-comes from the system's references or --tolerance; a value that is not a finite positive number
-never equals anything. A change counts when it exceeds both the tolerance and twice the larger
-relative spread (standard deviation / median) of the two repeat sets. A step run on neither side is
-"not run in A nor B": no difference, but `commstack compare` exits 3 for it, as `run` does.
+"""Compare run B against baseline run A, per step and per message size; the rules:
+docs/harness.md#suites-reports-and-compare.
 """
 
 from __future__ import annotations
@@ -116,9 +110,8 @@ def _sizes(name: str, ra: Record, rb: Record, tolerance: float) -> list[Change]:
             out.append(Change(name, size, va, vb, "invalid", metric=rb.metric))
             continue
         ratio = vb / va
-        noise = 2 * max(da / va, db / vb)
         change = (ratio - 1) if higher else (1 / ratio - 1)
-        threshold = max(tolerance, noise)
+        threshold = max(tolerance, 2 * max(da / va, db / vb))  # the noise: twice the larger relative repeat spread
         kind = "regression" if change < -threshold else "better" if change > threshold else "same"
         out.append(Change(name, size, va, vb, kind, metric=rb.metric))
     return out

@@ -1,15 +1,6 @@
-"""The lowest layer at fault. Where a step of an upper layer (MPI, NCCL) is short of what it should reach, or
-failed, and a step of a layer below it (the fabric: fi_pingpong; UCX: ucx_perftest) ran on the same nodes in
-the same run, the lower step's figure says whether that layer carries what the upper one lacks:
-
-    osu_bw reaches 11.9 GB/s at 4 MiB (50 % of the reference); fi_pingpong on the same nodes reaches
-    12.1 GB/s: the fabric
-
-What a step should reach is its yardstick: its reference in a report, its baseline run A in `compare`. A lower
-step is short where it failed, or where its own yardstick finds it short at that size; a lower step without a
-yardstick of its own is short where its figure, in the same quantity, is worse than what the upper step should
-reach beyond the upper step's tolerance. The lowest short layer is at fault; with none, the upper layer itself.
-Figures are compared in SI units (B/s, s) through the columns' units, per direction (osu_bibw counts both).
+"""The lowest layer at fault: where a step of an upper layer (MPI, NCCL) is short of its yardstick (its reference
+in a report, run A in `compare`) or failed, the steps of the layers below it on the same nodes say which layer
+lacks what; the rules: docs/harness.md#the-lowest-layer-at-fault.
 """
 
 from __future__ import annotations
@@ -73,10 +64,8 @@ class Finding:
 def headline(record: Record, sizes: Iterable[int] | None = None) -> int | None:
     """The size a reader looks at first, of `sizes` (default: the record's): the largest of a rate, the smallest of
     a time (a sweep's small sizes of a rate, and large ones of a time, say more about the host than the link)."""
-    sizes = list(record.medians() if sizes is None else sizes)
-    if not sizes:
-        return None
-    return max(sizes) if METRICS[record.metric].higher_is_better else min(sizes)
+    sizes = record.medians() if sizes is None else sizes
+    return (max if METRICS[record.metric].higher_is_better else min)(sizes, default=None)
 
 
 def quantity(record: Record) -> str | None:
@@ -157,8 +146,7 @@ def diagnose(records: list[Record], yardsticks: dict[tuple[str, str], Yardstick]
         # between nodes only: within one node MPI and NCCL move data through memory, not the fabric
         if not short or not short.short or not BELOW.get(layer) or len(set(r.nodelist)) < 2 or quantity(r) is None:
             continue
-        lowers = [(below, _lower(records, r, below)) for below in BELOW[layer]]
-        lowers = [(below, low) for below, low in lowers if low is not None]
+        lowers = [(below, low) for below in BELOW[layer] if (low := _lower(records, r, below)) is not None]
         if lowers:
             findings.append(_finding(r, short, lowers, yardsticks))
     return findings

@@ -1,12 +1,5 @@
-"""Exports of a run's figures to the formats other tools read; files only, no network.
-
-One figure is one step at one message size: the median of its repeats in the judged metric, with
-the lowest and highest repeat as its bounds.
-
-  perflog  ReFrame-style performance log: `|`-separated, a header line, one line per figure
-  jsonl    JSON Lines: one object per figure
-  bmf      bencher.dev's Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}
-  elastic  Elasticsearch bulk API body: an `index` action line and a document line per figure
+"""Exports of a run's figures to the formats other tools read (perflog, jsonl, bmf, elastic); files only, no
+network. The formats and what a figure is: docs/harness.md#batch-jobs-history-and-exports.
 """
 
 from __future__ import annotations
@@ -48,6 +41,8 @@ def figures(records: list[Record]) -> Iterator[dict[str, Any]]:
 
 
 def render(records: list[Record], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     rows = list(figures(records))
     if not rows:
         raise ExportError("the run has no figures (no step produced a result)")
@@ -66,21 +61,17 @@ def render(records: list[Record], fmt: str) -> str:
             bmf.setdefault(name, {})[row["metric"].replace("_", "-").lower()] = {
                 "value": row["value"], "lower_value": row["lower"], "upper_value": row["upper"]}
         return json.dumps(bmf, indent=2, sort_keys=True) + "\n"
-    if fmt == "elastic":
-        out = []
-        for row in rows:
-            doc_id = f"{row['run_id']}/{row['suite']}/{row['step']}/{row['size']}"
-            out.append(json.dumps({"index": {"_index": INDEX, "_id": doc_id}}))
-            out.append(json.dumps(row, sort_keys=True, default=str))
-        return "\n".join(out) + "\n"  # the bulk API wants a final newline
-    raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    out = []  # elastic
+    for row in rows:
+        doc_id = f"{row['run_id']}/{row['suite']}/{row['step']}/{row['size']}"
+        out.append(json.dumps({"index": {"_index": INDEX, "_id": doc_id}}))
+        out.append(json.dumps(row, sort_keys=True, default=str))
+    return "\n".join(out) + "\n"  # the bulk API wants a final newline
 
 
 def export(run_dir: Path, fmt: str, output: Path | None = None) -> Path:
     """Write the run's figures as `fmt` to `output` (default: <run>/export/<run>.<suffix>). An `output`
     that exists and is not a regular file (a device, a FIFO, a symlink, a directory) is refused."""
-    if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     text = render(read_run(run_dir), fmt)
     if output is None:
         output = make_dirs(run_dir, "export") / (run_dir.name + SUFFIX[fmt])

@@ -1,16 +1,7 @@
 """The results history: every record of every run in one SQLite file (stdlib sqlite3), by default
-results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewhere).
-
-Stored per record: run, system, suite, step, benchmark, metric and unit, verdict and reason, tags and
-stack facts (JSON); per size the judged figure's median, standard deviation and repeat count. A run is
-written in one transaction and replaces an earlier import of itself. `PRAGMA user_version` holds the
-schema version; a file of another version, one without our tables and columns, a damaged one, and a
-row that does not fit the schema (Point) are refused by name (HistoryError, with the file) rather than misread.
-
-Against the history, a run is judged noise-aware: per step and size, the median of the last N runs of
-the same step on the same system is the baseline, and a drop counts only beyond both the tolerance
-and the history's own spread (its largest deviation from that median on the bad side) plus twice the
-run's repeat spread. So a figure inside what the history has already seen is not a regression.
+results/history.sqlite next to the runs (COMMSTACK_HISTORY or --history elsewhere), and a run judged against
+it (docs/harness.md#batch-jobs-history-and-exports). A file of another schema version (`PRAGMA user_version`),
+one without our tables and columns, a damaged one, and a row that does not fit the schema are refused by name.
 """
 
 from __future__ import annotations
@@ -56,17 +47,15 @@ class HistoryError(CommstackError):
     """A history file that is not ours, of another schema version, or a query it cannot answer."""
 
 
-class HistoryFullError(HistoryError):
-    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
-
-    exit_status = exits.UNWRITTEN
-
-
 class HistoryWriteError(HistoryError):
     """The history's directory could not be made or reached (a read-only file system, a file on the way).
     Not bad input; a HistoryError, so that a run names it after its verdicts and its doubts pass it by."""
 
     exit_status = exits.UNWRITTEN
+
+
+class HistoryFullError(HistoryWriteError):
+    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
 
 
 #: sqlite's result code for "database or disk is full" (the low byte of an extended code)
@@ -109,9 +98,11 @@ def connect(path: Path) -> sqlite3.Connection:
             raise HistoryError(f"{e}{rule}") from None
         except OSError as e:  # a file, not a directory, on the way
             raise HistoryWriteError(str(FileWriteError.of(path.parent, e))) from e
-    db = None
     try:
         db = sqlite3.connect(path, timeout=30)
+    except sqlite3.DatabaseError as e:  # too long a path, no permission
+        raise _db_error(path, e, f"{path}: cannot open the history ({e})") from None
+    try:
         db.execute("PRAGMA foreign_keys = ON")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
@@ -125,13 +116,10 @@ def connect(path: Path) -> sqlite3.Connection:
             if found[table] != columns:
                 raise HistoryError(f"{path}: table {table} " + (f"has columns {found[table]}, not {columns}"
                                    if found[table] else "is missing") + "; not a commstack history, or damaged")
-    except sqlite3.DatabaseError as e:
-        if db is not None:
-            db.close()
-        raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})" if db is not None
-                        else f"{path}: cannot open the history ({e})") from None  # too long a path, no permission
-    except HistoryError:
+    except BaseException as e:
         db.close()
+        if isinstance(e, sqlite3.DatabaseError):
+            raise _db_error(path, e, f"{path}: not a commstack history, or damaged ({e})") from None
         raise
     return db
 
@@ -167,15 +155,14 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
     started = min((r.started for r in records if r.started), default=None)
     db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
     db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, str(run_dir.resolve()), started, time.time()))
-    for r in records:
-        db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (run_id, r.suite, r.step, r.system, r.benchmark, r.tool, r.metric, r.unit, r.verdict,
-                    r.reason, r.started, json.dumps(r.nodelist), json.dumps(r.tags, sort_keys=True),
-                    json.dumps(r.stack, sort_keys=True, default=str)))
-        for size, (median, stdev, n) in r.medians().items():
-            db.execute("INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (run_id, r.suite, r.step, size, median if math.isfinite(median) else None,
-                        stdev if math.isfinite(stdev) else 0.0, n))
+    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (run_id, r.suite, r.step, r.system, r.benchmark, r.tool, r.metric, r.unit, r.verdict, r.reason, r.started,
+         json.dumps(r.nodelist), json.dumps(r.tags, sort_keys=True), json.dumps(r.stack, sort_keys=True, default=str))
+        for r in records])
+    db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?)", [
+        (run_id, r.suite, r.step, size, median if math.isfinite(median) else None,
+         stdev if math.isfinite(stdev) else 0.0, n)
+        for r in records for size, (median, stdev, n) in r.medians().items()])
 
 
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
@@ -301,10 +288,9 @@ def plot(points: list[Point], fmt: str = "png") -> bytes:
     for p in points:
         series.setdefault((p.suite, p.step, p.size), []).append(p)
     for (suite, step, size), pts in sorted(series.items()):
-        xs = [p.started or i for i, p in enumerate(pts)]
         factor = shown(pts[0].metric)[2]
-        ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(x)) if p.started else str(x)
-                     for x, p in zip(xs, pts)], [math.nan if p.median is None else p.median * factor for p in pts],
+        ax.errorbar([time.strftime("%m-%d %H:%M", time.localtime(p.started)) if p.started else str(i)
+                     for i, p in enumerate(pts)], [math.nan if p.median is None else p.median * factor for p in pts],
                     yerr=[p.stdev * factor for p in pts], marker="o", capsize=3, label=mpl_text(f"{step} {size} B"))
     ax.set_ylabel(mpl_text(", ".join(sorted({"{} ({})".format(*shown(p.metric)[:2]) for p in points}))))
     ax.set_xlabel("run")
@@ -339,8 +325,7 @@ def compare_to_history(run_dir: Path, path: Path, last: int = 10, tolerance: flo
                 continue
             higher = METRICS[r.metric].higher_is_better
             change = lambda v: (v - base) / base if higher else (base - v) / v  # noqa: E731 - > 0 is better
-            # the history's spread on each side, computed like the change itself (a value the history has
-            # already seen is inside it), plus twice this run's own repeat spread
+            # the history's spread on each side, computed like the change itself, plus twice this run's repeat spread
             noise = 2 * stdev / value
             worse = max(tolerance, max(0.0, *(-change(v) for v in past)) + noise)
             above = max(tolerance, max(0.0, *(change(v) for v in past)) + noise)

@@ -1,14 +1,5 @@
-"""Judge parsed sweeps: correctness first, then performance against per-system references.
-
-References are YAML (systems/references/<system>.yaml, schema: results.references.ReferencesFile). Each one
-points at a recorded real output and the sizes to hold it to, so the seed tables exist once, as
-recorded, and are parsed by the same parser as a live run.
-
-Verdicts, worst first: fail (wrong, or not run completely), degraded (slower than the reference
-allows), unstable (repeats spread, or better than plausible), no-reference (the system has
-references but none for this step), pass. A system without a references file (local,
-local-multinode) is judged on correctness alone, and its pass says so. `not-run` is given by the
-runner to steps that never ran.
+"""Judge parsed sweeps: correctness first, then the median of the repeats against the system's references
+(results.references). The verdicts and what each means: docs/harness.md#verdicts-and-exit-statuses.
 """
 
 from __future__ import annotations
@@ -70,10 +61,6 @@ class Verdict:
         lines += [f"  correctness: {f}" for f in self.failures]
         lines += [f"  diagnosis: {d}" for d in self.diagnosis]
         return "\n".join(lines)
-
-
-def worst(statuses) -> str:
-    return max(statuses, key=VERDICTS.index, default="pass")
 
 
 def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, metric: str,
@@ -139,16 +126,13 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         if missing:
             failures.append(f"{bench}: no result at {', '.join(map(str, missing))} B, which reference "
                             f"{ref.id} holds it to (sweep cut short?)")
-    status = worst(p.status for p in points)
+    status = max((p.status for p in points), key=VERDICTS.index, default="pass")
     reason = next((f"{p.size} B: {p.reason}" for p in points if p.status == status and p.reason), "")
     if failures:
         status, reason = "fail", failures[0]
     elif refs and not ref and status == "pass":
-        status, reason = "no-reference", f"{refs.system} has no reference for {bench} {_tags(tags)}"
+        named = ", ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k not in ("suite", "benchmark"))
+        status, reason = "no-reference", f"{refs.system} has no reference for {bench} {named}"
     elif not refs and status == "pass":
         reason = f"correctness only: system {system} has no references"
     return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
-
-
-def _tags(tags: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k not in ("suite", "benchmark"))

@@ -1,10 +1,6 @@
-"""Parse and check a run's output: its tables split at their titles, each one's tool (commstack.tools)
-told by its title, parsed by that tool's strict parser (lines shared by all: commstack.tools.lines),
-then checked: each table a Result with its own verdict, its validation and its notes.
-
-`parse_results` is what `commstack parse` calls, `parse_output` what the runner calls (one table per
-step): both check that each sweep has the first and last sizes its arguments (or the benchmark's
-defaults) ask for, and the benchmark's own validation.
+"""Parse and check a run's output: its tables split at their titles (results.tables), each parsed by its
+tool's strict parser, then checked as a Result with its own verdict, validation and notes. `parse_results` is
+what `commstack parse` calls, `parse_output` what the runner calls (one table per step).
 """
 
 from __future__ import annotations
@@ -145,9 +141,8 @@ class Result:
 
 
 def validated(sweep: Sweep | None, error: ParseError | None = None) -> Validated:
-    """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output
-    shows one ran (a Pass/Fail column, counted wrong elements, `validation: 1`), else `no` (OSU without
-    -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
+    """Whether the benchmark checked its data: `failed` where a check failed, `yes` where the output shows one ran,
+    else `no` (OSU without -c, nccl-tests -c 0: N/A counts and `validation: 0`)."""
     if isinstance(error, ValidationFailedError) or sweep and failed_checks(sweep):
         return "failed"
     if sweep is None:
@@ -171,8 +166,8 @@ def _named(table: Table) -> Benchmark | None:
 
 def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
     """The rows of a table read before the line its error quotes: the table up to its last data row
-    above that line, parsed (its last sweep); None where that cut text fails too (ucx_perftest's, which
-    has no Final row)."""
+    above that line, parsed (its last sweep, with the output's line numbers); None where that cut text fails
+    too (ucx_perftest's, which has no Final row)."""
     lines = table.text.splitlines()
     data = [i for i in range(error.lineno - 1) if DATA_ROW.match(lines[i])] if error.lineno else []
     if not data:
@@ -182,7 +177,7 @@ def _partial(table: Table, error: ParseError, lenient: bool) -> Sweep | None:
         sweeps = identify(text, lenient).tool.parse(text)
     except CommstackError:
         return None
-    return sweeps[-1] if sweeps else None
+    return table.shift(sweeps[-1]) if sweeps else None
 
 
 def crashed(table: Table) -> CrashedError | None:
@@ -219,7 +214,6 @@ def parse_results(text: str, args: list[str], ranks: int | None = None, benchmar
             sweeps = [table.shift(s) for s in bench.tool.parse(table.text)]
         except ParseError as e:
             partial = _partial(table, e, lenient)
-            partial = table.shift(partial) if partial else None
             notes = table.outside + (partial.notes if partial else [])
             # the rows read name it, or the title; a head that names none (nccl-tests' parameter line) does not
             named = partial.benchmark if partial and partial.benchmark else \
@@ -274,11 +268,9 @@ def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmar
 
 
 def parse_output(benchmark: str | None, text: str, args: list[str], ranks: int | None = None) -> Sweep:
-    """One step's output (stdout decoded with errors="replace"), parsed and checked: the sweep is
-    complete against `args` (the benchmark's own options; its defaults where they give no sizes)
-    and valid, or a ParseError subclass names the kind and quotes the line. `benchmark`: the one
-    the step ran (None: the title tells). `ranks` lets the check know where OSU's memory limit
-    shortens a collective's sweep."""
+    """One step's output (stdout decoded with errors="replace"), parsed and checked: complete against `args` (its
+    defaults where they give no sizes) and valid, or a ParseError subclass names the kind and quotes the line.
+    `benchmark`: the one the step ran (None: the title tells); `ranks`: where OSU's memory limit shortens a sweep."""
     if benchmark is not None:
         first = split_tables(text)[0].text  # a job script's echo before the title is no title
         named = identify(first).name
@@ -340,10 +332,8 @@ def parse_arguments(args: str, ranks: int | None) -> list[str]:
 
 
 def parse_command(path: str, argv: list[str], as_json: bool, ranks: int | None, strict: bool = False) -> int:
-    """`commstack parse FILE`: parse and check each table of any run's output, read as far as its verdict
-    needs (commstack.results.settle); print each one's rows, verdict, validation and notes, and each
-    failure on stderr. A job log's own lines around its tables are notes, unless `strict` (a step's rule).
-    Exit status: 0 when every table is complete, else the first failure's."""
+    """`commstack parse FILE` (docs/harness.md#parsing-any-output-commstack-parse): each table's rows, verdict,
+    validation and notes, each failure on stderr; `strict`: a step's rule. Returns the exit status."""
     results, stopped = read_results(Path(path), argv, ranks, strict)
     # a file with no benchmark's title in it may be anything (a secret given by mistake): none of it is shown, but
     # under a step's rule (--strict), which holds the file to be an output and names the line that breaks it

@@ -1,9 +1,7 @@
-"""Records: what one step of a run left, written once as steps/<step>/record.json and read back
-through the same type. A record that is cut short or malformed, or whose rows do not hold the sizes and
-figures it names (checked by the schema when read), is a RecordError naming the file and the key.
-
-Before its first step a run writes its plan (plan.json): every expanded step, as the not-run record
-it starts as, and for a batch run the job. A planned step that left no record is read back not-run."""
+"""Records: what one step of a run left, written once as steps/<step>/record.json and read back through the
+same type, checked by its schema (RecordError naming the file and the key); and the run's plan (plan.json),
+written before its first step: every expanded step as its not-run record, and for a batch run the job.
+"""
 
 from __future__ import annotations
 

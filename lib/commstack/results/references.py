@@ -1,7 +1,5 @@
-"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile), read once
-per process. Each entry points at a recorded real output and the sizes to hold it to, so the seed
-tables exist once, as recorded, and are parsed by the same parser as a live run; `results.judge`
-holds a sweep to them. The schema is here too, on config's types.
+"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile, on config's types), read
+once per process; each entry's recorded output is parsed by the same parser as a live run.
 """
 
 from __future__ import annotations
@@ -85,7 +83,6 @@ class Reference:
     points: dict[int, float]
     lower: float  # allowed relative change on the bad side, e.g. -0.10
     upper: float  # allowed relative change on the good side before it is suspicious
-    source: str
 
     @property
     def unit(self) -> str:
@@ -130,13 +127,10 @@ def load_references(path: Path) -> References:
     refs, diags = [], []
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
-        if entry.recorded:
-            points, source = _recorded(path, entry.recorded, where, entry.metric, entry.sizes), str(entry.recorded)
-        else:
-            points, source = dict(entry.points), "points"
+        points = _recorded(path, entry.recorded, where, entry.metric, entry.sizes) if entry.recorded else entry.points
         t = {**spec.tolerance.model_dump(), **entry.tolerance}
-        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, points,
-                              t["lower"], t["upper"], source))
+        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, dict(points),
+                              t["lower"], t["upper"]))
     for i, d in enumerate(spec.diagnoses):
         bad = _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric, [d.size])[d.size] if d.recorded \
             else d.value

@@ -1,11 +1,6 @@
-"""The report of a run: every step with its verdict and reason, counts per verdict at the top,
-curves per benchmark (matplotlib), the rows as CSV, as one self-contained index.html with the plots
-inline and as Markdown beside it. What a record holds is shown as text in both: HTML-escaped in the
-page; in the Markdown, control characters as visible escapes (errors.printable), HTML and Markdown
-punctuation escaped, commands and details in code spans and fences longer than any backtick run in them.
-
-Nothing is half-written: the report is rendered into a directory of its own, and `report` is a
-symlink swapped onto it in one rename; the previous report is removed only after the swap.
+"""The report of a run (docs/harness.md#suites-reports-and-compare): index.html with the plots inline,
+report.md, rows.csv and the PNGs, each record's text made safe for where it is shown (results.markup). It is
+rendered into a directory of its own, and `report` is a symlink swapped onto it in one rename.
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ import math
 import os
 import secrets
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -57,11 +53,20 @@ def _title(records: list[Record], what: str, date: str) -> str:
     return mpl_text(f"{what} — system {systems}, suite {suites}, {date}")  # each the plotted steps ran on
 
 
-def _size_axis(ax) -> None:
+def _drawn(stats: dict[int, tuple]) -> dict[int, tuple]:
+    """The sizes whose figure a log scale can draw: finite and above zero."""
+    return {s: v for s, v in stats.items() if math.isfinite(v[0]) and v[0] > 0}
+
+
+def _size_axis(ax, ylabel: str) -> None:
+    """The figure against message size, both on log scales, with the grid and the legend."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def curves_figure(records: list[Record], refs: References | None, line_rate_MBps: float | None,
@@ -73,10 +78,10 @@ def curves_figure(records: list[Record], refs: References | None, line_rate_MBps
     fig = Figure(figsize=(8, 5))
     ax = fig.subplots()
     for r in records:
-        m = {s: v for s, v in r.medians().items() if math.isfinite(v[0]) and v[0] > 0}  # a log scale: drawn ones
+        m = _drawn(r.medians())
         sizes = list(m)
         ys = [m[s][0] * factor for s in sizes]
-        if r.repeats and len(r.repeats) > 1:
+        if len(r.repeats) > 1:
             ax.errorbar(sizes, ys, yerr=[m[s][1] * factor for s in sizes], marker="o", ms=3, capsize=2, label=r.step)
         else:  # one repeat: no spread to draw
             ax.plot(sizes, ys, marker="o", ms=3, label=r.step)
@@ -92,11 +97,8 @@ def curves_figure(records: list[Record], refs: References | None, line_rate_MBps
     if line_rate_MBps and limit and first.metric == "bandwidth_MBps":
         ax.axhline(line_rate_MBps * limit * factor, color="red", ls="--", lw=1,
                    label=f"NIC line rate x{limit} ({line_rate_MBps * limit * factor:g} {unit})")
-    _size_axis(ax)
-    ax.set_ylabel(f"{label} ({unit})")
+    _size_axis(ax, f"{label} ({unit})")
     ax.set_title(_title(records, f"{first.benchmark}, {first.tags.get('memory', 'host')} memory", date), fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
     # fixed margins: the figure's size is fixed, and tight_layout would draw it once more to measure
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93)
     return fig
@@ -112,16 +114,12 @@ def native_vs_container_figure(records: list[Record], date: str) -> Figure:
     if len(counts) == 1:
         fig = Figure(figsize=(8, 5))
         ax = fig.subplots()
-        for environment in environments:
-            for r in (r for r in records if r.tags["environment"] == environment):
-                means = {s: v for s, v in r.means().items() if math.isfinite(v[0]) and v[0] > 0}
-                ax.errorbar(list(means), [v[0] * factor for v in means.values()],
-                            yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
-                            label=mpl_text(environment))
-        _size_axis(ax)
-        ax.set_ylabel(f"{label} ({unit}), mean ± sd")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        for r in sorted(records, key=lambda r: environments.index(r.tags["environment"])):
+            means = _drawn(r.means())
+            ax.errorbar(list(means), [v[0] * factor for v in means.values()],
+                        yerr=[v[1] * factor for v in means.values()], marker="o", ms=3, capsize=3,
+                        label=mpl_text(r.tags["environment"]))
+        _size_axis(ax, f"{label} ({unit}), mean ± sd")
         fig.suptitle(_title(records, f"{first.benchmark} on {counts[0]} nodes: native vs container", date),
                      fontsize=10)
     else:
@@ -133,9 +131,8 @@ def native_vs_container_figure(records: list[Record], date: str) -> Figure:
         axes = fig.subplots(rows, cols, squeeze=False)
         for ax, size in zip(axes.flat, panels):
             for environment in environments:
-                pts = sorted((r.tags["nodes"], r.means()[size]) for r in records
-                             if r.tags["environment"] == environment and size in r.means()
-                             and math.isfinite(r.means()[size][0]) and r.means()[size][0] > 0)
+                pts = sorted((r.tags["nodes"], _drawn(r.means())[size]) for r in records
+                             if r.tags["environment"] == environment and size in _drawn(r.means()))
                 ax.errorbar([n for n, _ in pts], [v[0] * factor for _, v in pts], yerr=[v[1] * factor for _, v in pts],
                             marker="o", ms=4, capsize=3, label=mpl_text(environment))
             ax.set_xscale("log", base=2)
@@ -189,7 +186,7 @@ NO_PLOT = "No plot: no step has a finite figure above zero (a log scale)."
 
 def _plot(rs: list[Record], suite: str, refs: References | None, line_rate: float | None, date: str) -> bytes | None:
     """The PNG of one benchmark's steps; None when none has a figure a log scale can draw."""
-    if not any(math.isfinite(m[0]) and m[0] > 0 for r in rs for m in r.medians().values()):
+    if not any(_drawn(r.medians()) for r in rs):
         return None
     png = io.BytesIO()
     if suite == "container-vs-native" and len({str(r.tags.get("environment")) for r in rs}) > 1 and all(
@@ -201,6 +198,14 @@ def _plot(rs: list[Record], suite: str, refs: References | None, line_rate: floa
     return png.getvalue()
 
 
+def _figure(median: tuple[float, float, int] | None, factor: float) -> str:
+    """A table cell's figure: the median, ± the standard deviation where there are several repeats."""
+    if not median:
+        return ""
+    value, stdev, n = median
+    return f"{shown_value(value * factor)} ± {shown_value(stdev * factor)}" if n > 1 else shown_value(value * factor)
+
+
 def _code(text: str) -> tuple[str, str]:
     """A table cell in a code span: (Markdown, HTML)."""
     return md_code(text), f"<td><code>{html_text(text)}</code></td>"
@@ -210,21 +215,39 @@ def _text(text: str) -> tuple[str, str]:
     return md_text(text), f"<td>{html_text(text)}</td>"
 
 
-def _table(header: list[str], rows, align: str = "---") -> tuple[list[str], list[str]]:
-    """A table as Markdown and HTML lines: `rows` of (the <tr>'s attributes, cells), each cell (Markdown, <td>)."""
-    md = ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + f"{align}|" * len(header)]
-    page = ["<table><tr>" + "".join(f"<th>{html_text(h)}</th>" for h in header) + "</tr>"]
-    for attrs, cells in rows:
-        md.append("| " + " | ".join(m for m, _ in cells) + " |")
-        page.append(f"<tr{attrs}>" + "".join(h for _, h in cells) + "</tr>")
-    return md, page + ["</table>"]
+@dataclass
+class _Pages:
+    """report.md and the page's body, built side by side: each call adds one content to both."""
 
+    md: list[str]
+    html: list[str]
 
-def _faults(title: str, items: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    """A section listing (code, text) items: each `code` (a step) with what is said of it."""
-    return ([f"## {title}", "", *(f"- {md_code(code)}{md_text(text)}" for code, text in items)],
-            [f"<h2>{title}</h2><ul class='fault'>",
-             *(f"<li><code>{html_text(code)}</code>{html_text(text)}</li>" for code, text in items), "</ul>"])
+    def add(self, md: list[str], html: list[str]) -> None:
+        self.md += md
+        self.html += html
+
+    def section(self, title: str, html_after: str = "") -> None:
+        self.add(["", f"## {md_text(title)}", ""], [f"<h2>{html_text(title)}</h2>{html_after}"])
+
+    def faults(self, title: str, items: list[tuple[str, str]]) -> None:
+        """A section listing (code, text) items: each `code` (a step) with what is said of it."""
+        self.section(title, "<ul class='fault'>")
+        self.add([f"- {md_code(code)}{md_text(text)}" for code, text in items],
+                 [*(f"<li><code>{html_text(code)}</code>{html_text(text)}</li>" for code, text in items), "</ul>"])
+
+    def table(self, header: list[str], rows, title: str = "", align: str = "---", html_line: bool = False) -> None:
+        """A table in a section of its own, or after a blank line: `rows` of (the <tr>'s attributes, cells), each
+        cell (Markdown, <td>); `html_line`: the HTML table on one line."""
+        if title:
+            self.section(title)
+        else:
+            self.md.append("")
+        self.md += ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + f"{align}|" * len(header)]
+        html = ["<table><tr>" + "".join(f"<th>{html_text(h)}</th>" for h in header) + "</tr>"]
+        for attrs, cells in rows:
+            self.md.append("| " + " | ".join(m for m, _ in cells) + " |")
+            html.append(f"<tr{attrs}>" + "".join(h for _, h in cells) + "</tr>")
+        self.html += ["".join(html) + "</table>"] if html_line else [*html, "</table>"]
 
 
 def _render(records: list[Record], refs: References | None, line_rate: float | None, date: str, put) -> None:
@@ -232,82 +255,67 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
     rows_csv = io.StringIO(newline="")
     w = csv.writer(rows_csv)
     w.writerow(["suite", "step", "system", "benchmark", "repeat", "size", "metric", "unit", "value", "verdict"])
-    for r in records:
-        for i, rows in enumerate(r.repeats):
-            for row in rows:
-                w.writerow([r.suite, r.step, r.system, r.benchmark, i, row["size"], r.metric, r.unit,
-                            row[r.metric], r.verdict])
+    w.writerows([r.suite, r.step, r.system, r.benchmark, i, row["size"], r.metric, r.unit, row[r.metric], r.verdict]
+                for r in records for i, rows in enumerate(r.repeats) for row in rows)
     put("rows.csv", rows_csv.getvalue().encode())
     counts = Counter(r.verdict for r in records)
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
     suites = sorted({r.suite for r in records})
     systems = sorted({r.system for r in records})
     head = f"commstack report: {', '.join(suites)} on {', '.join(systems)}"
-    md = [f"# {md_text(head)}", "", f"{date}, run {md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
-          "Rows in [rows.csv](rows.csv).", ""]
-    page = [f"<h1>{html_text(head)}</h1>",
-            f"<p>{date}, run <code>{html_text(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
-            "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>"]
+    pages = _Pages(
+        [f"# {md_text(head)}", "", f"{date}, run {md_code(records[0].run_id)}: **{len(records)} steps: {summary}**. "
+         "Rows in [rows.csv](rows.csv)."],
+        [f"<h1>{html_text(head)}</h1>",
+         f"<p>{date}, run <code>{html_text(records[0].run_id)}</code>: <b>{len(records)} steps: {summary}</b>. "
+         "Rows in <a href='rows.csv'>rows.csv</a>, Markdown in <a href='report.md'>report.md</a>.</p>"])
     findings = diagnose(records, against_references(records, refs))
     if findings:  # above the table: the first thing to read after a maintenance
-        found_md, found_page = _faults("Lowest layer at fault", [
-            (f.step, f" on {', '.join(f.nodes)}: {f.message}") for f in findings])
-        md += [*found_md, ""]
-        page += found_page
+        pages.faults("Lowest layer at fault", [(f.step, f" on {', '.join(f.nodes)}: {f.message}") for f in findings])
     shared = shared_reasons(records)
     steps = []
     for r in records:
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
-        checked = r.validated or ""
         n = shared.get(r.reason)
         reason = ((f"[reason {n}](#reasons-several-steps-give)", f"<td><a href='#reason-{n}'>reason {n}</a></td>")
                   if n else (md_spans(r.reason), f"<td>{html_spans(r.reason)}</td>"))
         steps.append((f" class='{r.verdict}'", [
             _code(r.step), _text(verdict), reason, _text(", ".join(r.nodelist)),
             (md_code(command) if command else "", f"<td><code>{html_text(command)}</code></td>"),
-            (checked, f"<td>{checked}</td>")]))
-    table_md, table_page = _table(["step", "verdict", "reason", "nodes", "command", "validated"], steps)
-    md += table_md
-    page += table_page
+            _text(r.validated or "")]))
+    pages.table(["step", "verdict", "reason", "nodes", "command", "validated"], steps)
     if shared:  # each once, with the steps that give it (the terminal's summary does the same)
-        md += ["", "## Reasons several steps give", ""]
-        page += ["<h2>Reasons several steps give</h2>", "<ol>"]
+        pages.section("Reasons several steps give", "\n<ol>")
         for reason, n in shared.items():
             given = [r.step for r in records if r.reason == reason]
-            md.append(f"{n}. {md_spans(reason)} ({len(given)} steps: {', '.join(md_code(s) for s in given)})")
-            page.append(f"<li id='reason-{n}'>{html_spans(reason)} ({len(given)} steps: "
-                        + ", ".join(f"<code>{html_text(s)}</code>" for s in given) + ")</li>")
-        page.append("</ol>")
+            pages.add([f"{n}. {md_spans(reason)} ({len(given)} steps: {', '.join(md_code(s) for s in given)})"],
+                      [f"<li id='reason-{n}'>{html_spans(reason)} ({len(given)} steps: "
+                       + ", ".join(f"<code>{html_text(s)}</code>" for s in given) + ")</li>"])
+        pages.html.append("</ol>")
     warned = [(r.step, f": {w}") for r in records for w in r.warnings]
     if warned:  # doubts about the figures: a busy machine, far off the step's own history
-        warned_md, warned_page = _faults("Warnings about the figures", warned)
-        md += ["", *warned_md]
-        page += warned_page
+        pages.faults("Warnings about the figures", warned)
     sourced = [r for r in records if r.binary]
     if sourced:  # which binary each step ran, and from an env which spec of which lock
-        binaries_md, binaries_page = _table(["step", "binary", "from"], [
-            ("", [_code(r.step), _code(r.binary["path"]), _text(binary_source(r.binary))]) for r in sourced])
-        md += ["", "## Binaries", "", *binaries_md]
-        page += ["<h2>Binaries</h2>", *binaries_page]
+        pages.table(["step", "binary", "from"], [
+            ("", [_code(r.step), _code(r.binary["path"]), _text(binary_source(r.binary))]) for r in sourced],
+            "Binaries")
     layered = by_layer(records)
     if layered:  # the stack bottom up on each node list: where the lowest layer at fault is read
-        layers_md, layers_page = _table(["nodes", "layer", "step", "verdict", "figure"], [
+        pages.table(["nodes", "layer", "step", "verdict", "figure"], [
             ("", [_text(", ".join(nodes)), _text(layer), _code(f"{r.suite}/{r.step}"),
                   (r.verdict, f"<td class='{r.verdict}'>{r.verdict}</td>"), _text(figure)])
-            for nodes, rows in layered for layer, r, figure in rows])
-        md += ["", "## By layer, per node pair", "", *layers_md]
-        page += ["<h2>By layer, per node pair</h2>", *layers_page]
+            for nodes, rows in layered for layer, r, figure in rows], "By layer, per node pair")
     noted = [r for r in records if r.notes]
     if noted:  # the launchers' and runtimes' lines each output held, by line number and source
-        md += ["", "## Notes: known launcher and runtime lines", ""]
-        page.append("<h2>Notes: known launcher and runtime lines</h2>")
+        pages.section("Notes: known launcher and runtime lines")
         for r in noted:  # NCCL_DEBUG=INFO prints hundreds: the first ones here, every one in the record
             more = len(r.notes) - NOTES_SHOWN
             listed = r.notes[:NOTES_SHOWN] + ([f"... {more} more in {r.dirname}/record.json"] if more > 0 else [])
-            md += [f"{md_code(r.step)}:", "", md_code("\n".join(listed), block=True), ""]
-            page.append(f"<p><code>{html_text(r.step)}</code>:</p>"
-                        f"<pre>{html_text(chr(10).join(listed), keep=chr(10))}</pre>")
+            pages.add([f"{md_code(r.step)}:", "", md_code("\n".join(listed), block=True), ""],
+                      [f"<p><code>{html_text(r.step)}</code>:</p>"
+                       f"<pre>{html_text(chr(10).join(listed), keep=chr(10))}</pre>"])
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         if r.repeats:
@@ -321,32 +329,24 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         if png:
             put(name, png)
         label, unit, factor = shown(rs[0].metric)  # the plot's unit, in the table too
-        sizes = []
-        for size in sorted({s for r in rs for s in r.medians()}):
-            cells = []
-            for r in rs:
-                m = r.medians().get(size)
-                cells.append("" if not m else f"{shown_value(m[0] * factor)} ± {shown_value(m[1] * factor)}" if m[2] > 1
-                             else shown_value(m[0] * factor))
-            sizes.append(("", [(str(size), f"<td>{size}</td>"), *((c, f"<td>{c}</td>") for c in cells)]))
-        figures_md, figures_page = _table(["size (B)", *(r.step for r in rs)], sizes, align="---:")
+        medians = [r.medians() for r in rs]
+        sizes = [("", [_text(str(size)), *(_text(_figure(m.get(size), factor)) for m in medians)])
+                 for size in sorted({s for m in medians for s in m})]
         repeats = sorted({len(r.repeats) for r in rs})
         note = (f"{label} in {unit}; one repeat per step: its figure, no spread." if repeats == [1] else
                 f"{label} in {unit}; median over {'/'.join(map(str, repeats))} repeats (± standard deviation where "
                 "a step has more than one).")
-        md += ["", f"## {md_text(bench)}, {md_text(memory)} memory", "",
-               f"![{md_text(bench)} {md_text(memory)}]({name})" if png else NO_PLOT, "", *figures_md, f"\n{note}"]
-        page += [f"<h2>{html_text(bench)}, {html_text(memory)} memory</h2>",
-                 f"<img alt='{html_text(bench)} {html_text(memory)}' "
-                 f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-                 if png else f"<p>{NO_PLOT}</p>",
-                 "".join(figures_page), f"<p>{note}</p>"]
+        pages.section(f"{bench}, {memory} memory")
+        pages.add([f"![{md_text(bench)} {md_text(memory)}]({name})" if png else NO_PLOT],
+                  [f"<img alt='{html_text(bench)} {html_text(memory)}' "
+                   f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>" if png else f"<p>{NO_PLOT}</p>"])
+        pages.table(["size (B)", *(r.step for r in rs)], sizes, align="---:", html_line=True)
+        pages.add([f"\n{note}"], [f"<p>{note}</p>"])
         for r in rs:
             if r.verdict != "pass" and r.detail:
-                md += ["", md_code(r.detail, block=True)]
-                page.append(f"<pre>{html_text(r.detail, keep=chr(10))}</pre>")
-    put("report.md", ("\n".join(md) + "\n").encode())
-    put("index.html", _HTML.format(title=html_text(head), body="\n".join(page)).encode())
+                pages.add(["", md_code(r.detail, block=True)], [f"<pre>{html_text(r.detail, keep=chr(10))}</pre>"])
+    put("report.md", ("\n".join(pages.md) + "\n").encode())
+    put("index.html", _HTML.format(title=html_text(head), body="\n".join(pages.html)).encode())
 
 
 _HTML = """<!doctype html>

@@ -1,12 +1,6 @@
-"""An output file read only as far as its verdict needs (`commstack parse`): the first lines, parsed;
-more of them only while no failure is settled. A failure is settled by a line that the lines after it
-cannot change: a crash, Slurm's end, the benchmark's failed check, an unknown or foreign line inside a
-table, a bad number, once MARGIN more lines have been read after it (a Slurm reason or the failed data
-check that the crash lines around it follow from is printed just after them, and outranks them:
-commstack.tools.lines). A truncated sweep and an empty output are never settled by a part of it:
-more lines may complete them; an output with no title yet only once TITLE_WITHIN lines are read (a job
-log's preamble is never that long). So an error early in a huge output is refused after reading a few
-thousand lines, in a time and memory that do not grow with the output.
+"""An output file read only as far as its verdict needs (`commstack parse`): in growing parts, until a failure
+is settled by a line that the lines after it cannot change (docs/harness.md#parsing-any-output-commstack-parse),
+in a time and memory that do not grow with the output.
 """
 
 from __future__ import annotations
@@ -19,9 +13,11 @@ from commstack.errors import EmptyOutputError, InputFileError, NoTitleError, Par
 from commstack.files import MAX_OUTPUT, open_bounded
 
 FIRST_LINES = 2048  # the first part read; each next one four times as many lines
-MARGIN = 256        # lines read past a failure before it settles the verdict
+#: lines read past a failure before it settles the verdict: a Slurm reason, or the failed data check that crash
+#: lines follow from, is printed just after them and outranks them (commstack.tools.lines)
+MARGIN = 256
 UNSETTLED = (TruncatedError, EmptyOutputError)  # more lines may complete these
-TITLE_WITHIN = 100_000  # lines read with no title among them: the output is no benchmark's
+TITLE_WITHIN = 100_000  # lines read with no title among them: no benchmark's output (no job log's preamble is so long)
 
 R = TypeVar("R")
 

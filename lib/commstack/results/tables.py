@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -97,16 +98,12 @@ class Table:
 
 
 def split_tables(text: str, lenient: bool = False) -> list[Table]:
-    """An output cut into its tables at their titles: a title starts a table once the one before has a
-    data row (a version line, then a start line, then a parameter line are one table's head; OSU 7.2
-    osu_mbw_mr prints its title twice). Text between one table's last row and the next title that is no
-    row, comment or crash line is outside both: an unknown line there a note too (a job script's echo
-    between two benchmarks). Before the first title and after the last table's own last line, such text
-    is a note only when `lenient` (a job log read by `commstack parse`: the job script's lines around
-    the benchmark; those after the last table are the ones its parser refuses: Table.trailer); otherwise
-    it is that table's, an unknown line there an error, as inside a table (a step's own output, which
-    commstack launched itself: nothing but the benchmark prints there). A job log with no title has its table
-    start where a tool reads a table whose title was cut (untitled_start)."""
+    """An output cut into its tables at their titles: a title starts a table once the one before has a data row (a
+    version line, then a start line, then a parameter line are one table's head; OSU 7.2 osu_mbw_mr prints its title
+    twice). Unknown text between a table's last row and the next title is a note of neither table; before the first
+    title and after the last table it is one only when `lenient` (a job log, Table.trailer; else the table's own, an
+    error: docs/harness.md#parsing-any-output-commstack-parse). A job log with no title has its table start where a
+    tool reads a table whose title was cut (untitled_start)."""
     raw = text.splitlines()
     lines = [noise.strip_prefix(line.rstrip())[0] for line in raw]
     framed = noise.framed(lines)  # a help box's lines are known: notes of the table they stand in
@@ -124,19 +121,11 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     if not starts:
         return [Table(1, len(raw), text)]
     bounds = list(zip(starts, starts[1:] + [len(raw)]))
-    outside: dict[int, str] = {}
-
-    def note(i: int, where: str) -> None:
-        if i not in framed and _outside(lines[i]):
-            outside[i] = where
+    placed = [(i, BEFORE) for i in range(starts[0] if lenient else 0)]
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
-        tail = data[-1] + 1 if data else end
-        for i in range(tail, end):
-            note(i, BETWEEN)
-    if lenient:
-        for i in range(starts[0]):
-            note(i, BEFORE)
+        placed += [(i, BETWEEN) for i in range(data[-1] + 1 if data else end, end)]
+    outside = {i: where for i, where in placed if i not in framed and _outside(lines[i])}
     tables = []
     for k, (begin, end) in enumerate(bounds):
         start = 0 if k == 0 else begin
@@ -154,9 +143,6 @@ BETWEEN, BEFORE, AFTER = "a line between two tables", "a line of the job log bef
 
 def summary(notes: list[Note]) -> list[str]:
     """The job log's own lines around the tables, counted: "12 lines of the job log before the first table"."""
-    out = []
-    for where in (BEFORE, BETWEEN, AFTER):
-        n = sum(1 for note in notes if note.what == where)
-        if n:
-            out.append(f"{n} {where.replace('a line', 'lines' if n > 1 else 'line', 1)}")
-    return out
+    counts = Counter(note.what for note in notes)
+    return [f"{counts[where]} {where.replace('a line', 'lines' if counts[where] > 1 else 'line', 1)}"
+            for where in (BEFORE, BETWEEN, AFTER) if counts[where]]
