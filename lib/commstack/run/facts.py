@@ -1,11 +1,5 @@
-"""Stack facts kept with each result, taken on the compute nodes a step runs on: a probe launched
-before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
-run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
-MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
-provider fi_info picks with the step's FI_* variables (with --env, the env's fi_info and ucx_info, given as the
-probe's arguments).
-NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
-
+"""Stack facts kept with each result, taken on the compute nodes by a probe placed like the step (once per run for
+steps placed alike; docs/harness.md#batch-jobs-history-and-exports), and from NCCL's own INFO lines in its output.
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
 container; each line it prints is `@@ <rank> <host> <section> <text>`, parsed strictly."""
 
@@ -183,13 +177,9 @@ def transports(text: str) -> list[dict[str, str]]:
         elif not INFO_LINE.match(line) and line.strip():
             raise UnknownFormatError("not a line of ucx_info -d", line, lineno)
     if out and "device" not in out[-1]:
-        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", *_last(text))
+        lines = text.splitlines()
+        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", lines[-1], len(lines))
     return out
-
-
-def _last(text: str) -> tuple[str, int]:
-    lines = text.splitlines()
-    return (lines[-1] if lines else ""), len(lines)
 
 
 #: why a UCX transport may be missing, by transport

@@ -1,25 +1,8 @@
 """A server and a client tool (fi_pingpong, ucx_perftest) as one Slurm step of 2 tasks on a node pair.
 
-Every task runs `python -m commstack.run.pair RENDEZVOUS TIMEOUT --program BINARY --server ARGV --client ARGV`;
-SLURM_PROCID tells the role (0 serves, 1 connects). ARGV is one shell-quoted command line with `{program}`,
-`{port}` (and for the client `{host}`) in it. A tool's argv (commstack.tools, launch `pair`) is
-tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat
-(`placed`).
-
-- The server task picks a free port, starts the server on it and waits until the server's own process
-  listens on it (its socket in /proc/net/tcp{,6} in state LISTEN, found among the fds of the server's
-  session: nothing connects to it). A port taken in between (the server says `Address already in use`, or
-  exits before it listens with a bind error) is tried again on another. Then it publishes `host:port`
-  atomically in RENDEZVOUS/server.json (RENDEZVOUS: a private directory of the step, on the shared file
-  system), and waits for the server to end.
-- The client task waits for server.json, writes RENDEZVOUS/client-started.json, prints the client's
-  command line (`# commstack pair client: ...`, the parsers read its arguments from it) and runs the
-  client, its stdout the step's stdout. The server's output goes to the step's stderr.
-- TIMEOUT bounds both: a client whose server never publishes, and a server no client comes to, end at
-  the deadline with a named error (`commstack pair: error: ...` on stderr, exit 124); a server that fails
-  to start tells the client at once (server-failed.json). A client that ended makes the server's side
-  stop waiting: after GRACE seconds its server is killed. Each side kills its own tool's process group
-  (started in a session of its own) on any way out, SIGTERM from srun included.
+Task 0 serves on a free port and publishes it in RENDEZVOUS/server.json once the server's own socket listens,
+task 1 connects; both end by TIMEOUT with a named error (docs/harness.md#the-lower-layers-fi_pingpong-and-ucx_perftest).
+A tool's argv is tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT filled in per repeat (`placed`).
 """
 
 from __future__ import annotations
@@ -99,11 +82,6 @@ def address() -> str:
             s.connect((launch, 9))  # UDP: chooses the route, sends nothing
             return s.getsockname()[0]
     return socket.gethostbyname(socket.gethostname())
-
-
-def listening_inodes(port: int) -> set[str]:
-    """Inodes of the sockets in LISTEN on `port` in this network namespace."""
-    return set(procs.listening(port))
 
 
 def session_sockets(sid: int) -> set[str]:
@@ -195,7 +173,7 @@ def _wait_listening(tool: Tool, port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         if tool.proc.poll() is not None:
             return False
-        inodes = listening_inodes(port)
+        inodes = set(procs.listening(port))
         if inodes and inodes & session_sockets(tool.proc.pid):
             return True
         time.sleep(POLL)

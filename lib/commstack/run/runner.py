@@ -1,10 +1,6 @@
-"""A run: suite steps on one system, in one Slurm allocation, each step launched here (srun, or mpirun) and
-taken through run.lifecycle. No pytest in here: the pytest plugin drives a Run, one test item per step.
-
-Every step ends with a record, whatever happens: a step the system cannot run, a missing binary or
-no Slurm is `not-run` with the reason and the fix; a crash, a timeout or output that does not parse
-is `fail` with the named error. close() releases the allocation, stops the Slurm the run started, and
-records every step it never reached.
+"""A run: suite steps on one system, in one Slurm allocation, each launched here (srun, or mpirun) and taken
+through run.lifecycle; the pytest plugin drives it, one test item per step. close() releases the allocation and
+the Slurm the run started, and records every step it never reached (not-run, with the reason).
 """
 
 from __future__ import annotations
@@ -150,15 +146,13 @@ class Run(Lifecycle):
             raise self._slurm_error
         if self._variables is None:
             try:
-                self._variables = self._start_slurm()
+                self._variables = take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
+                                             "use --launcher mpirun to run without it",
+                                             lambda: self.phase("slurm start"))
             except CommstackError as e:
                 self._slurm_error = e
                 raise
         return self._variables
-
-    def _start_slurm(self) -> dict[str, str]:
-        return take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
-                          "use --launcher mpirun to run without it", lambda: self.phase("slurm start"))
 
     def launcher(self) -> Launcher:
         if self._launcher is None:

@@ -1,10 +1,6 @@
-"""Suites are data: suites/<name>.yaml. This module expands a suite for a system into
-concrete job steps (what the dry run prints and what the slurm tier runs).
-
-Placement rules are the suite's, not the user's: `ranks_per_node` may be a number or `nic`,
-`core`, `gpu` (per node, from the system file); `nodes: all` is the whole system; `odd: true`
-makes the total rank count odd (nodes x ranks_per_node - 1 when that product is even, seed 004).
-A step asking for more than the system has is kept with the reason it cannot run there.
+"""A suite expanded for a system into concrete job steps (what the dry run prints and what a run launches), by
+the suite's placement rules (docs/harness.md#suites-reports-and-compare); a step the system cannot run is kept,
+with the reason.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""What `commstack run` and `commstack suite` show on the terminal: commstack's own view of the run.
-
-A header, a line per step as it starts and as it ends (verdict, step, key figure, duration), each
-reason once with the steps it covers, the results, the report and the exit status with its meaning.
-On a terminal the running step is one live line that rich updates in place; elsewhere (CI logs,
-`| tee`) each event is one plain line, without colour; NO_COLOR is honoured. --quiet keeps the
-summary and the exit line, --json prints one JSON object per line instead.
-
-pytest's own output (session header, per-item lines, short summary, JUnit line) goes to
-results/<run>/pytest.log, and to the terminal too with -v / --pytest-output. The view is a pytest
-plugin given to pytest.main; plain `pytest suites/NAME.yaml` never loads it and keeps pytest's output.
+"""What `commstack run` and `commstack suite` show on the terminal: commstack's own view of the run
+(docs/harness.md#what-run-and-suite-print), a pytest plugin given to pytest.main, which sends pytest's own output
+to results/<run>/pytest.log; plain `pytest suites/NAME.yaml` never loads it and keeps pytest's output.
 """
 
 from __future__ import annotations
