@@ -241,7 +241,6 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
                 path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
             from commstack.results import history
             run.history_error = history.add_finished(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
-        if run.unsaved is None:
             write_json(run.dir / "timings.json", {**run.timings, "session": total})
     except FileWriteError as e:
         run.unsaved = e

@@ -1,10 +1,7 @@
-"""Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked.
-
-Every step's stdout, stderr, command line, environment, node list and timings are written to
-its own directory before anything is judged, so a failure loses nothing: the output goes to disk as
-it comes, up to a limit per stream (run.capture), and a step that did not run to its end raises the
-LaunchError that names why. Each step carries a token in its environment
-(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.procs.sweep).
+"""Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked. Each step's
+output goes to its own directory as it comes, with its command line and variables, before anything is judged, and a
+step that did not run to its end raises the LaunchError that names why
+(docs/harness.md#what-a-step-may-print-and-leave-behind).
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ from commstack.slurm.procs import REAPER, orphans, sweep
 STEP_TOKEN = "COMMSTACK_STEP"
 #: loader variables: the facts probe gets none of them in its arguments
 LOADER = re.compile(r"LD_[A-Z_]+")
-#: the variable the facts probe gets in its environment: only where libraries are found (its `ldd` of the
-#: benchmark needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT) or runs it (PATH, BASH_ENV)
+#: the variable the facts probe gets in its environment (its `ldd` of the benchmark needs it to find the MPI)
 SEARCH_PATH = ("LD_LIBRARY_PATH",)
 #: one GPU per local rank (gpu_binding: localid); the wrapper runs on the compute node
 GPU_WRAPPER = ("bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu")
@@ -180,9 +176,8 @@ class Launcher:
         return {**self.system.variables, **step.variables}
 
     def program(self, step: Step) -> list[str]:
-        """The step's program as launched: the benchmark's variables set by `env` for it alone, after every
-        program of ours (the pair launcher sets them for its tool; the probe reads them as its arguments), so
-        that none of them (PATH, BASH_ENV, PYTHONPATH, LD_PRELOAD) changes srun, mpirun or our own code."""
+        """The step's program as launched: the benchmark's variables for it alone, after every program of ours
+        (docs/harness.md#what-a-step-may-print-and-leave-behind)."""
         variables = self.benchmark_variables(step)
         if step.probe:
             search = [f"{k}={v}" for k, v in variables.items() if k in SEARCH_PATH]

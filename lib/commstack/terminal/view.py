@@ -171,34 +171,30 @@ class View:
             self._ended(self.items[nodeid])
 
     def _ended(self, item: StepItem) -> None:
-        nodeid = item.nodeid
+        """One line for a step that ended, and one per warning about its figures; its reason is kept for the
+        summary (JSON: here)."""
         spent = time.monotonic() - self.current[1]
         self.current, self.status = None, f"{len(self.config.stash[PROGRESS]['done'])}/{len(self.items)} steps done"
         run = self.config.stash.get(RUN, None)
         record = run.records.get((item.suite_step.tags["suite"], item.suite_step.id)) if run else None
-        failure = self.failures.get(nodeid)
+        failure = self.failures.get(item.nodeid)
         if record is None and failure is None:  # interrupted before its record: the summary has it
             return
         if record is None or (failure and record.verdict in ("pass", "not-run")):
             # the harness itself failed in this step: pytest's report says where (pytest.log)
-            last = (failure or "no record").strip().splitlines()[-1]
-            self._step_line("error", item.name, None, None, last, spent)
-            return
-        self._step_line(record.verdict, item.name, key_figure(record, run.references), record.error_kind,
-                        record.reason, spent, record.warnings)
-
-    def _step_line(self, verdict: str, step: str, figure: dict | None, kind: str | None, reason: str,
-                   spent: float, warnings: list[str] = ()) -> None:
-        """One line for a step that ended, and one per warning about its figures; its reason is kept for the
-        summary (JSON: here)."""
+            verdict, figure, kind, warnings = "error", None, None, []
+            reason = (failure or "no record").strip().splitlines()[-1]
+        else:
+            verdict, figure, kind = record.verdict, key_figure(record, run.references), record.error_kind
+            reason, warnings = record.reason, record.warnings
         if self.mode == "json":
-            self._json("step-ended", step=step, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
+            self._json("step-ended", step=item.name, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
                        warnings=list(warnings), elapsed_s=round(spent, 3))
             return
         if self.mode == "quiet":
             return
         text = Text(f"{verdict:<12s} ", style=STYLE.get(verdict, "bold red"))
-        text.append(printable(step))
+        text.append(printable(item.name))
         if figure:
             text.append(f"  {figure_text(figure)}")
         elif kind:
