@@ -10,11 +10,9 @@ from pathlib import Path
 
 from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 
-#: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
-#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3`
-#: the fi_info and ucx_info to run (empty: the ones on PATH); the benchmark's variables follow as NAME=VALUE
-#: arguments, never in the probe's own environment (launch.program), so none of them picks our programs; fi_info alone
-#: runs with their FI_* ones (FI_PROVIDER ...), so that the provider it picks is the benchmark's.
+#: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info, GPUs, NICs.
+#: `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3` the fi_info and
+#: ucx_info to run (empty: the ones on PATH), then the benchmark's variables: fi_info runs with the FI_* ones
 PROBE = r"""
 B=$1; FI=${2:-$(command -v fi_info)}; UI=${3:-$(command -v ucx_info)}; shift 3
 FE=(); for v in "$@"; do [[ $v == FI_*=* ]] && FE+=("$v"); done

@@ -79,8 +79,7 @@ class StepResult:
 NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
                           r"Communication connection failure", re.I)
 SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
-                          r"Requested node configuration is not available|.*unrecognized option)|"
-                          r"srun: unrecognized option|srun: fatal:")
+                          r".*unrecognized option)|srun: unrecognized option|srun: fatal:")
 # srun may exit 0 when the step never started on a node
 PAIR_FAILED = re.compile(r"^commstack pair: error: .*$", re.M)  # commstack.run.pair: why a pair did not meet
 NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
@@ -91,10 +90,9 @@ SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|
 class Allocation:
     """One Slurm allocation for the whole session, or the caller's own (SLURM_JOB_ID)."""
 
-    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int,
-                 time_limit_min: int = 60):
+    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int):
         self.system, self.variables = system, slurm_variables
-        self.nodes, self.ntasks, self.time_limit_min = nodes, ntasks, time_limit_min
+        self.nodes, self.ntasks = nodes, ntasks
         self.job_id: str | None = None
         self.owned = False
 
@@ -105,7 +103,7 @@ class Allocation:
             return self
         if not shutil.which("salloc"):
             raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
-        argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
+        argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", "-t60",
                 "--job-name=commstack", *self.system.launcher.salloc_flags]
         if self.variables.get("COMMSTACK_SLURM_LEASE"):  # the local Slurm cancels a lease's jobs when its holder goes
             argv.append(f"--comment={self.variables['COMMSTACK_SLURM_LEASE']}")
@@ -189,9 +187,8 @@ class Launcher:
         return pair.with_variables(step.argv, variables) or ["env", *words, *step.argv]
 
     def reaped(self, step: Step) -> list[str]:
-        """The step's program under commstack's reaper (procs.reap), which ends whatever the program leaves when it
-        ends: each task's processes are found by their parent, not by marks they can drop. Not our probe, and not
-        in a container (its own processes, its own runtime's end)."""
+        """The step's program under commstack's reaper (procs.reap), which ends whatever the program leaves; not our
+        probe, and not in a container (its own processes, its own runtime's end)."""
         prog = self.program(step)
         return prog if step.probe or step.environment else [*REAPER, *prog]
 

@@ -157,8 +157,6 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
                 continue  # the port was taken between our pick and the server's bind: another one
             raise PairError(f"the server ({Path(tool.argv[0]).name}) exited with status {status} before it "
                             f"listened on port {port}: {_last_line(tool.tail)}", status or 1)
-        else:
-            raise PairError(f"no free port after {PORT_TRIES} tries")
         write_json(rendezvous / "server.json", {"host": host or address(), "port": port, "pid": os.getpid()})
         return _watch_server(tool, rendezvous, deadline)
     except PairError as e:

@@ -75,11 +75,7 @@ def given_run_dir(path: Path) -> Path:
 
 def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     """`$OSU_MPI/pt2pt/osu_bw` -> the real path; other arguments unchanged."""
-    out = []
-    for arg in argv:
-        head, sep, rest = arg.partition("/")
-        out.append(binaries.get(head, head) + sep + rest)
-    return out
+    return [binaries.get(head, head) + sep + rest for head, sep, rest in (arg.partition("/") for arg in argv)]
 
 
 def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:

@@ -49,9 +49,8 @@ def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
 
 def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
            memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
-    """Every concrete step of `suite` on `system`, in suite order. A step the system cannot run (no
-    GPUs, too few nodes or NICs) stays in the list with `not_run` saying why, so a report shows it.
-    `binaries`: tool name -> prefix or path (native runs); where one is missing the dry run shows the
+    """Every concrete step of `suite` on `system`, in suite order, `not_run` saying why where the system cannot run
+    it. `binaries`: tool name -> prefix or path (native runs); where one is missing the dry run shows the
     tool's placeholder ($OSU_MPI, ...) instead. `memory_only`: keep the steps in that memory;
     `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}
