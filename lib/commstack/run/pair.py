@@ -24,6 +24,7 @@ from typing import Iterator
 
 from commstack.files import private_dir, write_json
 from commstack.slurm import procs
+from commstack.slurm.config import free_ports
 from commstack.tools.base import CLIENT_LINE, MODULE, RENDEZVOUS, TIMEOUT
 
 GRACE = 10.0      # seconds a server may outlive its client
@@ -60,15 +61,6 @@ def repeat_step(step, outdir: Path):
     """One repeat of a launch.Step: a pair tool's launcher gets the repeat's rendezvous directory (outdir/pair)
     and its timeout; an MPI program's argv has no placeholder for them."""
     return dataclasses.replace(step, argv=placed(step.argv, outdir / "pair", step.timeout_s))
-
-
-def free_ports() -> Iterator[int]:
-    """Ports the kernel calls free now (bound to port 0 and let go); another process may take one first."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        yield port
 
 
 def address() -> str:
@@ -144,7 +136,7 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
           host: str | None = None, sink=None, program: str = "") -> int:
     """The server side: start, publish, wait for the server (and for a client to come)."""
     sink = sink or sys.stderr.buffer
-    ports = ports or free_ports()
+    ports = ports or (free_ports(1)[0] for _ in range(PORT_TRIES))  # free now: another process may take one first
     tool = None
     try:
         for attempt in range(1, PORT_TRIES + 1):

@@ -46,11 +46,10 @@ def new_run_dir(root: Path, latest: bool = True) -> Path:
         path.mkdir(mode=0o750)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
-    if not latest:
-        return path
-    link = root / f".latest.{run_id}"
-    link.symlink_to(run_id)
-    os.replace(link, root / "latest")
+    if latest:
+        link = root / f".latest.{run_id}"
+        link.symlink_to(run_id)
+        os.replace(link, root / "latest")
     return path
 
 
