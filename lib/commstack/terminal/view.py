@@ -63,7 +63,9 @@ class View:
             with contextlib.redirect_stdout(self.log):
                 yield self
         finally:
-            self._stop()
+            if self.live is not None:
+                self.live.stop()
+                self.live = None
             self.log.close()
 
     # ---- printing
@@ -114,11 +116,6 @@ class View:
         rest = None if left is None else left - spent  # None: no estimate yet, or this step took longer
         return text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1
                                                   else ""), style="dim")
-
-    def _stop(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
 
     # ---- pytest hooks
 
@@ -224,15 +221,11 @@ class View:
     def pytest_internalerror(self, excrepr, excinfo: pytest.ExceptionInfo) -> None:
         self._error(f"commstack {self.command}: internal error: {excinfo.exconly()} (traceback in {self.log.path})")
 
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self._stop()
-
     # ---- the end
 
     def end(self, records: list[Record], status: int, allow_not_run: bool = False) -> int:
         """The summary: counts by verdict, each reason once with the steps it covers, where the results
         and the report are, and the exit status with its meaning."""
-        self._stop()
         counts = Counter(r.verdict for r in records)
         report = self.results / "report" / "index.html"
         meaning = exits.meaning(status)
@@ -279,5 +272,4 @@ class View:
         return status
 
     def close(self) -> None:
-        self._stop()
         self.out.close()
