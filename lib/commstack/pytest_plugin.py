@@ -69,9 +69,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 class SuiteFile(pytest.File):
     def collect(self):
         config = self.config
-        suite = load_suite(self.path)
-        system = _system(config)
-        for s in expand(suite, system, memory_only=config.getoption("--memory"),
+        for s in expand(load_suite(self.path), _system(config), memory_only=config.getoption("--memory"),
                         native_only=config.getoption("--native-only")):
             yield StepItem.from_parent(self, name=s.id, suite_step=s)
 

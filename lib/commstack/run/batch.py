@@ -153,8 +153,7 @@ def job_state(job_id: str, env: dict[str, str]) -> str:
     if q.returncode != 0 and "Invalid job id" not in q.stderr:
         raise SlurmUnavailableError(f"squeue -j {job_id} failed: {q.stderr.strip()}")
     a = _slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], env)
-    state = a.stdout.split()[0] if a.returncode == 0 and a.stdout.strip() else "UNKNOWN"
-    return state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+    return a.stdout.split()[0] if a.returncode == 0 and a.stdout.strip() else "UNKNOWN"  # "CANCELLED by 0": CANCELLED
 
 
 def read_plan(run_dir: Path) -> Plan:
