@@ -157,8 +157,6 @@ class Allocation:
 class Launcher:
     def __init__(self, system: System, kind: str = "srun", slurm_variables: dict[str, str] | None = None,
                  allocation: Allocation | None = None, mpirun: str = "mpirun"):
-        if kind not in ("srun", "mpirun"):
-            raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
         self.system, self.kind = system, kind
         self.mpirun = mpirun  # an env's MPI's (commstack run --env), else the one on PATH
         self.variables = dict(slurm_variables or os.environ)
