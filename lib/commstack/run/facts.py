@@ -181,9 +181,8 @@ def transports(text: str) -> list[dict[str, str]]:
 
 
 #: why a UCX transport may be missing, by transport
-UCX_WHY = {"cuda_copy": "UCX built without CUDA (+cuda), or no GPU driver", "cuda_ipc": "UCX built without CUDA "
-           "(+cuda), or no GPU driver", "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not "
-           "loaded"}
+UCX_WHY = {**dict.fromkeys(("cuda_copy", "cuda_ipc"), "UCX built without CUDA (+cuda), or no GPU driver"),
+           "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not loaded"}
 
 
 def lower_layer_problem(layer: str, provider: str | None, ucx_transports: list[str], nodes: dict[str, dict]) -> \

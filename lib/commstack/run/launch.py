@@ -375,10 +375,7 @@ class Launcher:
 
 
 def _first(pattern: re.Pattern, text: str) -> str:
-    for line in text.splitlines():
-        if pattern.search(line):
-            return cut(line.strip())
-    return ""
+    return next((cut(line.strip()) for line in text.splitlines() if pattern.search(line)), "")
 
 
 def _interesting(key: str) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from commstack import exits
@@ -245,9 +245,7 @@ class View:
                 groups.setdefault((r.verdict, r.reason), []).append(r.step)
         # each reason once, with the steps it covers; on a terminal wrapped beside its verdict, never cut:
         # a reason often ends with the command that fixes it
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column()
+        grid = Table.grid(Column(no_wrap=True), Column(), padding=(0, 1))
         for (verdict, reason), steps in sorted(groups.items(), key=lambda g: VERDICTS.index(g[0][0])):
             covers = (f"{len(steps)} steps: " if len(steps) > 1 else "") + ", ".join(printable(s) for s in steps)
             if self.mode == "live":
