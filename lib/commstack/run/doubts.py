@@ -20,8 +20,8 @@ BUSY_STEAL = 0.10  # share of all CPU time
 
 def load1() -> float | None:
     try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+    except OSError:  # no load average here
         return None
 
 

@@ -1,7 +1,6 @@
-"""A step's life, whatever runs it: its record made, its repeats handed over by an executor (run.runner.Run,
-run.batch.Collected, screen.pool.Placement) and parsed as they come, the step evaluated into a frozen StepOutcome,
-and the record written by one writer. Every record of the harness is made, settled and saved here. Ctrl-C (or
-the signal in `interrupted_by`) records the step as interrupted with what it kept, and is raised again.
+"""A step's life, whatever runs it (docs/architecture.md#one-step-whatever-runs-it): every record of the harness
+is made, settled and saved here. Ctrl-C (or the signal in `interrupted_by`) records the step as interrupted with
+what it kept, and is raised again.
 """
 
 from __future__ import annotations
