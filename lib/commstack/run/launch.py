@@ -97,8 +97,7 @@ class Allocation:
         self.owned = False
 
     def __enter__(self) -> "Allocation":
-        existing = self.variables.get("SLURM_JOB_ID")
-        if existing:
+        if existing := self.variables.get("SLURM_JOB_ID"):
             self.job_id = existing
             return self
         if not shutil.which("salloc"):
