@@ -44,8 +44,7 @@ def checked(record: Record, run_dir: Path) -> Iterator[None]:
         yield
     finally:
         after, load_after = cpu_times(), load1()
-        cpus = os.cpu_count() or 1
-        machine: dict = {"cpus": cpus}
+        machine: dict = {"cpus": os.cpu_count() or 1}
         own = ranks_here(record)
         load = others_load(load_before, load_after, own)
         if load is not None:

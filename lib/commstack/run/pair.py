@@ -174,8 +174,7 @@ def _wait_listening(tool: Tool, port: int, deadline: float) -> bool:
 def _watch_server(tool: Tool, rendezvous: Path, deadline: float) -> int:
     client_ended = None
     while True:
-        status = tool.proc.poll()
-        if status is not None:
+        if tool.proc.poll() is not None:
             return tool.wait()
         now = time.monotonic()
         if now >= deadline:

@@ -87,8 +87,7 @@ def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
 def probe(launcher: Launcher, step: Step, outdir: Path, programs: dict[str, str] | None = None) -> dict:
     """Stack facts from the nodes `step` runs on; a probe that fails costs the facts, not the step."""
     try:
-        result = launcher.run(probe_step(step, programs), outdir)
-        return parse_probe(result.stdout)
+        return parse_probe(launcher.run(probe_step(step, programs), outdir).stdout)
     except (LaunchError, ParseError) as e:
         return {"probe_error": f"{type(e).__name__}: {e}"}
 

@@ -129,10 +129,9 @@ class View:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.items = {i.nodeid: i for i in session.items if isinstance(i, StepItem)}
-        fields = {"suite": self.suite, "system": self.system, "launcher": self.launcher, "steps": len(self.items),
-                  "results": str(self.results)}
         if self.mode == "json":
-            self._json("run-started", **fields)
+            self._json("run-started", suite=self.suite, system=self.system, launcher=self.launcher,
+                       steps=len(self.items), results=str(self.results))
         elif self.mode != "quiet":
             self._line(f"commstack {self.command}: suite {self.suite} on system {self.system}, {len(self.items)} "
                        f"steps, {self.launcher}")
