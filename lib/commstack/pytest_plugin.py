@@ -1,12 +1,9 @@
 """The pytest plugin (entry point `pytest11`): pytest is the harness.
 
 A suite file (suites/<name>.yaml) is collected as one test item per step of the suite expanded for
---system, the way pytest collects non-Python test files. So `pytest suites/smoke.yaml`,
-`commstack suite smoke` (pytest.main in process) and the JUnit report (one testcase per step) are
-the same run. The items drive one run.Run per session; its records and report land in --results.
-A step that passes is a passed test, one that did not run is a skipped test with the reason, any
-other verdict is a failed test that prints the verdict, not a traceback.
-
+--system, so `pytest suites/smoke.yaml`, `commstack suite smoke` and the JUnit report (one testcase per step)
+are the same run (docs/architecture.md#one-run), driven by one run.Run per session. A step that passes is a
+passed test, one that did not run is skipped with the reason, any other verdict fails printing the verdict.
 The fixtures (system, results_dir, slurm_variables, launcher, pingpong_binary, step_dir) serve any test file
 pytest runs with the plugin (the test tiers under tests/ among them), from the same Run.
 """
@@ -72,9 +69,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 class SuiteFile(pytest.File):
     def collect(self):
         config = self.config
-        suite = load_suite(self.path)
-        system = _system(config)
-        for s in expand(suite, system, memory_only=config.getoption("--memory"),
+        for s in expand(load_suite(self.path), _system(config), memory_only=config.getoption("--memory"),
                         native_only=config.getoption("--native-only")):
             yield StepItem.from_parent(self, name=s.id, suite_step=s)
 
@@ -244,7 +239,6 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
                 path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
             from commstack.results import history
             run.history_error = history.add_finished(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
-        if run.unsaved is None:
             write_json(run.dir / "timings.json", {**run.timings, "session": total})
     except FileWriteError as e:
         run.unsaved = e

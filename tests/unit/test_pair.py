@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from commstack.run import pair
+from commstack.slurm.config import free_ports
 
 PY = shlex.quote(sys.executable)
 SERVER = (f"{PY} -u -c \"import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); "
@@ -76,8 +77,7 @@ def test_a_taken_port_is_tried_again(tmp_path):
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     busy = taken.getsockname()[1]
-    free = pair.free_ports()
-    ports = iter([busy, next(free)])
+    ports = iter([busy, free_ports(1)[0]])
     try:
         result, out, err, rv = run_pair(tmp_path, ports=ports)
     finally:

@@ -1,16 +1,7 @@
-"""Batch submission: a whole suite as one Slurm job script, submitted with sbatch, judged later.
-
-No input becomes code in the script: the config schemas refuse control characters in every name, flag
-and value and refuse variable names that are not shell names, and the script quotes every value it puts
-on a command line (shlex) and escapes what it puts in a comment or an #SBATCH line (errors.printable).
-
-The script has #SBATCH lines from the system file (partition, batch: account, reservation, qos,
-time) and from the suite (nodes, tasks, GPUs), and for each step the facts probe and its repeats
-as srun lines, each repeat's raw stdout and stderr in the run's step directory and its exit status
-written last (a repeat without one never finished). The plan (plan.json, records.Plan) names the job, the
-system, the suite and the options, so `commstack status RUN` can poll the job and, once it ended,
-expand the same steps and judge their saved output through the runner's own path. A job that was
-cancelled or hit its time limit leaves the steps it never finished not-run, with the job's state.
+"""Batch submission: a whole suite as one Slurm job script, submitted with sbatch, judged later
+(docs/harness.md#batch-jobs-history-and-exports; what the script may hold: #untrusted-input). Each repeat's
+exit status is written last (a repeat without one never finished); `commstack status RUN` polls the job and,
+once it ended, expands the same steps from the plan and judges their saved output through run.lifecycle.
 """
 
 from __future__ import annotations
@@ -162,8 +153,7 @@ def job_state(job_id: str, env: dict[str, str]) -> str:
     if q.returncode != 0 and "Invalid job id" not in q.stderr:
         raise SlurmUnavailableError(f"squeue -j {job_id} failed: {q.stderr.strip()}")
     a = _slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], env)
-    state = a.stdout.split()[0] if a.returncode == 0 and a.stdout.strip() else "UNKNOWN"
-    return state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+    return a.stdout.split()[0] if a.returncode == 0 and a.stdout.strip() else "UNKNOWN"  # "CANCELLED by 0": CANCELLED
 
 
 def read_plan(run_dir: Path) -> Plan:

@@ -95,11 +95,8 @@ class Binaries:
         return None
 
     def without_driver(self) -> dict[str, str]:
-        """What the env's CUDA-aware binaries need on nodes with no GPU and so no driver: they link libcuda.so.1
-        and would not start. The env's driver stubs made loadable (`<cuda>/lib64/stubs/no-driver`:
-        ci/cuda-wheels.py) go on LD_LIBRARY_PATH, where cuInit fails and they run in host memory; Open MPI's
-        CUDA accelerator, which would now open and break its collectives (MPI_ERR_OTHER in MPI_Reduce), is
-        left out. Only for a system whose nodes have no GPUs, where no real driver can be shadowed."""
+        """What the env's CUDA-aware binaries need on nodes with no GPU (they link libcuda.so.1): the env's driver
+        stubs, and Open MPI's CUDA accelerator left out (docs/harness.md#running-an-envs-binaries-env)."""
         cuda = self.env.node("cuda") if self.env else None
         stubs = Path(cuda.prefix) / "lib64" / "stubs" / "no-driver" if cuda else None
         if not stubs or not (stubs / "libcuda.so.1").exists():

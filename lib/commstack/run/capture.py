@@ -1,7 +1,5 @@
-"""A launched step's process and output: its streams copied to files as they come, byte for byte, up to
-a limit per stream (COMMSTACK_OUTPUT_LIMIT_MIB, 64 by default; past it the step is stopped,
-OutputTooLargeError), until it ends, times out or is stopped. A descendant that holds the output open
-does not keep the step waiting once its launcher ended.
+"""A launched step's process and output: its streams copied to files as they come, up to a limit per stream,
+until it ends, times out or is stopped (docs/harness.md#what-a-step-may-print-and-leave-behind).
 """
 
 from __future__ import annotations

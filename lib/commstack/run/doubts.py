@@ -1,12 +1,6 @@
-"""What makes a step's figures doubtful, as warnings in its record (the terminal and the report show them):
-this machine's load while it ran (the load average, and the CPU time the hypervisor gave to others: steal,
-/proc/stat), and a figure FAR_OFF times off the same step's own history, with references or without.
-
-Busy: more runnable tasks than CPUs (the benchmark's ranks wait for a CPU), or more than BUSY_STEAL of the
-CPU time stolen. Measured on the host that runs commstack, which is the node for the local systems; on a
-cluster it tells only about the login or batch host. The load at the step's end counts its own ranks where they
-ran on this machine (each busy on a CPU): those are taken off, so that a long step with as many ranks as CPUs
-is not called busy by its own load."""
+"""What makes a step's figures doubtful, as warnings in its record (the terminal and the report show them): this
+machine's load while it ran (load average, less the step's own ranks here; steal, /proc/stat) and a figure FAR_OFF
+times off the same step's own history (docs/harness.md#what-run-and-suite-print)."""
 
 from __future__ import annotations
 
@@ -26,8 +20,8 @@ BUSY_STEAL = 0.10  # share of all CPU time
 
 def load1() -> float | None:
     try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+    except OSError:  # no load average here
         return None
 
 
@@ -43,16 +37,14 @@ def cpu_times() -> tuple[int, int] | None:
 
 @contextlib.contextmanager
 def checked(record: Record, run_dir: Path) -> Iterator[None]:
-    """record.machine: the load average of others than the step (the higher of the step's start, before it
-    launched anything, and its end less its ranks on this machine: others_load) and the steal share over the
-    step; a busy machine, and each size far off the step's history, add a warning to the record."""
+    """record.machine: the load average of others than the step (others_load) and the steal share over the step; a
+    busy machine, and each size far off the step's history, add a warning to the record."""
     before, load_before = cpu_times(), load1()
     try:
         yield
     finally:
         after, load_after = cpu_times(), load1()
-        cpus = os.cpu_count() or 1
-        machine: dict = {"cpus": cpus}
+        machine: dict = {"cpus": os.cpu_count() or 1}
         own = ranks_here(record)
         load = others_load(load_before, load_after, own)
         if load is not None:

@@ -1,11 +1,5 @@
-"""Stack facts kept with each result, taken on the compute nodes a step runs on: a probe launched
-before the step with the step's own placement (same nodes, ranks, GPU binding, container; once per
-run for steps placed alike) reports per rank what it sees (GPU and NIC selection) and per node which
-MPI the benchmark binary links (its library, version, CUDA support, components) and which libfabric
-provider fi_info picks with the step's FI_* variables (with --env, the env's fi_info and ucx_info, given as the
-probe's arguments).
-NCCL's own INFO lines in the step's output say which network plugin it selected, per node.
-
+"""Stack facts kept with each result, taken on the compute nodes by a probe placed like the step (once per run for
+steps placed alike; docs/harness.md#batch-jobs-history-and-exports), and from NCCL's own INFO lines in its output.
 The probe is a shell script passed inline (`bash -c`), so it needs no file on the node or in the
 container; each line it prints is `@@ <rank> <host> <section> <text>`, parsed strictly."""
 
@@ -16,11 +10,9 @@ from pathlib import Path
 
 from commstack.errors import ParseError, TruncatedError, UnknownFormatError
 
-#: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info,
-#: GPUs, NICs. `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3`
-#: the fi_info and ucx_info to run (empty: the ones on PATH); the benchmark's variables follow as NAME=VALUE
-#: arguments, never in the probe's own environment (launch.program), so none of them picks our programs; fi_info alone
-#: runs with their FI_* ones (FI_PROVIDER ...), so that the provider it picks is the benchmark's.
+#: per rank: what selects its GPU and NIC; per node (local rank 0): the MPI the binary links, fi_info, GPUs, NICs.
+#: `$1` is the benchmark binary (may be missing inside a container: then no MPI facts), `$2` and `$3` the fi_info and
+#: ucx_info to run (empty: the ones on PATH), then the benchmark's variables: fi_info runs with the FI_* ones
 PROBE = r"""
 B=$1; FI=${2:-$(command -v fi_info)}; UI=${3:-$(command -v ucx_info)}; shift 3
 FE=(); for v in "$@"; do [[ $v == FI_*=* ]] && FE+=("$v"); done
@@ -183,19 +175,14 @@ def transports(text: str) -> list[dict[str, str]]:
         elif not INFO_LINE.match(line) and line.strip():
             raise UnknownFormatError("not a line of ucx_info -d", line, lineno)
     if out and "device" not in out[-1]:
-        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", *_last(text))
+        lines = text.splitlines()
+        raise TruncatedError("ucx_info -d: the output ends after a transport, before its device", lines[-1], len(lines))
     return out
 
 
-def _last(text: str) -> tuple[str, int]:
-    lines = text.splitlines()
-    return (lines[-1] if lines else ""), len(lines)
-
-
 #: why a UCX transport may be missing, by transport
-UCX_WHY = {"cuda_copy": "UCX built without CUDA (+cuda), or no GPU driver", "cuda_ipc": "UCX built without CUDA "
-           "(+cuda), or no GPU driver", "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not "
-           "loaded"}
+UCX_WHY = {**dict.fromkeys(("cuda_copy", "cuda_ipc"), "UCX built without CUDA (+cuda), or no GPU driver"),
+           "gdr_copy": "UCX built without GDRCopy (+gdrcopy), or the gdrdrv module not loaded"}
 
 
 def lower_layer_problem(layer: str, provider: str | None, ucx_transports: list[str], nodes: dict[str, dict]) -> \

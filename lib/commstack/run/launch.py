@@ -1,10 +1,7 @@
-"""Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked.
-
-Every step's stdout, stderr, command line, environment, node list and timings are written to
-its own directory before anything is judged, so a failure loses nothing: the output goes to disk as
-it comes, up to a limit per stream (run.capture), and a step that did not run to its end raises the
-LaunchError that names why. Each step carries a token in its environment
-(COMMSTACK_STEP); what it left running on this host is swept when it ends (slurm.procs.sweep).
+"""Launch benchmark steps: srun job steps inside one allocation per session, or mpirun when asked. Each step's
+output goes to its own directory as it comes, with its command line and variables, before anything is judged, and a
+step that did not run to its end raises the LaunchError that names why
+(docs/harness.md#what-a-step-may-print-and-leave-behind).
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ from commstack.slurm.procs import REAPER, orphans, sweep
 STEP_TOKEN = "COMMSTACK_STEP"
 #: loader variables: the facts probe gets none of them in its arguments
 LOADER = re.compile(r"LD_[A-Z_]+")
-#: the variable the facts probe gets in its environment: only where libraries are found (its `ldd` of the
-#: benchmark needs it to find the MPI), none that loads code (LD_PRELOAD, LD_AUDIT) or runs it (PATH, BASH_ENV)
+#: the variable the facts probe gets in its environment (its `ldd` of the benchmark needs it to find the MPI)
 SEARCH_PATH = ("LD_LIBRARY_PATH",)
 #: one GPU per local rank (gpu_binding: localid); the wrapper runs on the compute node
 GPU_WRAPPER = ("bash", "-c", 'export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; exec "$@"', "commstack-gpu")
@@ -83,8 +79,7 @@ class StepResult:
 NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|DUE TO NODE FAILURE|Node .* not responding|"
                           r"Communication connection failure", re.I)
 SRUN_REFUSED = re.compile(r"srun: error: (Unable to (allocate|create step)|invalid|Invalid|.*not available|"
-                          r"Requested node configuration is not available|.*unrecognized option)|"
-                          r"srun: unrecognized option|srun: fatal:")
+                          r".*unrecognized option)|srun: unrecognized option|srun: fatal:")
 # srun may exit 0 when the step never started on a node
 PAIR_FAILED = re.compile(r"^commstack pair: error: .*$", re.M)  # commstack.run.pair: why a pair did not meet
 NOT_LAUNCHED = re.compile(r"srun: error: task \d+ launch failed|aborted before step completely launched")
@@ -95,21 +90,19 @@ SIGNALLED = re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|
 class Allocation:
     """One Slurm allocation for the whole session, or the caller's own (SLURM_JOB_ID)."""
 
-    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int,
-                 time_limit_min: int = 60):
+    def __init__(self, system: System, slurm_variables: dict[str, str], nodes: int, ntasks: int):
         self.system, self.variables = system, slurm_variables
-        self.nodes, self.ntasks, self.time_limit_min = nodes, ntasks, time_limit_min
+        self.nodes, self.ntasks = nodes, ntasks
         self.job_id: str | None = None
         self.owned = False
 
     def __enter__(self) -> "Allocation":
-        existing = self.variables.get("SLURM_JOB_ID")
-        if existing:
+        if existing := self.variables.get("SLURM_JOB_ID"):
             self.job_id = existing
             return self
         if not shutil.which("salloc"):
             raise SlurmUnavailableError("salloc not found: no Slurm client on this machine")
-        argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", f"-t{self.time_limit_min}",
+        argv = ["salloc", "--no-shell", f"-N{self.nodes}", f"-n{self.ntasks}", "-t60",
                 "--job-name=commstack", *self.system.launcher.salloc_flags]
         if self.variables.get("COMMSTACK_SLURM_LEASE"):  # the local Slurm cancels a lease's jobs when its holder goes
             argv.append(f"--comment={self.variables['COMMSTACK_SLURM_LEASE']}")
@@ -163,8 +156,6 @@ class Allocation:
 class Launcher:
     def __init__(self, system: System, kind: str = "srun", slurm_variables: dict[str, str] | None = None,
                  allocation: Allocation | None = None, mpirun: str = "mpirun"):
-        if kind not in ("srun", "mpirun"):
-            raise LaunchError(f"unknown launcher {kind!r} (srun or mpirun)")
         self.system, self.kind = system, kind
         self.mpirun = mpirun  # an env's MPI's (commstack run --env), else the one on PATH
         self.variables = dict(slurm_variables or os.environ)
@@ -180,9 +171,8 @@ class Launcher:
         return {**self.system.variables, **step.variables}
 
     def program(self, step: Step) -> list[str]:
-        """The step's program as launched: the benchmark's variables set by `env` for it alone, after every
-        program of ours (the pair launcher sets them for its tool; the probe reads them as its arguments), so
-        that none of them (PATH, BASH_ENV, PYTHONPATH, LD_PRELOAD) changes srun, mpirun or our own code."""
+        """The step's program as launched: the benchmark's variables for it alone, after every program of ours
+        (docs/harness.md#what-a-step-may-print-and-leave-behind)."""
         variables = self.benchmark_variables(step)
         if step.probe:
             search = [f"{k}={v}" for k, v in variables.items() if k in SEARCH_PATH]
@@ -194,9 +184,8 @@ class Launcher:
         return pair.with_variables(step.argv, variables) or ["env", *words, *step.argv]
 
     def reaped(self, step: Step) -> list[str]:
-        """The step's program under commstack's reaper (procs.reap), which ends whatever the program leaves when it
-        ends: each task's processes are found by their parent, not by marks they can drop. Not our probe, and not
-        in a container (its own processes, its own runtime's end)."""
+        """The step's program under commstack's reaper (procs.reap), which ends whatever the program leaves; not our
+        probe, and not in a container (its own processes, its own runtime's end)."""
         prog = self.program(step)
         return prog if step.probe or step.environment else [*REAPER, *prog]
 
@@ -385,10 +374,7 @@ class Launcher:
 
 
 def _first(pattern: re.Pattern, text: str) -> str:
-    for line in text.splitlines():
-        if pattern.search(line):
-            return cut(line.strip())
-    return ""
+    return next((cut(line.strip()) for line in text.splitlines() if pattern.search(line)), "")
 
 
 def _interesting(key: str) -> bool:

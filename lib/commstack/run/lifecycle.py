@@ -1,7 +1,6 @@
-"""A step's life, whatever runs it: its record made, its repeats handed over by an executor (run.runner.Run,
-run.batch.Collected, screen.pool.Placement) and parsed as they come, the step evaluated into a frozen StepOutcome,
-and the record written by one writer. Every record of the harness is made, settled and saved here. Ctrl-C (or
-the signal in `interrupted_by`) records the step as interrupted with what it kept, and is raised again.
+"""A step's life, whatever runs it (docs/architecture.md#one-step-whatever-runs-it): every record of the harness
+is made, settled and saved here. Ctrl-C (or the signal in `interrupted_by`) records the step as interrupted with
+what it kept, and is raised again.
 """
 
 from __future__ import annotations
@@ -51,11 +50,6 @@ class StepOutcome:
     stack: tuple[tuple[str, object], ...] = ()
 
 
-def parsed(s: SuiteStep, result: StepResult) -> Sweep:
-    """One repeat's output parsed (ParseError when it does not)."""
-    return parse_output(s.benchmark, result.stdout, result.step.argv[1:], ranks=result.step.ntasks)
-
-
 def _kept(sweeps: list[Sweep]) -> dict:
     return {"repeats": tuple(tuple(sw.rows) for sw in sweeps),
             "notes": tuple(f"repeat {i}, {n}" for i, sw in enumerate(sweeps, 1) for n in sw.notes)}
@@ -75,10 +69,9 @@ def evaluate(s: SuiteStep, sweeps: list[Sweep], out: str, stack: dict, system: S
         reason = (f"not validated: {s.benchmark} checked no data (OSU without -c, nccl-tests -c 0), and the suite or "
                   "system requires validation (require_validation: true)")
         detail += f"\n  validation: {reason}"
-    facts = {**stack, "gpu_binding": system.launcher.gpu_binding}
     tool = benchmarks.get(s.benchmark).tool
     found, problem = tool.stack(out, system, s.tags) if tool.stack else ({}, None)
-    facts.update(found)
+    facts = {**stack, "gpu_binding": system.launcher.gpu_binding, **found}
     # the provider and transports the system expects, on the nodes of a step of their layer
     fabric = system.fabric
     problem = problem or (fabric and lower_layer_problem(tool.layer, fabric.provider, fabric.ucx_transports,
@@ -203,7 +196,8 @@ class Lifecycle:
                         record.outputs.append(str(result.outdir.relative_to(self.dir)))
                         record.commands.append(result.command)
                         record.nodelist = result.nodelist
-                        sweeps.append(parsed(s, result))
+                        sweeps.append(parse_output(s.benchmark, result.stdout, result.step.argv[1:],
+                                                   ranks=result.step.ntasks))
                         out = result.stdout + result.stderr
                     outcome = evaluate(s, sweeps, out, stack, self.system, self.references)
                 except CommstackError as e:

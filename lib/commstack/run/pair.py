@@ -1,25 +1,8 @@
 """A server and a client tool (fi_pingpong, ucx_perftest) as one Slurm step of 2 tasks on a node pair.
 
-Every task runs `python -m commstack.run.pair RENDEZVOUS TIMEOUT --program BINARY --server ARGV --client ARGV`;
-SLURM_PROCID tells the role (0 serves, 1 connects). ARGV is one shell-quoted command line with `{program}`,
-`{port}` (and for the client `{host}`) in it. A tool's argv (commstack.tools, launch `pair`) is
-tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT as placeholders the runner fills for each repeat
-(`placed`).
-
-- The server task picks a free port, starts the server on it and waits until the server's own process
-  listens on it (its socket in /proc/net/tcp{,6} in state LISTEN, found among the fds of the server's
-  session: nothing connects to it). A port taken in between (the server says `Address already in use`, or
-  exits before it listens with a bind error) is tried again on another. Then it publishes `host:port`
-  atomically in RENDEZVOUS/server.json (RENDEZVOUS: a private directory of the step, on the shared file
-  system), and waits for the server to end.
-- The client task waits for server.json, writes RENDEZVOUS/client-started.json, prints the client's
-  command line (`# commstack pair client: ...`, the parsers read its arguments from it) and runs the
-  client, its stdout the step's stdout. The server's output goes to the step's stderr.
-- TIMEOUT bounds both: a client whose server never publishes, and a server no client comes to, end at
-  the deadline with a named error (`commstack pair: error: ...` on stderr, exit 124); a server that fails
-  to start tells the client at once (server-failed.json). A client that ended makes the server's side
-  stop waiting: after GRACE seconds its server is killed. Each side kills its own tool's process group
-  (started in a session of its own) on any way out, SIGTERM from srun included.
+Task 0 serves on a free port and publishes it in RENDEZVOUS/server.json once the server's own socket listens,
+task 1 connects; both end by TIMEOUT with a named error (docs/harness.md#the-lower-layers-fi_pingpong-and-ucx_perftest).
+A tool's argv is tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT filled in per repeat (`placed`).
 """
 
 from __future__ import annotations
@@ -41,6 +24,7 @@ from typing import Iterator
 
 from commstack.files import private_dir, write_json
 from commstack.slurm import procs
+from commstack.slurm.config import free_ports
 from commstack.tools.base import CLIENT_LINE, MODULE, RENDEZVOUS, TIMEOUT
 
 GRACE = 10.0      # seconds a server may outlive its client
@@ -79,15 +63,6 @@ def repeat_step(step, outdir: Path):
     return dataclasses.replace(step, argv=placed(step.argv, outdir / "pair", step.timeout_s))
 
 
-def free_ports() -> Iterator[int]:
-    """Ports the kernel calls free now (bound to port 0 and let go); another process may take one first."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        yield port
-
-
 def address() -> str:
     """The address the client reaches this node at: COMMSTACK_PAIR_HOST, else this node's source address
     towards the node srun ran on (SLURM_LAUNCH_NODE_IPADDR), else its hostname's."""
@@ -99,11 +74,6 @@ def address() -> str:
             s.connect((launch, 9))  # UDP: chooses the route, sends nothing
             return s.getsockname()[0]
     return socket.gethostbyname(socket.gethostname())
-
-
-def listening_inodes(port: int) -> set[str]:
-    """Inodes of the sockets in LISTEN on `port` in this network namespace."""
-    return set(procs.listening(port))
 
 
 def session_sockets(sid: int) -> set[str]:
@@ -166,7 +136,7 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
           host: str | None = None, sink=None, program: str = "") -> int:
     """The server side: start, publish, wait for the server (and for a client to come)."""
     sink = sink or sys.stderr.buffer
-    ports = ports or free_ports()
+    ports = ports or (free_ports(1)[0] for _ in range(PORT_TRIES))  # free now: another process may take one first
     tool = None
     try:
         for attempt in range(1, PORT_TRIES + 1):
@@ -179,8 +149,6 @@ def serve(template: str, rendezvous: Path, deadline: float, ports: Iterator[int]
                 continue  # the port was taken between our pick and the server's bind: another one
             raise PairError(f"the server ({Path(tool.argv[0]).name}) exited with status {status} before it "
                             f"listened on port {port}: {_last_line(tool.tail)}", status or 1)
-        else:
-            raise PairError(f"no free port after {PORT_TRIES} tries")
         write_json(rendezvous / "server.json", {"host": host or address(), "port": port, "pid": os.getpid()})
         return _watch_server(tool, rendezvous, deadline)
     except PairError as e:
@@ -195,7 +163,7 @@ def _wait_listening(tool: Tool, port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         if tool.proc.poll() is not None:
             return False
-        inodes = listening_inodes(port)
+        inodes = set(procs.listening(port))
         if inodes and inodes & session_sockets(tool.proc.pid):
             return True
         time.sleep(POLL)
@@ -206,8 +174,7 @@ def _wait_listening(tool: Tool, port: int, deadline: float) -> bool:
 def _watch_server(tool: Tool, rendezvous: Path, deadline: float) -> int:
     client_ended = None
     while True:
-        status = tool.proc.poll()
-        if status is not None:
+        if tool.proc.poll() is not None:
             return tool.wait()
         now = time.monotonic()
         if now >= deadline:

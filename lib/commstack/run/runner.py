@@ -1,10 +1,6 @@
-"""A run: suite steps on one system, in one Slurm allocation, each step launched here (srun, or mpirun) and
-taken through run.lifecycle. No pytest in here: the pytest plugin drives a Run, one test item per step.
-
-Every step ends with a record, whatever happens: a step the system cannot run, a missing binary or
-no Slurm is `not-run` with the reason and the fix; a crash, a timeout or output that does not parse
-is `fail` with the named error. close() releases the allocation, stops the Slurm the run started, and
-records every step it never reached.
+"""A run: suite steps on one system, in one Slurm allocation, each launched here (srun, or mpirun) and taken
+through run.lifecycle; the pytest plugin drives it, one test item per step. close() releases the allocation and
+the Slurm the run started, and records every step it never reached (not-run, with the reason).
 """
 
 from __future__ import annotations
@@ -50,11 +46,10 @@ def new_run_dir(root: Path, latest: bool = True) -> Path:
         path.mkdir(mode=0o750)
     except OSError as e:
         raise FileWriteError.of(path, e) from e
-    if not latest:
-        return path
-    link = root / f".latest.{run_id}"
-    link.symlink_to(run_id)
-    os.replace(link, root / "latest")
+    if latest:
+        link = root / f".latest.{run_id}"
+        link.symlink_to(run_id)
+        os.replace(link, root / "latest")
     return path
 
 
@@ -79,11 +74,7 @@ def given_run_dir(path: Path) -> Path:
 
 def substitute(argv: list[str], binaries: dict[str, str]) -> list[str]:
     """`$OSU_MPI/pt2pt/osu_bw` -> the real path; other arguments unchanged."""
-    out = []
-    for arg in argv:
-        head, sep, rest = arg.partition("/")
-        out.append(binaries.get(head, head) + sep + rest)
-    return out
+    return [binaries.get(head, head) + sep + rest for head, sep, rest in (arg.partition("/") for arg in argv)]
 
 
 def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
@@ -96,8 +87,7 @@ def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
 def probe(launcher: Launcher, step: Step, outdir: Path, programs: dict[str, str] | None = None) -> dict:
     """Stack facts from the nodes `step` runs on; a probe that fails costs the facts, not the step."""
     try:
-        result = launcher.run(probe_step(step, programs), outdir)
-        return parse_probe(result.stdout)
+        return parse_probe(launcher.run(probe_step(step, programs), outdir).stdout)
     except (LaunchError, ParseError) as e:
         return {"probe_error": f"{type(e).__name__}: {e}"}
 
@@ -150,15 +140,13 @@ class Run(Lifecycle):
             raise self._slurm_error
         if self._variables is None:
             try:
-                self._variables = self._start_slurm()
+                self._variables = take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
+                                             "use --launcher mpirun to run without it",
+                                             lambda: self.phase("slurm start"))
             except CommstackError as e:
                 self._slurm_error = e
                 raise
         return self._variables
-
-    def _start_slurm(self) -> dict[str, str]:
-        return take_slurm(self.system.name, self.slurm_mode, self._cleanup, self.system.nodes,
-                          "use --launcher mpirun to run without it", lambda: self.phase("slurm start"))
 
     def launcher(self) -> Launcher:
         if self._launcher is None:

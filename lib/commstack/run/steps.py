@@ -1,10 +1,6 @@
-"""Suites are data: suites/<name>.yaml. This module expands a suite for a system into
-concrete job steps (what the dry run prints and what the slurm tier runs).
-
-Placement rules are the suite's, not the user's: `ranks_per_node` may be a number or `nic`,
-`core`, `gpu` (per node, from the system file); `nodes: all` is the whole system; `odd: true`
-makes the total rank count odd (nodes x ranks_per_node - 1 when that product is even, seed 004).
-A step asking for more than the system has is kept with the reason it cannot run there.
+"""A suite expanded for a system into concrete job steps (what the dry run prints and what a run launches), by
+the suite's placement rules (docs/harness.md#suites-reports-and-compare); a step the system cannot run is kept,
+with the reason.
 """
 
 from __future__ import annotations
@@ -53,9 +49,8 @@ def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
 
 def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
            memory_only: str | None = None, native_only: bool = False) -> list[SuiteStep]:
-    """Every concrete step of `suite` on `system`, in suite order. A step the system cannot run (no
-    GPUs, too few nodes or NICs) stays in the list with `not_run` saying why, so a report shows it.
-    `binaries`: tool name -> prefix or path (native runs); where one is missing the dry run shows the
+    """Every concrete step of `suite` on `system`, in suite order, `not_run` saying why where the system cannot run
+    it. `binaries`: tool name -> prefix or path (native runs); where one is missing the dry run shows the
     tool's placeholder ($OSU_MPI, ...) instead. `memory_only`: keep the steps in that memory;
     `native_only`: drop the container runs (a system without a container engine)."""
     binaries = binaries or {}

@@ -1,14 +1,6 @@
-"""What `commstack run` and `commstack suite` show on the terminal: commstack's own view of the run.
-
-A header, a line per step as it starts and as it ends (verdict, step, key figure, duration), each
-reason once with the steps it covers, the results, the report and the exit status with its meaning.
-On a terminal the running step is one live line that rich updates in place; elsewhere (CI logs,
-`| tee`) each event is one plain line, without colour; NO_COLOR is honoured. --quiet keeps the
-summary and the exit line, --json prints one JSON object per line instead.
-
-pytest's own output (session header, per-item lines, short summary, JUnit line) goes to
-results/<run>/pytest.log, and to the terminal too with -v / --pytest-output. The view is a pytest
-plugin given to pytest.main; plain `pytest suites/NAME.yaml` never loads it and keeps pytest's output.
+"""What `commstack run` and `commstack suite` show on the terminal: commstack's own view of the run
+(docs/harness.md#what-run-and-suite-print), a pytest plugin given to pytest.main, which sends pytest's own output
+to results/<run>/pytest.log; plain `pytest suites/NAME.yaml` never loads it and keeps pytest's output.
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from commstack import exits
@@ -71,7 +63,9 @@ class View:
             with contextlib.redirect_stdout(self.log):
                 yield self
         finally:
-            self._stop()
+            if self.live is not None:
+                self.live.stop()
+                self.live = None
             self.log.close()
 
     # ---- printing
@@ -123,11 +117,6 @@ class View:
         return text.append(f"  {spent:.0f} s" + (f", about {rest:.0f} s left" if rest is not None and rest >= 1
                                                   else ""), style="dim")
 
-    def _stop(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
     # ---- pytest hooks
 
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -140,10 +129,9 @@ class View:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.items = {i.nodeid: i for i in session.items if isinstance(i, StepItem)}
-        fields = {"suite": self.suite, "system": self.system, "launcher": self.launcher, "steps": len(self.items),
-                  "results": str(self.results)}
         if self.mode == "json":
-            self._json("run-started", **fields)
+            self._json("run-started", suite=self.suite, system=self.system, launcher=self.launcher,
+                       steps=len(self.items), results=str(self.results))
         elif self.mode != "quiet":
             self._line(f"commstack {self.command}: suite {self.suite} on system {self.system}, {len(self.items)} "
                        f"steps, {self.launcher}")
@@ -179,34 +167,30 @@ class View:
             self._ended(self.items[nodeid])
 
     def _ended(self, item: StepItem) -> None:
-        nodeid = item.nodeid
+        """One line for a step that ended, and one per warning about its figures; its reason is kept for the
+        summary (JSON: here)."""
         spent = time.monotonic() - self.current[1]
         self.current, self.status = None, f"{len(self.config.stash[PROGRESS]['done'])}/{len(self.items)} steps done"
         run = self.config.stash.get(RUN, None)
         record = run.records.get((item.suite_step.tags["suite"], item.suite_step.id)) if run else None
-        failure = self.failures.get(nodeid)
+        failure = self.failures.get(item.nodeid)
         if record is None and failure is None:  # interrupted before its record: the summary has it
             return
         if record is None or (failure and record.verdict in ("pass", "not-run")):
             # the harness itself failed in this step: pytest's report says where (pytest.log)
-            last = (failure or "no record").strip().splitlines()[-1]
-            self._step_line("error", item.name, None, None, last, spent)
-            return
-        self._step_line(record.verdict, item.name, key_figure(record, run.references), record.error_kind,
-                        record.reason, spent, record.warnings)
-
-    def _step_line(self, verdict: str, step: str, figure: dict | None, kind: str | None, reason: str,
-                   spent: float, warnings: list[str] = ()) -> None:
-        """One line for a step that ended, and one per warning about its figures; its reason is kept for the
-        summary (JSON: here)."""
+            verdict, figure, kind, warnings = "error", None, None, []
+            reason = (failure or "no record").strip().splitlines()[-1]
+        else:
+            verdict, figure, kind = record.verdict, key_figure(record, run.references), record.error_kind
+            reason, warnings = record.reason, record.warnings
         if self.mode == "json":
-            self._json("step-ended", step=step, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
+            self._json("step-ended", step=item.name, verdict=verdict, figure=figure, error_kind=kind, reason=reason,
                        warnings=list(warnings), elapsed_s=round(spent, 3))
             return
         if self.mode == "quiet":
             return
         text = Text(f"{verdict:<12s} ", style=STYLE.get(verdict, "bold red"))
-        text.append(printable(step))
+        text.append(printable(item.name))
         if figure:
             text.append(f"  {figure_text(figure)}")
         elif kind:
@@ -236,15 +220,11 @@ class View:
     def pytest_internalerror(self, excrepr, excinfo: pytest.ExceptionInfo) -> None:
         self._error(f"commstack {self.command}: internal error: {excinfo.exconly()} (traceback in {self.log.path})")
 
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self._stop()
-
     # ---- the end
 
     def end(self, records: list[Record], status: int, allow_not_run: bool = False) -> int:
         """The summary: counts by verdict, each reason once with the steps it covers, where the results
         and the report are, and the exit status with its meaning."""
-        self._stop()
         counts = Counter(r.verdict for r in records)
         report = self.results / "report" / "index.html"
         meaning = exits.meaning(status)
@@ -264,9 +244,7 @@ class View:
                 groups.setdefault((r.verdict, r.reason), []).append(r.step)
         # each reason once, with the steps it covers; on a terminal wrapped beside its verdict, never cut:
         # a reason often ends with the command that fixes it
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column()
+        grid = Table.grid(Column(no_wrap=True), Column(), padding=(0, 1))
         for (verdict, reason), steps in sorted(groups.items(), key=lambda g: VERDICTS.index(g[0][0])):
             covers = (f"{len(steps)} steps: " if len(steps) > 1 else "") + ", ".join(printable(s) for s in steps)
             if self.mode == "live":
@@ -291,5 +269,4 @@ class View:
         return status
 
     def close(self) -> None:
-        self._stop()
         self.out.close()
