@@ -92,7 +92,6 @@ def program(b: Benchmark, p: Program) -> list[str]:
 
 
 def native(binaries: Any) -> str:
-    """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""
     if binaries.pingpong:
         if not Path(binaries.pingpong).is_file():
             raise BinaryNotFoundError(f"--pingpong {binaries.pingpong}: no such file")
@@ -113,7 +112,6 @@ def native(binaries: Any) -> str:
 
 
 def planned(binaries: Any) -> str:
-    """The given binary, else where the run builds it; nothing is built."""
     return native(binaries) if binaries.pingpong else str(binaries.build_dir / NAME)
 
 
