@@ -235,8 +235,6 @@ def last_size(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None
     return hi
 
 
-# ------------------------------------------------------------------------------------ launching
-
 def program(b: Benchmark, p: Program) -> list[str]:
     exe = f"./{b.directory}/{b.name}" if p.container else f"{p.home}/{b.directory}/{b.name}"  # the image's WORKDIR
     device = p.device_args.get(b.directory, b.device_args) if p.memory == "device" else ()
@@ -247,8 +245,6 @@ TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, 
             native=native, planned=native, local=local, source=source, family=family, zero_lo_is_default=True,
             first_size=first_size, last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
-
-# ----------------------------------------------------------------------------------- benchmarks
 
 SIZES = SizeFlags(range_flags=("-m", "--message-size"),
                   plain="OSU reads -m with atoll, so 1M would mean 1 byte")
