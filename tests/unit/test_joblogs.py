@@ -134,7 +134,7 @@ def test_no_preamble_or_trailer_turns_a_bad_output_into_a_pass(name, before, aft
 
 @pytest.mark.parametrize("pattern", noise.CRASHES, ids=lambda p: p.what)
 def test_every_known_crash_line_is_its_own_example_and_never_a_note(pattern, tmp_path):
-    assert noise.crash(pattern.example) is pattern and noise.classify(pattern.example) is None
+    assert noise.classify(pattern.example, noise.CRASHES) is pattern and noise.classify(pattern.example) is None
     (tmp_path / "job.log").write_text(f"Job 1 on node1\n{pattern.example}\n")
     p = parse(str(tmp_path / "job.log"))
     assert p.returncode == EXIT["crashed"] and pattern.example in p.stderr, p.stderr

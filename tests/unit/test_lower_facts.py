@@ -69,7 +69,7 @@ def test_a_fabric_step_without_the_systems_provider_fails_whatever_its_figures()
     s = next(s for s in expand(load_suite("stack"), alps) if s.benchmark == "fi_pingpong")
     text = (FACTS.parent / "fi_pingpong" / "1.17" / "pair-slurm-netns.client.stdout").read_text()
     nodes = parse_probe(probe_lines("nid1", "fi_providers", "debian12/fi_info-l.txt", re.compile(r":$")))["nodes"]
-    record = evaluate(s, fi_pingpong.parse(text), text, {"nodes": nodes}, alps, None)
+    record = evaluate(s, fi_pingpong.TOOL.parse(text), text, {"nodes": nodes}, alps, None)
     assert record.verdict == "fail"
     assert record.reason == "provider cxi not found on nid1: libfabric built without cxi, or the cxi driver not loaded"
     assert "stack: provider cxi not found" in record.detail and "fi_pingpong [bandwidth_MBps]" in record.detail

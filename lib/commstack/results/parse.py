@@ -185,7 +185,7 @@ def crashed(table: Table) -> CrashedError | None:
     quoting the first."""
     for lineno, line in enumerate(table.text.splitlines(), table.offset + 1):
         line = noise.strip_prefix(line)[0]
-        if (known := noise.crash(line)) is not None:
+        if (known := noise.classify(line, noise.CRASHES)) is not None:
             return CrashedError(f"no benchmark title, and a crash line: {known.source}'s {known.what}", line, lineno)
     return None
 

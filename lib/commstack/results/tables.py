@@ -50,7 +50,7 @@ def _outside(line: str) -> bool:
         and (not DATA_ROW.match(line) or bool(LOG_TIME.match(line))) \
         and not VALIDATION_ERROR.match(line) and not CRASH.search(line) and not EXITED.search(line) \
         and not any(p.search(line) for p, _, _ in SLURM_ENDED) and noise.classify(line) is None \
-        and noise.crash(line) is None \
+        and noise.classify(line, noise.CRASHES) is None \
         and not any(g.regex.search(line) for g in noise.GLUED)
 
 

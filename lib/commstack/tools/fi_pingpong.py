@@ -221,10 +221,6 @@ def title(line: str) -> Benchmark | None:
     return BENCHMARKS[NAME] if own else None
 
 
-def parse(text: str) -> list[Sweep]:
-    return [parse_pingpong(text)]
-
-
 def program(b: Benchmark, p: Program) -> list[str]:
     """The pair launcher with fi_pingpong as server and client, over the system's provider (-p): the
     server on the control port the launcher picks (-B), the client to it (-P, then the server's host)."""
@@ -236,8 +232,8 @@ PLACEHOLDER = "$FI_PINGPONG"  # the binary in a dry run where it is not on PATH
 native, planned = on_path(NAME, "libfabric-bin", "libfabric", PLACEHOLDER)
 
 
-TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args),
+TOOL = Tool(NAME, NAME, "fabric", "pair", COLUMNS, PLACEHOLDER, program, lambda text: [parse_pingpong(text)],
+            title, native=native, planned=planned, sizes_check=lambda b, sweep, args: check(sweep, args),
             in_env=InSpec("libfabric", f"bin/{NAME}"), facts=(InSpec("libfabric", "bin/fi_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_MBps", SizeFlags(), line_rate_factor=1)}

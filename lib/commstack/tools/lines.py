@@ -64,8 +64,6 @@ class Sweep:
         raise KeyError(f"{self.benchmark}: no row for size {size}")
 
 
-# ------------------------------------------------------------------------------- shared lines
-
 # A launcher error line, an MPI abort or a signal, anywhere in a line: a rank died.
 CRASH = re.compile(
     r"srun: error: |srun: Terminating StepId=|srun: Job step aborted|srun: forcing job termination"

@@ -86,17 +86,12 @@ def title(line: str) -> Benchmark | None:
     return BENCHMARKS[NAME] if PP_HEADER.match(line) or PP_ROW.match(line) else None
 
 
-def parse(text: str) -> list[Sweep]:
-    return [parse_pingpong(text)]
-
-
 def program(b: Benchmark, p: Program) -> list[str]:
     exe = f"{IMAGE_VIEW}/bin/{NAME}" if p.container else p.home
     return [exe, "-m", p.mode, *p.size_args, *p.args]
 
 
 def native(binaries: Any) -> str:
-    """The given binary, else mpi-pingpong built here with the system MPI's mpicc."""
     if binaries.pingpong:
         if not Path(binaries.pingpong).is_file():
             raise BinaryNotFoundError(f"--pingpong {binaries.pingpong}: no such file")
@@ -117,13 +112,13 @@ def native(binaries: Any) -> str:
 
 
 def planned(binaries: Any) -> str:
-    """The given binary, else where the run builds it; nothing is built."""
     return native(binaries) if binaries.pingpong else str(binaries.build_dir / NAME)
 
 
-TOOL = Tool(NAME, NAME, "mpi", "mpi", COLUMNS, "$PINGPONG", program, parse, title, native=native, planned=planned,
-            modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"), in_env=InSpec(NAME, f"bin/{NAME}"),
-            given=lambda binaries: "--pingpong" if binaries.pingpong else None, env_optional=True)
+TOOL = Tool(NAME, NAME, "mpi", "mpi", COLUMNS, "$PINGPONG", program, lambda text: [parse_pingpong(text)], title,
+            native=native, planned=planned, modes=("cpu", "staged", "cuda-aware"), printed_range=("min", "max"),
+            in_env=InSpec(NAME, f"bin/{NAME}"), given=lambda binaries: "--pingpong" if binaries.pingpong else None,
+            env_optional=True)
 BENCHMARKS: dict[str, Benchmark] = {
     NAME: Benchmark(NAME, TOOL, (NAME,), "bandwidth_GiBps", SizeFlags(lo_flags=("-b",), hi_flags=("-e",)),
                     (("", (8, 1 << 30)),))}

@@ -5,6 +5,7 @@ docs/harness.md#the-formats-read-per-tool."""
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from typing import Any
 
 from commstack.errors import BinaryNotFoundError, UnknownFormatError
@@ -73,15 +74,13 @@ NCCL_NETWORK = re.compile(r"^(?:(\S+?):\d+:\d+ \[\d+\] )?NCCL INFO (?:Using netw
 def nccl_net(text: str) -> dict[str, dict]:
     """Per node (the host prefix of NCCL's INFO lines), the network NCCL used and the OFI provider the
     aws-ofi-nccl plugin selected (None: the plugin selected none, or NCCL did not load it)."""
-    out: dict[str, dict] = {}
+    out: defaultdict[str, dict] = defaultdict(lambda: {"ofi_provider": None, "network": []})
     for line in text.splitlines():
         if m := NCCL_OFI_SELECTED.match(line):
-            out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["ofi_provider"] = m.group(2)
-        elif m := NCCL_NETWORK.match(line):
-            net = out.setdefault(m.group(1) or "?", {"ofi_provider": None, "network": []})["network"]
-            if m.group(2) not in net:
-                net.append(m.group(2))
-    return out
+            out[m.group(1) or "?"]["ofi_provider"] = m.group(2)
+        elif (m := NCCL_NETWORK.match(line)) and m.group(2) not in out[m.group(1) or "?"]["network"]:
+            out[m.group(1) or "?"]["network"].append(m.group(2))
+    return dict(out)
 
 
 def nccl_plugin_problem(required: str | None, tags: dict, nets: dict[str, dict]) -> str | None:

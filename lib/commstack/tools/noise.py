@@ -192,11 +192,6 @@ CRASHES: tuple[Pattern, ...] = (
 )
 
 
-def crash(line: str) -> Pattern | None:
-    """The known crash line a whole line is (CRASHES), or None."""
-    return next((p for p in CRASHES if p.regex.fullmatch(line.rstrip())), None)
-
-
 #: per-line prefixes that launchers add: the rest of the line is the program's own
 # prterun (PRRTE 3) writes a NUL byte after each help message it forwards: it begins the next line.
 # Stripped like a prefix, and a note of its line (commstack.tools.lines.own_lines)
@@ -239,10 +234,10 @@ def strip_prefix(line: str) -> tuple[str, Pattern | None]:
     return (line[m.end():], p) if m else (line, None)
 
 
-def classify(line: str) -> Pattern | None:
-    """The known pattern a whole line matches (its trailing blanks ignored), or None."""
+def classify(line: str, patterns: tuple[Pattern, ...] = PATTERNS) -> Pattern | None:
+    """The first of `patterns` that a whole line matches (its trailing blanks ignored), or None."""
     text = line.rstrip()
-    return next((p for p in PATTERNS if p.regex.fullmatch(text)), None)
+    return next((p for p in patterns if p.regex.fullmatch(text)), None)
 
 
 def framed(lines: list[str]) -> dict[int, Pattern]:
@@ -254,7 +249,7 @@ def framed(lines: list[str]) -> dict[int, Pattern]:
     i = 0
     while i < len(lines):
         text = lines[i].rstrip()
-        frame = next((f for f in FRAMES if f.regex.fullmatch(text)), None)
+        frame = classify(text, FRAMES)
         if frame is not None and i not in out:
             end = next((j for j in range(i + 1, min(len(lines), i + 1 + FRAME_MAX_LINES))
                         if lines[j].rstrip() == text), None)

@@ -64,8 +64,9 @@ def _osu_tables(t: Text) -> list[Sweep]:
             prelude = {}
             sweeps.append(cur)
             continue
-        if cur is None and (meta := matched_meta(OSU_META, line)) is not None:
-            prelude.update(meta)  # a cut title's lines (`# Datatype:`, window lines) before its header
+        if (cur is None or cur.rows and "xccl" in prelude) and (meta := matched_meta(OSU_META, line)) is not None:
+            # before the header: a cut title's `# Datatype:` and window lines, 7.4+ xccl pt2pt's `# Send Buffer on`
+            prelude.update(meta)
             continue
         if (meta := matched_meta(OSU_PRELUDE, line)) is not None:
             if cur is None or cur.rows:
@@ -74,9 +75,6 @@ def _osu_tables(t: Text) -> list[Sweep]:
                 cur.meta.update(meta)  # 5.7 osu_latency_mp: after its title
             continue
         if cur is None or cur.rows and prelude:
-            if "xccl" in prelude and (meta := matched_meta(OSU_META, line)) is not None:
-                prelude.update(meta)  # 7.4+ xccl point-to-point: `# Send Buffer on ...` before the header
-                continue
             if (untitled := _untitled(t, line, lineno, prelude)) is None:
                 raise UnknownFormatError("text before any OSU title" if cur is None else
                                          "text between two OSU tables", line, lineno)
@@ -237,8 +235,6 @@ def last_size(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None
     return hi
 
 
-# ------------------------------------------------------------------------------------ launching
-
 def program(b: Benchmark, p: Program) -> list[str]:
     exe = f"./{b.directory}/{b.name}" if p.container else f"{p.home}/{b.directory}/{b.name}"  # the image's WORKDIR
     device = p.device_args.get(b.directory, b.device_args) if p.memory == "device" else ()
@@ -249,8 +245,6 @@ TOOL = Tool(NAME, "OSU", "mpi", "mpi", COLUMNS, "$OSU_MPI", program, parse_osu, 
             native=native, planned=native, local=local, source=source, family=family, zero_lo_is_default=True,
             first_size=first_size, last_size=last_size, in_env=InSpec("osu-micro-benchmarks", MPI_DIR),
             given=lambda binaries: "--osu-prefix" if binaries.osu_prefix else None)
-
-# ----------------------------------------------------------------------------------- benchmarks
 
 SIZES = SizeFlags(range_flags=("-m", "--message-size"),
                   plain="OSU reads -m with atoll, so 1M would mean 1 byte")

@@ -185,8 +185,7 @@ def untitled_benchmark(benchmarks: Iterable[Benchmark], line: str, lineno: int, 
         return None
     named = header_benchmarks(benchmarks, cols, meta, "xccl" in meta)
     if len(named) == 1:
-        (bench,) = named
-        return bench
+        return named[0]
     # none, or two and more: the first UNTITLED_NAMED named, the others counted
     names = [b.name for b in named][:UNTITLED_NAMED] + [f"{len(named) - UNTITLED_NAMED} more"] * (
         len(named) > UNTITLED_NAMED)

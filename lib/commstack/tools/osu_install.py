@@ -1,7 +1,6 @@
-"""Where OSU's binaries come from when a step runs them natively and no env's view gives them (an env's view is
-commstack.run.binaries's): the install prefix typed (--osu-prefix), else COMMSTACK_OSU_PREFIX's, else the local
-Spack env's osu-micro-benchmarks (the resolver, commstack.run.binaries, installs it there by the pinned Spack
-where the run may build). What is found, and what is missing, the resolver keeps: these functions only look."""
+"""Where OSU's binaries come from when a step runs them natively and no env's view gives them, in the order
+docs/harness.md#suites-reports-and-compare gives. The resolver, commstack.run.binaries, keeps what is found and
+installs the local env's: these functions only look."""
 
 from __future__ import annotations
 

@@ -259,10 +259,6 @@ def title(line: str) -> Benchmark | None:
     return None
 
 
-def parse(text: str) -> list[Sweep]:
-    return [parse_perftest(text)]
-
-
 def program(b: Benchmark, p: Program) -> list[str]:
     """The pair launcher with ucx_perftest as server (-p, the port the launcher picks) and client (the
     server's host, the test, the step's arguments: -s SIZE -n ITERATIONS); device memory: -m cuda on both."""
@@ -277,9 +273,9 @@ native, planned = on_path(NAME, "ucx-utils", "UCX", PLACEHOLDER)
 
 
 # one message size per run, the one asked for (the parser read it from -s or the server's box): no range to check
-TOOL = Tool(NAME, "ucx_perftest", "ucx", "pair", COLUMNS, PLACEHOLDER, program, parse, title, native=native,
-            planned=planned, sizes_check=lambda b, sweep, args: None, in_env=InSpec("ucx", f"bin/{NAME}"),
-            facts=(InSpec("ucx", "bin/ucx_info"),))
+TOOL = Tool(NAME, NAME, "ucx", "pair", COLUMNS, PLACEHOLDER, program, lambda text: [parse_perftest(text)], title,
+            native=native, planned=planned, sizes_check=lambda b, sweep, args: None,
+            in_env=InSpec("ucx", f"bin/{NAME}"), facts=(InSpec("ucx", "bin/ucx_info"),))
 BENCHMARKS: dict[str, Benchmark] = {
     f"{NAME}-tag_lat": Benchmark(f"{NAME}-tag_lat", TOOL, (f"{NAME}-tag_lat",), "latency_us", SizeFlags()),
     # the client (rank 1, pair.py) sends: slowing its node's egress slows the figure, its ingress does not
