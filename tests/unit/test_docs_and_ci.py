@@ -204,6 +204,37 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     assert proc.returncode == 1 and "no-such-page.md" in proc.stderr, proc.stderr
 
 
+#: a pointer into the docs from code or the README: docs/PAGE.md#anchor
+POINTER = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+))?")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors the site gives a page: its headings as MkDocs' toc slugs them, and its explicit <a id>s."""
+    from markdown.extensions.toc import slugify
+    text = page.read_text()
+    return ({slugify(re.sub(r"[`*]", "", h), "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
+            | set(re.findall(r'<a id="([^"]+)"', text)))
+
+
+def test_every_pointer_into_the_docs_from_code_or_the_readme_resolves():
+    """Docstrings say the rules once, in the docs, and point there: a pointer must name a page and an anchor that
+    exist (a renamed heading would leave the code pointing nowhere)."""
+    known = {page.name: anchors(page) for page in DOCS}
+    sources = [*sorted((TOP / "lib").rglob("*.py")), TOP / "README.md", TOP / "DEVELOPERS.md"]
+    pointers = [(src.relative_to(TOP), page, anchor) for src in sources
+                for page, anchor in POINTER.findall(src.read_text())]
+    assert len(pointers) > 50, pointers
+    bad = [f"{src}: docs/{page}" + (f"#{anchor}" if anchor else "") for src, page, anchor in pointers
+           if page not in known or (anchor and anchor not in known[page])]
+    assert not bad, bad
+
+
+def test_a_pointer_to_a_heading_that_is_gone_is_caught(tmp_path):
+    page = tmp_path / "harness.md"
+    page.write_text("# Running the harness\n\n## Running an env's binaries: `--env`\n<a id=\"errors\"></a>\n")
+    assert anchors(page) == {"running-the-harness", "running-an-envs-binaries-env", "errors"}
+    assert POINTER.findall("see docs/harness.md#no-such-heading") == [("harness.md", "no-such-heading")]
+
 # ---- (d) every bin/commstack command shown is real -----------------------------------------------
 
 #: `bin/commstack SUB rest-of-command`, the command ending at a backtick, comment, table cell or ")"
