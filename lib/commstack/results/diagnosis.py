@@ -175,17 +175,12 @@ def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
         both = " both ways" if directions(upper) > 1 else ""
         head = (f"{upper.benchmark} reaches {shown(kind, si(upper, value))}{both} at {size_text(size)} "
                 f"({value / e:.0%} of {short.of}".replace("%", " %") + f", {shown(kind, si(upper, e))})")
-    said, fine, fault = [], [], None
-    for below, low in lowers:  # bottom up
-        text, is_short = _lower_said(low, yardsticks.get(low.key), size, expected, short.tolerance, higher,
-                                     first=not said)
-        said.append(text)
-        if fault is None:
-            if is_short:
-                fault = below
-            else:
-                fine.append(below)
-    where = "; ".join(said)
+    said = [_lower_said(low, yardsticks.get(low.key), size, expected, short.tolerance, higher, first=i == 0)
+            for i, (_, low) in enumerate(lowers)]  # bottom up
+    k = next((i for i, (_, is_short) in enumerate(said) if is_short), len(said))  # the lowest layer short
+    fault = lowers[k][0] if k < len(lowers) else None
+    fine = [below for below, _ in lowers[:k]]
+    where = "; ".join(text for text, _ in said)
     if fault == "fabric":
         verdict = NAMES["fabric"]
     else:

@@ -48,14 +48,11 @@ class HistoryError(CommstackError):
 
 
 class HistoryWriteError(HistoryError):
-    """The history's directory could not be made or reached (a read-only file system, a file on the way).
-    Not bad input; a HistoryError, so that a run names it after its verdicts and its doubts pass it by."""
+    """The history could not be written: its directory not made or reached (a read-only file system, a file on the
+    way), or its file system (or the user's quota) full. Not bad input; a HistoryError, so that a run names it
+    after its verdicts and its doubts pass it by."""
 
     exit_status = exits.UNWRITTEN
-
-
-class HistoryFullError(HistoryWriteError):
-    """The history could not be written: its file system (or the user's quota) is full. Not bad input."""
 
 
 #: sqlite's result code for "database or disk is full" (the low byte of an extended code)
@@ -65,7 +62,7 @@ SQLITE_FULL = 13
 def _db_error(path: Path, e: sqlite3.DatabaseError, damaged: str) -> HistoryError:
     """A sqlite error as a named one: a full file system says so; anything else is the history `damaged`."""
     if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == SQLITE_FULL:
-        return HistoryFullError(f"{path}: the file system is full ({e}); the history is as it was")
+        return HistoryWriteError(f"{path}: the file system is full ({e}); the history is as it was")
     return HistoryError(damaged)
 
 
@@ -78,14 +75,10 @@ def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
     return {t: [row[1] for row in db.execute(f"PRAGMA table_info({t})")] for t in ("runs", "records", "figures")}
 
 
-def _schema_columns() -> dict[str, list[str]]:
-    with contextlib.closing(sqlite3.connect(":memory:")) as db:
-        db.executescript(SCHEMA)
-        return _columns(db)
-
-
 #: the tables and columns SCHEMA makes: what a history file of SCHEMA_VERSION must have
-COLUMNS = _schema_columns()
+with contextlib.closing(sqlite3.connect(":memory:")) as _schema:
+    _schema.executescript(SCHEMA)
+    COLUMNS = _columns(_schema)
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -41,13 +41,8 @@ def md_code(text: str, block: bool = False) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def md_spans(text: str) -> str:
-    """A reason as Markdown: its `code` spans as code spans, the rest as text."""
+def spans(text: str) -> tuple[str, str]:
+    """A reason as (Markdown, HTML): its `code` spans as code spans (<code>), the rest as text."""
     parts = re.split(r"`([^`]+)`", text)
-    return "".join(md_code(p) if i % 2 else md_text(p) for i, p in enumerate(parts))
-
-
-def html_spans(text: str) -> str:
-    """A reason as HTML: its `code` spans in <code>, the rest escaped."""
-    parts = re.split(r"`([^`]+)`", printable(text))
-    return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
+    return ("".join(md_code(p) if i % 2 else md_text(p) for i, p in enumerate(parts)),
+            "".join(f"<code>{html_text(p)}</code>" if i % 2 else html_text(p) for i, p in enumerate(parts)))

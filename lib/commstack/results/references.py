@@ -47,21 +47,26 @@ class ReferenceSpec(Strict):
         return self
 
 
-class DiagnosisSpec(Strict):
+class Diagnosis(Strict):
     benchmark: BenchmarkName
     metric: MetricName
     size: MessageSize
     tags: dict[Line, Line | int | bool] = {}
     recorded: Path | None = None
-    value: float | None = None
+    value: float | None = None          # the expected bad figure; loaded, read from `recorded` where that is given
     within: Annotated[float, Field(gt=0)]
     message: Line
 
     @model_validator(mode="after")
-    def _one_source(self) -> "DiagnosisSpec":
+    def _one_source(self) -> "Diagnosis":
         if (self.recorded is None) == (self.value is None):
             raise ValueError("give exactly one of `recorded` and `value`")
         return self
+
+    def applies(self, benchmark: str, tags: dict[str, Any], size: int, value: float) -> bool:
+        return (benchmark == self.benchmark and size == self.size
+                and all(tags.get(k) == v for k, v in self.tags.items())
+                and abs(value - self.value) <= self.within * self.value)
 
 
 class ReferencesFile(Strict):
@@ -69,7 +74,7 @@ class ReferencesFile(Strict):
     tolerance: Tolerance = Tolerance()
     unstable_spread: Annotated[float, Field(gt=0)] = UNSTABLE_SPREAD
     references: list[ReferenceSpec]
-    diagnoses: list[DiagnosisSpec] = []
+    diagnoses: list[Diagnosis] = []
 
 
 # ------------------------------------------------------------------------------------------ loaded
@@ -93,22 +98,6 @@ class Reference:
 
 
 @dataclass
-class Diagnosis:
-    benchmark: str
-    metric: str
-    size: int
-    expected_bad: float
-    within: float
-    message: str
-    tags: dict[str, Any]
-
-    def applies(self, benchmark: str, tags: dict[str, Any], size: int, value: float) -> bool:
-        return (benchmark == self.benchmark and size == self.size
-                and all(tags.get(k) == v for k, v in self.tags.items())
-                and abs(value - self.expected_bad) <= self.within * self.expected_bad)
-
-
-@dataclass
 class References:
     system: str
     refs: list[Reference]
@@ -124,17 +113,16 @@ class References:
 
 def load_references(path: Path) -> References:
     spec = load(ReferencesFile, path)
-    refs, diags = [], []
+    refs = []
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
         points = _recorded(path, entry.recorded, where, entry.metric, entry.sizes) if entry.recorded else entry.points
         t = {**spec.tolerance.model_dump(), **entry.tolerance}
         refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, dict(points),
                               t["lower"], t["upper"]))
-    for i, d in enumerate(spec.diagnoses):
-        bad = _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric, [d.size])[d.size] if d.recorded \
-            else d.value
-        diags.append(Diagnosis(d.benchmark, d.metric, d.size, float(bad), d.within, d.message, dict(d.tags)))
+    diags = [d.model_copy(update={"value": _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric,
+                                                     [d.size])[d.size]}) if d.recorded else d
+             for i, d in enumerate(spec.diagnoses)]
     return References(spec.system, refs, diags, spec.unstable_spread)
 
 

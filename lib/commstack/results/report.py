@@ -24,7 +24,7 @@ from commstack.dirfd import make_dir, remove_tree, swap_link, write_in
 from commstack.files import UnsafePathError, results_dir
 from commstack import benchmarks
 from commstack.benchmarks import METRICS, shown_value, shown
-from commstack.results.markup import file_name, html_spans, html_text, md_code, md_spans, md_text, mpl_text
+from commstack.results.markup import file_name, html_text, md_code, md_text, mpl_text, spans
 from commstack.results.diagnosis import against_references, by_layer, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
@@ -278,8 +278,9 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         command = " ".join(r.commands[0]) if r.commands else ""
         verdict = f"{r.verdict} ({r.error_kind})" if r.error_kind else r.verdict
         n = shared.get(r.reason)
+        md_reason, html_reason = spans(r.reason)
         reason = ((f"[reason {n}](#reasons-several-steps-give)", f"<td><a href='#reason-{n}'>reason {n}</a></td>")
-                  if n else (md_spans(r.reason), f"<td>{html_spans(r.reason)}</td>"))
+                  if n else (md_reason, f"<td>{html_reason}</td>"))
         steps.append((f" class='{r.verdict}'", [
             _code(r.step), _text(verdict), reason, _text(", ".join(r.nodelist)),
             (md_code(command) if command else "", f"<td><code>{html_text(command)}</code></td>"),
@@ -289,8 +290,9 @@ def _render(records: list[Record], refs: References | None, line_rate: float | N
         pages.section("Reasons several steps give", "\n<ol>")
         for reason, n in shared.items():
             given = [r.step for r in records if r.reason == reason]
-            pages.add([f"{n}. {md_spans(reason)} ({len(given)} steps: {', '.join(md_code(s) for s in given)})"],
-                      [f"<li id='reason-{n}'>{html_spans(reason)} ({len(given)} steps: "
+            md_reason, html_reason = spans(reason)
+            pages.add([f"{n}. {md_reason} ({len(given)} steps: {', '.join(md_code(s) for s in given)})"],
+                      [f"<li id='reason-{n}'>{html_reason} ({len(given)} steps: "
                        + ", ".join(f"<code>{html_text(s)}</code>" for s in given) + ")</li>"])
         pages.html.append("</ol>")
     warned = [(r.step, f": {w}") for r in records for w in r.warnings]
