@@ -1,11 +1,6 @@
-"""The images: Containerfiles rendered by `spack containerize`, EDFs from containers/images.yaml.
-
-The images are a chain, as the seeds build them: comm-fwk on NVIDIA's CUDA image, ompi FROM
-comm-fwk, osu-mb and nccl-tests FROM ompi, each installing its env's committed spack.lock.
-Generation is all-or-nothing per file: a failure names the env and quotes Spack, and the
-committed file stays as it was. The static check reads the committed Containerfiles and locks;
-`containerize --check` adds the drift of each file and of each lock, before anything is built.
-"""
+"""The images: Containerfiles rendered by `spack containerize`, EDFs from containers/images.yaml, and the
+static check of the committed chain (docs/containers.md). Generation is all-or-nothing per file: a failure
+names the env and quotes Spack, and the committed file stays as it was."""
 
 from __future__ import annotations
 
@@ -102,8 +97,8 @@ def edf(ref: str, hooks: dict, cuda: str) -> dict:
             "annotations": annotations}
 
 
-def images(path: Path = IMAGES) -> dict[str, Image]:
-    spec = load(ImagesFile, path)
+def images() -> dict[str, Image]:
+    spec = load(ImagesFile, IMAGES)
     versions = pinned_versions()
     out = {}
     for name, conf in spec.images.items():
@@ -213,10 +208,8 @@ def built_from_source(lock: Path) -> list[str]:
 
 
 def static_problems(known: dict[str, Image] | None = None) -> list[str]:
-    """What is wrong with the committed images, each line naming the image: the FROM chain (fully
-    qualified bases, each the pinned NVIDIA image or another image of the chain), the lock copied
-    before an install that does not concretize, no package outside the comm stack among the
-    nodes to build, the image below's packages at the same hashes, and the view on the paths."""
+    """What is wrong with the committed images, each line naming the image (the checks: docs/containers.md,
+    "The static check")."""
     known = known or images()
     refs = {img.ref: name for name, img in known.items()}
     nvidia, allowed = nvidia_base(), buildable()

@@ -1,11 +1,5 @@
-"""`bin/commstack mirror create ENV [DIR]`: everything an env needs, for a site without network.
-
-The source mirror is `spack mirror create --all` of the env's concrete specs (the committed lock
-for a locked env, so the mirror holds exactly what the lock installs). With a GPG key, the specs
-installed here are pushed as a build cache signed with it, and the public key goes into the
-mirror. DIR/commstack-mirror.yaml records what was made; `bin/commstack setup --mirror DIR` reads
-it on the air-gapped side and writes .spack/mirrors.yaml, which every env includes.
-"""
+"""`bin/commstack mirror create ENV [DIR]`: everything an env needs, for a site without network: the sources of
+its concrete specs and, with a GPG key, a signed build cache (docs/environments.md#air-gapped-sites-a-mirror)."""
 
 from __future__ import annotations
 

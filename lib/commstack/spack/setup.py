@@ -125,10 +125,8 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
 
 
 def register_user_scope(spack: Spack, builtin: Path) -> None:
-    """What a plain `spack` outside our envs needs, in Spack's user scope: the pinned builtin as a path
-    (Spack's default is a git clone under ~/.spack/package_repos, which offline is missing or half-made
-    and warns on every command), and our Containerfile templates (config:template_dirs, before Spack's
-    own: a plain `spack containerize` reads only the env's container: section, not its config)."""
+    """What a plain `spack` outside our envs needs, in Spack's user scope: the pinned builtin as a path, and our
+    Containerfile templates before Spack's own (why: docs/getting-spack.md#what-set-up-writes)."""
     if "SPACK_DISABLE_LOCAL_CONFIG" in os.environ:  # Spack then has no user scope
         print("setup: SPACK_DISABLE_LOCAL_CONFIG is set: Spack's user scope left alone (our envs name the builtin "
               "repo and, in envs/images/*, `spack -e . containerize` finds the templates without it)")

@@ -1,16 +1,7 @@
-"""An env someone else could have changed runs nothing as us: before Spack reads an env given by path
-(`run --env`, `suite --env`, a system's `install: {env: ...}`), its directory, spack.yaml, spack.lock, every
-file it includes, every package repository and extension it names, its `.spack-env` and its view root must
-belong to root or to us and be writable by nobody else (OpenSSH's StrictModes rule), and so must every
-directory above them (one that others may write only with the sticky bit, as /tmp) and every symlink on the
-way. What the env names is found by reading its YAML (commstack.yamlfile), never by Spack, which would import
-the repositories' package.py files to read the env. The binaries and libraries a run takes from the view pass
-the same check on the path they resolve to (commstack.spack.view).
-
-Group write is allowed only where the group holds nobody else (root's group, a user-private group: umask 002).
-There is no option to trust a larger group: a file a group may write runs the code of every member of that
-group as whoever runs commstack (root, in CI). A site that keeps envs in group-writable places installs them
-`chmod -R go-w`, or users copy the env (docs/harness.md)."""
+"""An env someone else could have changed runs nothing as us: before Spack reads an env given by path, it and
+everything it names (read from its YAML, never by Spack, which would import package code) must belong to root
+or to us and be writable by nobody else, as must every directory and symlink on the way (OpenSSH's StrictModes
+rule). The rules, the group-write exception and the fixes: docs/harness.md ("Whose env")."""
 
 from __future__ import annotations
 
