@@ -1,10 +1,6 @@
-"""`bin/commstack preflight ENV`: before `spack install` on a real system, does every external the
-env names exist here (prefix or module), at the version it claims?
-
-The versions Spack's detection cannot read, or reads wrong, come from the tool a user would ask
-(glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`,
-cray-mpich: the Cray PE's version directory that holds its library, UCX: `ucx_info -v`);
-every other external's from Spack's own detection at its prefix. Finding no version is a failure."""
+"""`bin/commstack preflight ENV`: before `spack install` on a real system, does every external the env names
+exist here (prefix or module), at the version it claims? Versions Spack's detection cannot read, or reads wrong,
+come from the tool a user would ask (READERS; docs/environments.md#before-spack-install-preflight)."""
 
 from __future__ import annotations
 
@@ -128,18 +124,16 @@ def nccl_library_version(lib: Path) -> str | None:
 
 # ---- readers: an external's prefix to the version found there ---------------------------------------
 
-def _tool(prefix: Path, name: str) -> Path | None:
-    exe = prefix / "bin" / name
-    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
-
-
-def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str],
+def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str | tuple[str, str]],
                   extra_env: dict | None = None) -> Found:
-    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it."""
-    exe = _tool(prefix, name)
-    if exe is None:
+    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it (nvcc's: the release and its compiler's)."""
+    exe = prefix / "bin" / name
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
         return Found(None, f"no {prefix}/bin/{name}")
-    return Found(parse(output([str(exe), flag], 60, VersionReadError, extra_env)), f"{exe} {flag}")
+    read = parse(output([str(exe), flag], 60, VersionReadError, extra_env))
+    if isinstance(read, tuple):
+        return Found(read[0], f"{exe} {flag}: release {read[0]}, V{read[1]}")
+    return Found(read, f"{exe} {flag}")
 
 
 def read_glibc(prefix: Path) -> Found:
@@ -161,11 +155,7 @@ def read_ucx(prefix: Path) -> Found:
 
 
 def read_cuda(prefix: Path) -> Found:
-    nvcc = _tool(prefix, "nvcc")
-    if nvcc is None:
-        return Found(None, f"no {prefix}/bin/nvcc")
-    release, compiler = parse_nvcc(output([str(nvcc), "--version"], 60, VersionReadError))
-    return Found(release, f"{nvcc} --version: release {release}, V{compiler}")
+    return _tool_version(prefix, "nvcc", "--version", parse_nvcc)
 
 
 #: where a distribution or a wheel puts libnccl under its prefix

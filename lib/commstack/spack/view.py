@@ -1,13 +1,6 @@
-"""An installed Spack env whose view a run takes its binaries from (`commstack run --env ENV`, a system's
-`install: {env: ...}`), checked to be one nobody else could have changed (commstack.spack.trust), then read
-through Spack itself (scripts/env_view.py: the env's lock, its default view's projections, which of its specs
-are installed; no package code imported), never by guessing paths.
-
-An env a run cannot use is refused before anything is launched, with a named error and the command that
-fixes it: not a Spack env, never concretized, a lock that differs from its spack.yaml, nothing of it
-installed, no view, or a lock built for another target than this host's (neoverse_v2 on x86_64). A spec
-of the lock that is not installed (a partly installed env) makes the steps that need it not-run, naming it.
-"""
+"""An installed Spack env whose view a run takes its binaries from (`--env ENV`, a system's `install: {env: ...}`):
+checked by commstack.spack.trust, then read through Spack itself (scripts/env_view.py, no package code imported),
+never by guessing paths. What is refused, and how: docs/harness.md (the table of envs)."""
 
 from __future__ import annotations
 
@@ -15,7 +8,6 @@ import functools
 import hashlib
 import os
 import platform
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +52,7 @@ def elf_machine(path: Path) -> str | None:
         head = f.read(20)
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "<" if head[5] == 1 else ">"
-    number = struct.unpack(order + "H", head[18:20])[0]
+    number = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
     return ELF_MACHINES.get(number, f"ELF machine {number}")
 
 
@@ -152,7 +143,7 @@ def lock_sha256(path: Path) -> str:
 
 
 def load_env(path: Path) -> EnvView:
-    """The env at `path`, checked to be usable here (see the module's docstring); read once per process
+    """The env at `path`, checked to be usable here (docs/harness.md); read once per process
     (`commstack suite` checks it, then its pytest session uses it). Its files are checked first, every time
     (commstack.spack.trust): Spack imports the package code the env names."""
     check_env(path)
