@@ -273,9 +273,8 @@ def path_problems(known: dict[str, Image], refs: dict[str, str]) -> list[str]:
     undone by an image above it."""
     out = []
     for name, img in known.items():
-        chain, seen = [img], {name}
-        while (parent := refs.get(safe_base(chain[-1]))) and parent not in seen:
-            seen.add(parent)
+        chain = [img]
+        while (parent := refs.get(safe_base(chain[-1]))) and parent not in {i.name for i in chain}:
             chain.append(known[parent])
         for var, sub in (("PATH", "bin"), ("LD_LIBRARY_PATH", "lib")):
             values = [v for i in chain for v in env_values(i, var)]
@@ -322,9 +321,7 @@ def lock_drift(spack: Spack, chosen: list[Image]) -> list[str]:
 
 
 def containerize(spack: Spack, names: list[str], check: bool) -> int:
-    """`bin/commstack containerize`: render containers/<image>/ (Containerfile by spack
-    containerize, EDFs); with check, diff against the committed files and the locks against the
-    envs, and write nothing. Either way the static check runs on what is committed."""
+    """`bin/commstack containerize [--check]` (docs/containers.md); the static check runs either way."""
     chosen = [image(n) for n in names] or list(images().values())
     diffs = []
     for img in chosen:

@@ -91,9 +91,7 @@ class EnvView:
         return next((n for n in self.nodes if n.name == name), None)
 
     def program(self, spec: str, path: str, what: str) -> tuple[str, dict]:
-        """`path` under the view's prefix of the env's `spec`, and where it came from (for the record).
-        BinaryNotFoundError where the env has no such spec, EnvPartlyInstalledError where its spec is not
-        installed, ForeignBinaryError where the file is built for another machine."""
+        """`path` under the view's prefix of the env's `spec`, and where it came from (for the record)."""
         node = self.node(spec)
         fix = f"spack -e {self.path} install"
         if node is None:
@@ -180,8 +178,8 @@ def _load(path: Path) -> EnvView:
         raise EnvNotInstalledError(f"env {path} is not installed (none of its {len(roots)} roots): "
                                    f"`spack -e {path} install`")
     if not data["view"] or not Path(data["view"]).is_dir():
-        raise EnvNotInstalledError(f"env {path} has no view{' at ' + data['view'] if data['view'] else ''}: "
-                                   f"`spack -e {path} env view regenerate`" if data["view"] else
+        raise EnvNotInstalledError(f"env {path} has no view at {data['view']}: `spack -e {path} env view regenerate`"
+                                   if data["view"] else
                                    f"env {path} has no view (view: false in its spack.yaml): add `view: true`")
     env = EnvView(path, lock_sha256(path), Path(data["view"]), nodes)
     env.check_libraries()

@@ -79,16 +79,14 @@ def concretize(path, out):
             env.concretize(force=True)
             seconds = time.perf_counter() - start
             env.write(regenerate=False)
-        nodes = {}
-        for spec in env.all_specs():
-            nodes[spec.dag_hash()] = {
-                "name": spec.name, "version": str(spec.version), "namespace": spec.namespace,
-                "target": str(spec.target), "os": str(spec.os), "external": spec.external,
-                "prefix": spec.external_path if spec.external else None, "hash": spec.dag_hash(),
-                "variants": variants(spec), "deps": sorted({d.name for d in spec.dependencies()})}
+        nodes = [{"name": spec.name, "version": str(spec.version), "namespace": spec.namespace,
+                  "target": str(spec.target), "os": str(spec.os), "external": spec.external,
+                  "prefix": spec.external_path if spec.external else None, "hash": spec.dag_hash(),
+                  "variants": variants(spec), "deps": sorted({d.name for d in spec.dependencies()})}
+                 for spec in env.all_specs()]  # one per DAG hash (Spack traverses by_dag_hash)
         roots = [s.name for s in env.concrete_roots()]
     with open(out, "w") as f:
-        json.dump({"seconds": seconds, "roots": roots, "nodes": list(nodes.values())}, f)
+        json.dump({"seconds": seconds, "roots": roots, "nodes": nodes}, f)
 
 
 def claim(out):
