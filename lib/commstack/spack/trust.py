@@ -146,7 +146,7 @@ def check_env(env: Path) -> None:
         top = manifest.get("spack") if isinstance(manifest, dict) else None
         if not isinstance(top, dict):
             return  # Spack refuses it, reading no package code
-        for kind, found in _named(env, env, {_key(k): v for k, v in top.items()}, what, 0):
+        for kind, found in _named(env, env, top, what, 0):
             check_tree(found, f"{what}: {kind} {found}")
         for view in _views(env, top.get("view", True), what):
             if os.path.lexists(view):
@@ -168,15 +168,12 @@ def _views(env: Path, view: Any, what: str) -> list[Path]:
     return []
 
 
-def _key(key: Any) -> str:
-    return str(key).rstrip(":")  # `repos::` overrides, and names the same section
-
-
 def _named(env: Path, base: Path, sections: dict, what: str, depth: int) -> Iterator[tuple[str, Path]]:
     """(what it is, its path) for every included file and directory, package repository and extension the
     config `sections` name, following includes into the files they include."""
     if depth > MAX_INCLUDES:
         raise UntrustedPathError(f"{what}: includes nested more than {MAX_INCLUDES} deep")
+    sections = {str(k).rstrip(":"): v for k, v in sections.items()}  # `repos::` overrides, and names the same section
     for item in sections.get("include") or []:
         path, optional = _include(item, what)
         found = _path(env, base, path, what, "include")
@@ -190,7 +187,7 @@ def _named(env: Path, base: Path, sections: dict, what: str, depth: int) -> Iter
         for file in files:
             data = read_yaml(file, aliases=True)
             if isinstance(data, dict):
-                yield from _named(env, file.parent, {_key(k): v for k, v in data.items()}, what, depth + 1)
+                yield from _named(env, file.parent, data, what, depth + 1)
     repos = sections.get("repos") or []
     for name, repo in (repos.items() if isinstance(repos, dict) else enumerate(repos)):
         if not isinstance(repo, str):
