@@ -29,9 +29,8 @@ def create(spack: Spack, name: str, dest: Path | None = None, key: str | None = 
     with tempfile.TemporaryDirectory(prefix="commstack-mirror-") as tmp:
         root = staged or stage(Path(tmp))
         env = root / env_dir(name)
-        committed = TOP / env_dir(name) / "spack.lock"
         if name in LOCKED and not (env / "spack.lock").exists():
-            shutil.copy(committed, env / "spack.lock")  # exactly the locked specs
+            shutil.copy(TOP / env_dir(name) / "spack.lock", env / "spack.lock")  # exactly the locked specs
         elif not (env / "spack.lock").exists():
             spack("concretize", env_dir=env, timeout=1800)
         proc = spack("mirror", "create", "--all", "-d", str(dest), env_dir=env, timeout=3600)

@@ -59,13 +59,11 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
                "packages": "--packages" if packages else "--mirror"}
     if sources:  # an option given as well wins over the mirror's tarball
         spack_source, packages = spack_source or str(sources.spack), packages or str(sources.packages)
-    for option, f in (("--spack-source", spack_source), ("--packages", packages)):
+    commits = {}  # a tarball is checked, its owner and its pinned commit, before anything is written
+    for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"])):
         if f and Path(f).is_file():  # a tarball's commit header is easy to forge: its code is its owner's
-            resolve_trusted(Path(f), option)
-    # a tarball is checked against its pin before anything is written
-    commits = {what: archive.check_commit(Path(f), pin, options[what])
-               for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"]))
-               if f and Path(f).is_file()}
+            resolve_trusted(Path(f), options[what])
+            commits[what] = archive.check_commit(Path(f), pin, options[what])
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
     dest.mkdir(exist_ok=True)
