@@ -32,18 +32,16 @@ class Found:
 
 # ---- parsers of real outputs (tests/unit/test_preflight_readers.py feeds them recorded ones) -------
 
-def _first_line(text: str, pattern: str, what: str) -> re.Match:
+def _read(text: str, pattern: str, known: tuple[str, ...], what: str) -> re.Match:
+    """The first line's match of `pattern`; every later line must match one of `known`."""
     line = text.splitlines()[0] if text.strip() else ""
     m = re.fullmatch(pattern, line.strip())
     if m is None:
         raise VersionReadError(f"{what}: unknown first line {line!r}")
-    return m
-
-
-def _known_lines(text: str, known: tuple[str, ...], what: str) -> None:
     for line in text.strip().splitlines()[1:]:
         if not any(re.fullmatch(p, line.strip()) for p in known):
             raise VersionReadError(f"{what}: unknown line {line!r}")
+    return m
 
 
 #: GNU's licence text under ldd's version line (C locale)
@@ -55,9 +53,7 @@ LDD_KNOWN = (r"Copyright \(C\) \d{4} Free Software Foundation, Inc\.",
 
 def parse_ldd(text: str) -> str:
     """`ldd --version` of glibc: 'ldd (Debian GLIBC 2.36-9+deb12u14) 2.36', then GNU's licence text."""
-    version = _first_line(text, r"ldd \([^()]*\) (\d+\.\d+(?:\.\d+)?)", "ldd --version").group(1)
-    _known_lines(text, LDD_KNOWN, "ldd --version")
-    return version
+    return _read(text, r"ldd \([^()]*\) (\d+\.\d+(?:\.\d+)?)", LDD_KNOWN, "ldd --version").group(1)
 
 
 def parse_sinfo(text: str) -> str:
@@ -65,7 +61,7 @@ def parse_sinfo(text: str) -> str:
     lines = text.strip().splitlines()
     if len(lines) != 1:
         raise VersionReadError(f"sinfo -V: one line expected, got {len(lines)}: {text.strip()[:200]!r}")
-    return _first_line(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", "sinfo -V").group(1)
+    return _read(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", (), "sinfo -V").group(1)
 
 
 #: under `ucx_info -v`'s version line: the source it was built from, its configure line
@@ -74,9 +70,7 @@ UCX_KNOWN = (r"# Git branch '[^']*', revision [0-9a-f]+", r"# Configured with: .
 
 def parse_ucx_info(text: str) -> str:
     """`ucx_info -v`: '# Version 1.13.1', the git branch and revision, the configure line."""
-    version = _first_line(text, r"# Version (\d+\.\d+\.\d+)", "ucx_info -v").group(1)
-    _known_lines(text, UCX_KNOWN, "ucx_info -v")
-    return version
+    return _read(text, r"# Version (\d+\.\d+\.\d+)", UCX_KNOWN, "ucx_info -v").group(1)
 
 
 #: the banner's first line, the tool named as it was called: nvcc's, or ptxas's (the same toolkit's banner)
@@ -88,9 +82,8 @@ NVCC_KNOWN = (r"Copyright \(c\) \d{4}-\d{4} NVIDIA Corporation", r"Built on \S+"
 def parse_nvcc(text: str) -> tuple[str, str]:
     """`nvcc --version`: the toolkit's release ('12.8', what Spack's cuda@12.8.1 is a release of) and
     the compiler's own version ('12.8.93'). Every line must be one nvcc prints."""
-    _first_line(text, NVCC_TOOLS, "nvcc --version")
+    _read(text, NVCC_TOOLS, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
     release = RELEASE.search(text)
-    _known_lines(text, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
     if release is None:
         raise VersionReadError(f"nvcc --version: no 'Cuda compilation tools, release' line in {text.strip()[:300]!r}")
     return release.group(1), release.group(2)
