@@ -1,9 +1,6 @@
 """`bin/commstack setup`: the pinned Spack and spack-packages (toolchain.yaml), this repo's package
-repository, this machine's externals, and optionally an offline mirror (`commstack mirror create`).
-
-What it writes under .spack/ (repos.yaml, externals.yaml, mirrors.yaml) every env includes as an
-optional file, so an env reads the same pinned checkouts and mirror wherever it is concretized.
-"""
+repository, this machine's externals, and optionally an offline mirror (`commstack mirror create`), written
+where every env includes them (docs/getting-spack.md#what-set-up-writes)."""
 
 from __future__ import annotations
 
