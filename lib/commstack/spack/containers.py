@@ -97,8 +97,8 @@ def edf(ref: str, hooks: dict, cuda: str) -> dict:
             "annotations": annotations}
 
 
-def images() -> dict[str, Image]:
-    spec = load(ImagesFile, IMAGES)
+def images(path: Path = IMAGES) -> dict[str, Image]:
+    spec = load(ImagesFile, path)
     versions = pinned_versions()
     out = {}
     for name, conf in spec.images.items():
