@@ -30,6 +30,8 @@ class SpackTimeoutError(SpackError):
     """A Spack command ran past its time limit."""
 
 
+#: the scripts that run inside `spack python` (package data, next to this module)
+SCRIPTS = Path(__file__).parent / "scripts"
 #: the Spack root `bin/commstack setup` used (a clone of its own, or SPACK_ROOT's), remembered by the checkout
 RECORDED_ROOT = TOP / ".spack" / "spack-root"
 
@@ -100,16 +102,11 @@ class Spack:
         """What scripts/<name>.py, run in `spack python`, writes to the JSON file named first on its command line."""
         with tempfile.TemporaryDirectory(prefix=f"commstack-{name}-") as tmp:
             out = Path(tmp) / f"{name}.json"
-            self("python", str(script(name)), str(out), *args, **options)
+            self("python", str(SCRIPTS / f"{name}.py"), str(out), *args, **options)
             return json.loads(out.read_text())
 
     def version(self) -> str:
         return self("--version", timeout=60).stdout.strip().split()[0]
-
-
-def script(name: str) -> Path:
-    """A script of scripts/ that runs inside `spack python` (package data, next to this module)."""
-    return Path(__file__).parent / "scripts" / f"{name}.py"
 
 
 def need_spack() -> Spack:

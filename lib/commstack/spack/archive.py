@@ -1,12 +1,6 @@
-"""`git archive` tarballs for `bin/commstack setup`: Spack and spack-packages as a site keeps them behind a
-firewall (`--spack-source FILE.tar.gz`, `--packages FILE.tar.gz`, or a mirror directory of them), and the
-source trees of packages the local env builds as `spack develop` trees (no recipe checksum touched).
-
-A tarball's commit is in its header (`git get-tar-commit-id`): Spack's and spack-packages' must be the
-commit toolchain.yaml pins. Each is unpacked once into the checkout's .spack/, through a private scratch
-directory renamed into place, and the tree keeps the commit it came from, so a later set-up checks it
-again instead of unpacking it anew.
-"""
+"""`git archive` tarballs for `bin/commstack setup`: Spack and spack-packages at the pinned commit (its header's),
+each unpacked once into .spack/ keeping the commit it came from, and the source trees the local env builds as
+`spack develop` trees (docs/getting-spack.md, "Offline")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The images: Containerfiles rendered by `spack containerize`, EDFs from containers/images.yaml.
-
-The images are a chain, as the seeds build them: comm-fwk on NVIDIA's CUDA image, ompi FROM
-comm-fwk, osu-mb and nccl-tests FROM ompi, each installing its env's committed spack.lock.
-Generation is all-or-nothing per file: a failure names the env and quotes Spack, and the
-committed file stays as it was. The static check reads the committed Containerfiles and locks;
-`containerize --check` adds the drift of each file and of each lock, before anything is built.
-"""
+"""The images: Containerfiles rendered by `spack containerize`, EDFs from containers/images.yaml, and the
+static check of the committed chain (docs/containers.md). Generation is all-or-nothing per file: a failure
+names the env and quotes Spack, and the committed file stays as it was."""
 
 from __future__ import annotations
 
@@ -213,10 +208,8 @@ def built_from_source(lock: Path) -> list[str]:
 
 
 def static_problems(known: dict[str, Image] | None = None) -> list[str]:
-    """What is wrong with the committed images, each line naming the image: the FROM chain (fully
-    qualified bases, each the pinned NVIDIA image or another image of the chain), the lock copied
-    before an install that does not concretize, no package outside the comm stack among the
-    nodes to build, the image below's packages at the same hashes, and the view on the paths."""
+    """What is wrong with the committed images, each line naming the image (the checks: docs/containers.md,
+    "The static check")."""
     known = known or images()
     refs = {img.ref: name for name, img in known.items()}
     nvidia, allowed = nvidia_base(), buildable()
@@ -280,9 +273,8 @@ def path_problems(known: dict[str, Image], refs: dict[str, str]) -> list[str]:
     undone by an image above it."""
     out = []
     for name, img in known.items():
-        chain, seen = [img], {name}
-        while (parent := refs.get(safe_base(chain[-1]))) and parent not in seen:
-            seen.add(parent)
+        chain = [img]
+        while (parent := refs.get(safe_base(chain[-1]))) and parent not in {i.name for i in chain}:
             chain.append(known[parent])
         for var, sub in (("PATH", "bin"), ("LD_LIBRARY_PATH", "lib")):
             values = [v for i in chain for v in env_values(i, var)]
@@ -329,9 +321,7 @@ def lock_drift(spack: Spack, chosen: list[Image]) -> list[str]:
 
 
 def containerize(spack: Spack, names: list[str], check: bool) -> int:
-    """`bin/commstack containerize`: render containers/<image>/ (Containerfile by spack
-    containerize, EDFs); with check, diff against the committed files and the locks against the
-    envs, and write nothing. Either way the static check runs on what is committed."""
+    """`bin/commstack containerize [--check]` (docs/containers.md); the static check runs either way."""
     chosen = [image(n) for n in names] or list(images().values())
     diffs = []
     for img in chosen:

@@ -22,7 +22,7 @@ from commstack import exits
 from commstack.errors import ConfigError
 from commstack.paths import TOP
 from commstack.files import write_atomic
-from commstack.spack import Spack, SpackError, script
+from commstack.spack import SCRIPTS, Spack, SpackError
 
 #: env name -> its directory, relative to the repo root
 ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
@@ -115,10 +115,8 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
                    raise_first: bool = True) -> dict[str, Concrete]:
     """Concretize several envs of one staged copy in `workers` Spack processes at once (0: one per
     core; options: extra `spack -c` settings); each is concrete, or the error that names it. Every
-    process gets the whole list and takes the next env no other has claimed, sharing Spack's
-    start-up, repositories and package classes between its envs: one done early takes more, so
-    none idles while another works through a fixed share. The host's own Spack configuration (user,
-    system and site scopes) is left out: the env's own files say everything."""
+    process takes the next env no other has claimed (docs/environments.md#solver-settings). The host's
+    own Spack configuration (user, system and site scopes) is left out: the env's own files say everything."""
     workers = min(workers or os.cpu_count() or 1, len(names))
     outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
     argv = []
@@ -129,7 +127,7 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
     start = time.perf_counter()
 
     def run(_):
-        return spack(*options, "python", str(script("concretize")), *argv, check=False,
+        return spack(*options, "python", str(SCRIPTS / "concretize.py"), *argv, check=False,
                      timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -291,11 +289,8 @@ def lock_diff(old: Path, new: Path, hashes: bool = False) -> list[str]:
 
 
 def lock(spack: Spack, names: list[str] | None = None, check: bool = False) -> int:
-    """`bin/commstack lock [ENV...]`: concretize the locked envs on a staged copy, without the
-    concretization cache (a cached answer can pair roots with other specs), check every root
-    against its spec, and replace each spack.lock atomically, showing what moved. With `check`
-    (`lock --check`) nothing is written: a committed lock that is not what `lock` would write is
-    named with what moved, node by node, and the exit status is 1."""
+    """`bin/commstack lock [ENV...]` and `lock --check` (`check`: nothing is written, a stale lock is exit 1), as
+    docs/environments.md#locks says."""
     names = names or list(LOCKED)
     for name in names:
         if name not in LOCKED:
@@ -357,5 +352,5 @@ def same_lock(a: Path, b: Path) -> bool:
 
 def root_mismatches(spack: Spack, env: Path) -> list[str]:
     """Roots of the env's spack.lock whose spec is not the package, version and variants they ask for."""
-    roots = spack.run_script("roots", env_dir=env, extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
+    roots = spack.run_script("env_view", env_dir=env, extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})["roots"]
     return [f"{r['root']} -> {r['spec']} ({r['hash'][:7]})" for r in roots if not r["ok"]]

@@ -1,11 +1,5 @@
-"""`bin/commstack mirror create ENV [DIR]`: everything an env needs, for a site without network.
-
-The source mirror is `spack mirror create --all` of the env's concrete specs (the committed lock
-for a locked env, so the mirror holds exactly what the lock installs). With a GPG key, the specs
-installed here are pushed as a build cache signed with it, and the public key goes into the
-mirror. DIR/commstack-mirror.yaml records what was made; `bin/commstack setup --mirror DIR` reads
-it on the air-gapped side and writes .spack/mirrors.yaml, which every env includes.
-"""
+"""`bin/commstack mirror create ENV [DIR]`: everything an env needs, for a site without network: the sources of
+its concrete specs and, with a GPG key, a signed build cache (docs/environments.md#air-gapped-sites-a-mirror)."""
 
 from __future__ import annotations
 
@@ -35,9 +29,8 @@ def create(spack: Spack, name: str, dest: Path | None = None, key: str | None = 
     with tempfile.TemporaryDirectory(prefix="commstack-mirror-") as tmp:
         root = staged or stage(Path(tmp))
         env = root / env_dir(name)
-        committed = TOP / env_dir(name) / "spack.lock"
         if name in LOCKED and not (env / "spack.lock").exists():
-            shutil.copy(committed, env / "spack.lock")  # exactly the locked specs
+            shutil.copy(TOP / env_dir(name) / "spack.lock", env / "spack.lock")  # exactly the locked specs
         elif not (env / "spack.lock").exists():
             spack("concretize", env_dir=env, timeout=1800)
         proc = spack("mirror", "create", "--all", "-d", str(dest), env_dir=env, timeout=3600)

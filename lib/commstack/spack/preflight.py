@@ -1,10 +1,6 @@
-"""`bin/commstack preflight ENV`: before `spack install` on a real system, does every external the
-env names exist here (prefix or module), at the version it claims?
-
-The versions Spack's detection cannot read, or reads wrong, come from the tool a user would ask
-(glibc: `ldd --version`, Slurm: `sinfo -V`, NCCL: nccl.h or libnccl, CUDA: `nvcc --version`,
-cray-mpich: the Cray PE's version directory that holds its library, UCX: `ucx_info -v`);
-every other external's from Spack's own detection at its prefix. Finding no version is a failure."""
+"""`bin/commstack preflight ENV`: before `spack install` on a real system, does every external the env names
+exist here (prefix or module), at the version it claims? Versions Spack's detection cannot read, or reads wrong,
+come from the tool a user would ask (READERS; docs/environments.md#before-spack-install-preflight)."""
 
 from __future__ import annotations
 
@@ -36,18 +32,16 @@ class Found:
 
 # ---- parsers of real outputs (tests/unit/test_preflight_readers.py feeds them recorded ones) -------
 
-def _first_line(text: str, pattern: str, what: str) -> re.Match:
+def _read(text: str, pattern: str, known: tuple[str, ...], what: str) -> re.Match:
+    """The first line's match of `pattern`; every later line must match one of `known`."""
     line = text.splitlines()[0] if text.strip() else ""
     m = re.fullmatch(pattern, line.strip())
     if m is None:
         raise VersionReadError(f"{what}: unknown first line {line!r}")
-    return m
-
-
-def _known_lines(text: str, known: tuple[str, ...], what: str) -> None:
     for line in text.strip().splitlines()[1:]:
         if not any(re.fullmatch(p, line.strip()) for p in known):
             raise VersionReadError(f"{what}: unknown line {line!r}")
+    return m
 
 
 #: GNU's licence text under ldd's version line (C locale)
@@ -59,9 +53,7 @@ LDD_KNOWN = (r"Copyright \(C\) \d{4} Free Software Foundation, Inc\.",
 
 def parse_ldd(text: str) -> str:
     """`ldd --version` of glibc: 'ldd (Debian GLIBC 2.36-9+deb12u14) 2.36', then GNU's licence text."""
-    version = _first_line(text, r"ldd \([^()]*\) (\d+\.\d+(?:\.\d+)?)", "ldd --version").group(1)
-    _known_lines(text, LDD_KNOWN, "ldd --version")
-    return version
+    return _read(text, r"ldd \([^()]*\) (\d+\.\d+(?:\.\d+)?)", LDD_KNOWN, "ldd --version").group(1)
 
 
 def parse_sinfo(text: str) -> str:
@@ -69,7 +61,7 @@ def parse_sinfo(text: str) -> str:
     lines = text.strip().splitlines()
     if len(lines) != 1:
         raise VersionReadError(f"sinfo -V: one line expected, got {len(lines)}: {text.strip()[:200]!r}")
-    return _first_line(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", "sinfo -V").group(1)
+    return _read(text, r"slurm(?:-wlm)? (\d+\.\d+\.\d+)", (), "sinfo -V").group(1)
 
 
 #: under `ucx_info -v`'s version line: the source it was built from, its configure line
@@ -78,9 +70,7 @@ UCX_KNOWN = (r"# Git branch '[^']*', revision [0-9a-f]+", r"# Configured with: .
 
 def parse_ucx_info(text: str) -> str:
     """`ucx_info -v`: '# Version 1.13.1', the git branch and revision, the configure line."""
-    version = _first_line(text, r"# Version (\d+\.\d+\.\d+)", "ucx_info -v").group(1)
-    _known_lines(text, UCX_KNOWN, "ucx_info -v")
-    return version
+    return _read(text, r"# Version (\d+\.\d+\.\d+)", UCX_KNOWN, "ucx_info -v").group(1)
 
 
 #: the banner's first line, the tool named as it was called: nvcc's, or ptxas's (the same toolkit's banner)
@@ -92,9 +82,8 @@ NVCC_KNOWN = (r"Copyright \(c\) \d{4}-\d{4} NVIDIA Corporation", r"Built on \S+"
 def parse_nvcc(text: str) -> tuple[str, str]:
     """`nvcc --version`: the toolkit's release ('12.8', what Spack's cuda@12.8.1 is a release of) and
     the compiler's own version ('12.8.93'). Every line must be one nvcc prints."""
-    _first_line(text, NVCC_TOOLS, "nvcc --version")
+    _read(text, NVCC_TOOLS, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
     release = RELEASE.search(text)
-    _known_lines(text, (RELEASE.pattern, *NVCC_KNOWN), "nvcc --version")
     if release is None:
         raise VersionReadError(f"nvcc --version: no 'Cuda compilation tools, release' line in {text.strip()[:300]!r}")
     return release.group(1), release.group(2)
@@ -128,18 +117,16 @@ def nccl_library_version(lib: Path) -> str | None:
 
 # ---- readers: an external's prefix to the version found there ---------------------------------------
 
-def _tool(prefix: Path, name: str) -> Path | None:
-    exe = prefix / "bin" / name
-    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
-
-
-def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str],
+def _tool_version(prefix: Path, name: str, flag: str, parse: Callable[[str], str | tuple[str, str]],
                   extra_env: dict | None = None) -> Found:
-    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it."""
-    exe = _tool(prefix, name)
-    if exe is None:
+    """The version `PREFIX/bin/NAME FLAG` prints, as `parse` reads it (nvcc's: the release and its compiler's)."""
+    exe = prefix / "bin" / name
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
         return Found(None, f"no {prefix}/bin/{name}")
-    return Found(parse(output([str(exe), flag], 60, VersionReadError, extra_env)), f"{exe} {flag}")
+    read = parse(output([str(exe), flag], 60, VersionReadError, extra_env))
+    if isinstance(read, tuple):
+        return Found(read[0], f"{exe} {flag}: release {read[0]}, V{read[1]}")
+    return Found(read, f"{exe} {flag}")
 
 
 def read_glibc(prefix: Path) -> Found:
@@ -161,11 +148,7 @@ def read_ucx(prefix: Path) -> Found:
 
 
 def read_cuda(prefix: Path) -> Found:
-    nvcc = _tool(prefix, "nvcc")
-    if nvcc is None:
-        return Found(None, f"no {prefix}/bin/nvcc")
-    release, compiler = parse_nvcc(output([str(nvcc), "--version"], 60, VersionReadError))
-    return Found(release, f"{nvcc} --version: release {release}, V{compiler}")
+    return _tool_version(prefix, "nvcc", "--version", parse_nvcc)
 
 
 #: where a distribution or a wheel puts libnccl under its prefix

@@ -1,9 +1,6 @@
 """`bin/commstack setup`: the pinned Spack and spack-packages (toolchain.yaml), this repo's package
-repository, this machine's externals, and optionally an offline mirror (`commstack mirror create`).
-
-What it writes under .spack/ (repos.yaml, externals.yaml, mirrors.yaml) every env includes as an
-optional file, so an env reads the same pinned checkouts and mirror wherever it is concretized.
-"""
+repository, this machine's externals, and optionally an offline mirror (`commstack mirror create`), written
+where every env includes them (docs/getting-spack.md#what-set-up-writes)."""
 
 from __future__ import annotations
 
@@ -59,13 +56,11 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
                "packages": "--packages" if packages else "--mirror"}
     if sources:  # an option given as well wins over the mirror's tarball
         spack_source, packages = spack_source or str(sources.spack), packages or str(sources.packages)
-    for option, f in (("--spack-source", spack_source), ("--packages", packages)):
+    commits = {}  # a tarball is checked, its owner and its pinned commit, before anything is written
+    for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"])):
         if f and Path(f).is_file():  # a tarball's commit header is easy to forge: its code is its owner's
-            resolve_trusted(Path(f), option)
-    # a tarball is checked against its pin before anything is written
-    commits = {what: archive.check_commit(Path(f), pin, options[what])
-               for what, f, pin in (("spack", spack_source, p["spack"]), ("packages", packages, p["spack_packages"]))
-               if f and Path(f).is_file()}
+            resolve_trusted(Path(f), options[what])
+            commits[what] = archive.check_commit(Path(f), pin, options[what])
     want = p["spack"]["tag"].lstrip("v")
     dest = TOP / ".spack"
     dest.mkdir(exist_ok=True)
@@ -125,10 +120,8 @@ def setup(spack_source: str | None = None, packages: str | None = None, force: b
 
 
 def register_user_scope(spack: Spack, builtin: Path) -> None:
-    """What a plain `spack` outside our envs needs, in Spack's user scope: the pinned builtin as a path
-    (Spack's default is a git clone under ~/.spack/package_repos, which offline is missing or half-made
-    and warns on every command), and our Containerfile templates (config:template_dirs, before Spack's
-    own: a plain `spack containerize` reads only the env's container: section, not its config)."""
+    """What a plain `spack` outside our envs needs, in Spack's user scope: the pinned builtin as a path, and our
+    Containerfile templates before Spack's own (why: docs/getting-spack.md#what-set-up-writes)."""
     if "SPACK_DISABLE_LOCAL_CONFIG" in os.environ:  # Spack then has no user scope
         print("setup: SPACK_DISABLE_LOCAL_CONFIG is set: Spack's user scope left alone (our envs name the builtin "
               "repo and, in envs/images/*, `spack -e . containerize` finds the templates without it)")

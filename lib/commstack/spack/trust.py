@@ -1,16 +1,7 @@
-"""An env someone else could have changed runs nothing as us: before Spack reads an env given by path
-(`run --env`, `suite --env`, a system's `install: {env: ...}`), its directory, spack.yaml, spack.lock, every
-file it includes, every package repository and extension it names, its `.spack-env` and its view root must
-belong to root or to us and be writable by nobody else (OpenSSH's StrictModes rule), and so must every
-directory above them (one that others may write only with the sticky bit, as /tmp) and every symlink on the
-way. What the env names is found by reading its YAML (commstack.yamlfile), never by Spack, which would import
-the repositories' package.py files to read the env. The binaries and libraries a run takes from the view pass
-the same check on the path they resolve to (commstack.spack.view).
-
-Group write is allowed only where the group holds nobody else (root's group, a user-private group: umask 002).
-There is no option to trust a larger group: a file a group may write runs the code of every member of that
-group as whoever runs commstack (root, in CI). A site that keeps envs in group-writable places installs them
-`chmod -R go-w`, or users copy the env (docs/harness.md)."""
+"""An env someone else could have changed runs nothing as us: before Spack reads an env given by path, it and
+everything it names (read from its YAML, never by Spack, which would import package code) must belong to root
+or to us and be writable by nobody else, as must every directory and symlink on the way (OpenSSH's StrictModes
+rule). The rules, the group-write exception and the fixes: docs/harness.md ("Whose env")."""
 
 from __future__ import annotations
 
@@ -155,7 +146,7 @@ def check_env(env: Path) -> None:
         top = manifest.get("spack") if isinstance(manifest, dict) else None
         if not isinstance(top, dict):
             return  # Spack refuses it, reading no package code
-        for kind, found in _named(env, env, {_key(k): v for k, v in top.items()}, what, 0):
+        for kind, found in _named(env, env, top, what, 0):
             check_tree(found, f"{what}: {kind} {found}")
         for view in _views(env, top.get("view", True), what):
             if os.path.lexists(view):
@@ -177,15 +168,12 @@ def _views(env: Path, view: Any, what: str) -> list[Path]:
     return []
 
 
-def _key(key: Any) -> str:
-    return str(key).rstrip(":")  # `repos::` overrides, and names the same section
-
-
 def _named(env: Path, base: Path, sections: dict, what: str, depth: int) -> Iterator[tuple[str, Path]]:
     """(what it is, its path) for every included file and directory, package repository and extension the
     config `sections` name, following includes into the files they include."""
     if depth > MAX_INCLUDES:
         raise UntrustedPathError(f"{what}: includes nested more than {MAX_INCLUDES} deep")
+    sections = {str(k).rstrip(":"): v for k, v in sections.items()}  # `repos::` overrides, and names the same section
     for item in sections.get("include") or []:
         path, optional = _include(item, what)
         found = _path(env, base, path, what, "include")
@@ -199,7 +187,7 @@ def _named(env: Path, base: Path, sections: dict, what: str, depth: int) -> Iter
         for file in files:
             data = read_yaml(file, aliases=True)
             if isinstance(data, dict):
-                yield from _named(env, file.parent, {_key(k): v for k, v in data.items()}, what, depth + 1)
+                yield from _named(env, file.parent, data, what, depth + 1)
     repos = sections.get("repos") or []
     for name, repo in (repos.items() if isinstance(repos, dict) else enumerate(repos)):
         if not isinstance(repo, str):

@@ -1,13 +1,6 @@
-"""An installed Spack env whose view a run takes its binaries from (`commstack run --env ENV`, a system's
-`install: {env: ...}`), checked to be one nobody else could have changed (commstack.spack.trust), then read
-through Spack itself (scripts/env_view.py: the env's lock, its default view's projections, which of its specs
-are installed; no package code imported), never by guessing paths.
-
-An env a run cannot use is refused before anything is launched, with a named error and the command that
-fixes it: not a Spack env, never concretized, a lock that differs from its spack.yaml, nothing of it
-installed, no view, or a lock built for another target than this host's (neoverse_v2 on x86_64). A spec
-of the lock that is not installed (a partly installed env) makes the steps that need it not-run, naming it.
-"""
+"""An installed Spack env whose view a run takes its binaries from (`--env ENV`, a system's `install: {env: ...}`):
+checked by commstack.spack.trust, then read through Spack itself (scripts/env_view.py, no package code imported),
+never by guessing paths. What is refused, and how: docs/harness.md (the table of envs)."""
 
 from __future__ import annotations
 
@@ -15,7 +8,6 @@ import functools
 import hashlib
 import os
 import platform
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +52,7 @@ def elf_machine(path: Path) -> str | None:
         head = f.read(20)
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "<" if head[5] == 1 else ">"
-    number = struct.unpack(order + "H", head[18:20])[0]
+    number = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
     return ELF_MACHINES.get(number, f"ELF machine {number}")
 
 
@@ -100,9 +91,7 @@ class EnvView:
         return next((n for n in self.nodes if n.name == name), None)
 
     def program(self, spec: str, path: str, what: str) -> tuple[str, dict]:
-        """`path` under the view's prefix of the env's `spec`, and where it came from (for the record).
-        BinaryNotFoundError where the env has no such spec, EnvPartlyInstalledError where its spec is not
-        installed, ForeignBinaryError where the file is built for another machine."""
+        """`path` under the view's prefix of the env's `spec`, and where it came from (for the record)."""
         node = self.node(spec)
         fix = f"spack -e {self.path} install"
         if node is None:
@@ -152,7 +141,7 @@ def lock_sha256(path: Path) -> str:
 
 
 def load_env(path: Path) -> EnvView:
-    """The env at `path`, checked to be usable here (see the module's docstring); read once per process
+    """The env at `path`, checked to be usable here (docs/harness.md); read once per process
     (`commstack suite` checks it, then its pytest session uses it). Its files are checked first, every time
     (commstack.spack.trust): Spack imports the package code the env names."""
     check_env(path)
@@ -189,8 +178,8 @@ def _load(path: Path) -> EnvView:
         raise EnvNotInstalledError(f"env {path} is not installed (none of its {len(roots)} roots): "
                                    f"`spack -e {path} install`")
     if not data["view"] or not Path(data["view"]).is_dir():
-        raise EnvNotInstalledError(f"env {path} has no view{' at ' + data['view'] if data['view'] else ''}: "
-                                   f"`spack -e {path} env view regenerate`" if data["view"] else
+        raise EnvNotInstalledError(f"env {path} has no view at {data['view']}: `spack -e {path} env view regenerate`"
+                                   if data["view"] else
                                    f"env {path} has no view (view: false in its spack.yaml): add `view: true`")
     env = EnvView(path, lock_sha256(path), Path(data["view"]), nodes)
     env.check_libraries()

@@ -1,21 +1,9 @@
-"""Runs in `spack python concretize.py ENV_DIR OUT.json [ENV_DIR OUT.json ...]`: concretize each env
-as it would be concretized on its target, write its spack.lock, and dump every node for the checks.
-Several envs in one process share Spack's start-up, repositories and package classes. Several such
-processes may get the same list: each takes the next env no other has claimed (OUT.json.claim,
-created exclusively), so a process that finishes early takes more envs.
-
-A GH200 env declares its node in its configuration: `os=` and `target=` required of every package,
-and the node's compiler and glibc as externals with the node's arch. Two facts no configuration
-gives are the host's: Spack ranks a node on an OS other than the host's below an older version
-(the solver's "non-preferred OS's" criterion comes before version badness), so the host's OS
-changes which versions win; and Spack learns the libc by running the compiler here, dropping a
-compiler that does not run here. Plain Spack on another host therefore refuses (the env's libc
-requirement names the host and `bin/commstack lock`). Here, and only here, the host is described
-as the node: a Linux platform whose only OS is the node's (spack.platforms.use_platform), and the
-declared glibc as the compilers' libc (three functions of spack.solver and spack.compilers
-replaced for the solve). Those are the uses of Spack internals left: Spack has no public way to
-say "concretize for that OS" or "this compiler targets that libc". Envs without a declared glibc
-(local) concretize for this machine, unchanged.
+"""Runs in `spack python concretize.py ENV_DIR OUT.json [ENV_DIR OUT.json ...]`: concretize each env as on its
+node, write its spack.lock, and dump every node for the checks. Several processes given one list share the work:
+each takes the next env none has claimed (OUT.json.claim, created exclusively). An env that declares its node's
+glibc is solved with this host described as that node (as_node): the one use of Spack internals left, for what
+Spack has no public way to say (docs/environments.md#cross-concretization-traps, #locks). Envs without a
+declared glibc (local) concretize for this machine, unchanged.
 """
 import contextlib
 import json
@@ -91,16 +79,14 @@ def concretize(path, out):
             env.concretize(force=True)
             seconds = time.perf_counter() - start
             env.write(regenerate=False)
-        nodes = {}
-        for spec in env.all_specs():
-            nodes[spec.dag_hash()] = {
-                "name": spec.name, "version": str(spec.version), "namespace": spec.namespace,
-                "target": str(spec.target), "os": str(spec.os), "external": spec.external,
-                "prefix": spec.external_path if spec.external else None, "hash": spec.dag_hash(),
-                "variants": variants(spec), "deps": sorted({d.name for d in spec.dependencies()})}
+        nodes = [{"name": spec.name, "version": str(spec.version), "namespace": spec.namespace,
+                  "target": str(spec.target), "os": str(spec.os), "external": spec.external,
+                  "prefix": spec.external_path if spec.external else None, "hash": spec.dag_hash(),
+                  "variants": variants(spec), "deps": sorted({d.name for d in spec.dependencies()})}
+                 for spec in env.all_specs()]  # one per DAG hash (Spack traverses by_dag_hash)
         roots = [s.name for s in env.concrete_roots()]
     with open(out, "w") as f:
-        json.dump({"seconds": seconds, "roots": roots, "nodes": list(nodes.values())}, f)
+        json.dump({"seconds": seconds, "roots": roots, "nodes": nodes}, f)
 
 
 def claim(out):

@@ -1,8 +1,10 @@
 """Runs in `spack -e <env> python env_view.py OUT.json`: what the harness needs to run an env's binaries,
 in Spack's own terms: the env's roots as spack.yaml has them and as spack.lock has them, its default
 view's root, and every node of the lock with its version, hash, prefix, whether it is installed, its
-target and where the view puts it (the view's projections); the host's target, and which node provides
-MPI (an edge of the lock that names the virtual); no package.py is imported."""
+target and where the view puts it (the view's projections); the host's target, which node provides
+MPI (an edge of the lock that names the virtual), and the spec each root of the lock points to and whether it
+is the package, version and variants the root asks for (a lock can pair a root with another package's spec);
+no package.py is imported."""
 import json
 import os
 import sys
@@ -36,6 +38,9 @@ for spec in env.all_specs():
         "root": any(spec.dag_hash() == r.dag_hash() for r in env.concrete_roots())})
 out = {"yaml_roots": sorted(str(s) for s in env.user_specs),
        "lock_roots": sorted(str(s) for s in env.concretized_user_specs),
+       "roots": [{"root": str(user), "spec": env.specs_by_hash[h].format("{name}{@version}{variants}"), "hash": h,
+                  "ok": env.specs_by_hash[h].satisfies(user)}
+                 for user, h in zip(env.concretized_user_specs, env.concretized_order)],
        "view": view.root if view else None,
        "host": {"target": host.name, "family": host.family.name},
        "nodes": nodes}

@@ -5,7 +5,7 @@ a missing prefix, or a package of OWN, comma-separated, whose version commstack 
 import glob, json, os, shutil, sys
 import spack.config, spack.detection, spack.environment as ev, spack.spec
 from spack.util.module_cmd import module
-own = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else set()
+own = set(sys.argv[2].split(","))
 env = ev.active_environment()
 nodes = [s for s in env.all_specs() if s.external]
 if not nodes:
