@@ -175,7 +175,7 @@ def write_json(path: Path, data: Any) -> None:
 def private_dir(path: Path) -> Path:
     """`path` as a directory only its owner can use: created 0700 if missing; refused when it is a
     symlink, belongs to another user, or is open to group or others. Its parent is one commstack checked
-    already (private_tree, a run's directory)."""
+    already (LocalSlurm.check_state, a run's directory)."""
     path = Path(path)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)

@@ -56,14 +56,9 @@ def needs_gpus(s: SuiteStep) -> bool:
 
 def placed(checks: list[SuiteStep], nodes: list[str], facts: dict[str, dict]) -> list[Placed]:
     """Every one-node check on every node; one that needs GPUs is not-run on a node whose facts list none."""
-    out = []
-    for s in checks:
-        for n in nodes:
-            why = None
-            if needs_gpus(s) and n in facts and not facts[n].get("gpus"):
-                why = f"{s.id} needs GPUs; {n} has none (nvidia-smi -L lists none)"
-            out.append(Placed(s, (n,), "per-node", 0, why))
-    return out
+    return [Placed(s, (n,), "per-node", 0, f"{s.id} needs GPUs; {n} has none (nvidia-smi -L lists none)"
+                   if needs_gpus(s) and n in facts and not facts[n].get("gpus") else None)
+            for s in checks for n in nodes]
 
 
 def probe_binary(ctx: Context, checks: list[SuiteStep]) -> str:

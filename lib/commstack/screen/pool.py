@@ -149,19 +149,15 @@ def run_all(ctx: Context, placed: list[Placed], phase: str, max_steps: int, prog
                     busy |= held(p)
                     running[i] = threading.Thread(target=worker, args=(i, p), daemon=True)
                     running[i].start()
-            try:
+            with contextlib.suppress(queue.Empty):
                 i, rec = done.get(timeout=1.0)
-            except queue.Empty:
-                pass
-            else:
                 running.pop(i).join()
                 records[i] = rec or broken(ctx, first_index + i, placed[i])
                 busy -= held(placed[i])
                 nodes_of.subtract(placed[i].hosts)
-            avg = sum(took) / len(took) if took else None
-            waves = (len(pending) + len(running)) / max(1, min(max_steps, len(running) or 1))
+            waves = (len(pending) + len(running)) / min(max_steps, len(running) or 1)
             progress.show(phase, len(running), sum(1 for n in nodes_of.values() if n == 0),
-                          avg * waves if avg is not None else None)
+                          sum(took) / len(took) * waves if took else None)
     except KeyboardInterrupt as e:
         ctx.launcher.stop_all()
         for t in running.values():

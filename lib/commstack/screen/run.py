@@ -82,11 +82,6 @@ class Screen:
         self.steps = Lifecycle(run_dir, system, references_of(system))
         self.slurm_variables: dict[str, str] = {}  # the Slurm it used: --drain --apply asks the same one
 
-    def variables(self) -> dict[str, str]:
-        """The site's Slurm, or the local cluster (--nodes N of them; without it the one running) under a lease."""
-        return take_slurm(self.system.name, self.slurm, self.cleanup, self.cluster_nodes or self.system.nodes,
-                          "a screen runs srun steps", heal=False)  # a drained node is reported, not resumed
-
     def allocate(self, variables: dict[str, str]) -> tuple[Launcher, list[str]]:
         """The allocation's usable nodes and a launcher in it; the others are self.down, with the reason."""
         job = variables.get("SLURM_JOB_ID")
@@ -113,8 +108,7 @@ class Screen:
         suite = Suite(name=f"screen-{phase}", steps=steps)
         out, paths = [], {}
         for s in expand(suite, self.system.model_copy(update={"nodes": nodes})):
-            # the check's name: its id or benchmark and mode (its base), its memory and environment where they are
-            # not the plain ones
+            # the check's name: its base (id, or benchmark and mode), then memory and environment unless plain
             check = "-".join([s.base] + (["device"] if s.tags["memory"] == "device" else [])
                              + ([s.tags["environment"]] if s.tags["environment"] != "native" else []))
             s = dataclasses.replace(s, id=check)
@@ -145,7 +139,9 @@ class Screen:
         facts: dict[str, dict] = {}
         interrupted = False
         try:
-            self.slurm_variables = self.variables()
+            self.slurm_variables = take_slurm(self.system.name, self.slurm, self.cleanup,
+                                              self.cluster_nodes or self.system.nodes, "a screen runs srun steps",
+                                              heal=False)  # a drained node is reported, not resumed
             launcher, up = self.allocate(self.slurm_variables)
             self.progress.total = len(up)
             node_checks, paths = self.checks(self.screen.per_node, 1, "per-node") if self.screen.per_node else ([], {})

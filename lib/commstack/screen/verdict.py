@@ -114,10 +114,8 @@ def why_bad(r: Record, peers: Peers, rule: Rule) -> str | None:
     or it is slow against its peers; None when it is fine or says nothing."""
     if r.verdict in SILENT:
         return None
-    if r.verdict == "fail":
-        return f"{check_of(r)} failed: {r.reason}"
-    if r.verdict == "degraded":
-        return f"{check_of(r)} degraded: {r.reason}"
+    if r.verdict in ("fail", "degraded"):
+        return f"{check_of(r)} {'failed' if r.verdict == 'fail' else 'degraded'}: {r.reason}"
     return peers.slow(r, rule)
 
 
@@ -198,11 +196,8 @@ class Findings:
 
 def slowness(roles: dict[str, Role]) -> str:
     """What a node slow with every partner is called, from the roles it was so in."""
-    if SENDING in roles and RECEIVING in roles:
-        return "slow both ways"
-    if SENDING in roles or RECEIVING in roles:
-        return f"slow {SENDING if SENDING in roles else RECEIVING}"
-    return "slow (round trip)"
+    ways = [w for w in (SENDING, RECEIVING) if w in roles]
+    return "slow both ways" if len(ways) == 2 else f"slow {ways[0]}" if ways else "slow (round trip)"
 
 
 def judge_node(n: str, measured: list[Measurement], own_bad: list[tuple[int, str]], rule: Rule) -> NodeVerdict:

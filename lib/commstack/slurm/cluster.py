@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from commstack.errors import EmbeddedSlurmNeedsRootError, SlurmUnavailableError
+from commstack.files import private_path
 from commstack.slurm import config, namespaces, procs
 from commstack.slurm.clients import CLIENT_TIMEOUT, STATE_FLAGS, choose_slurm, client, node_states
 from commstack.slurm.leases import MANUAL, Leases, job_tag, own
@@ -77,8 +78,11 @@ class LocalSlurm:
         return cls.multinode(nodes) if system == "local-multinode" else cls()
 
     def check_state(self) -> Path:
-        """Its state directory, made private when missing; UnsafePathError when someone else prepared it."""
-        return config.private_tree(self.root)
+        """Its state directory, and a commstack state home above it, private under parents nobody else can change
+        (files.private_path); UnsafePathError when someone else prepared it."""
+        if self.root.parent == config.state_home():
+            private_path(config.state_home())
+        return private_path(self.root)
 
     @property
     def node_names(self) -> list[str]:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from commstack.errors import SlurmUnavailableError
-from commstack.files import UnsafePathError, private_dir, private_path, write_atomic
+from commstack.files import UnsafePathError, private_dir, write_atomic
 from commstack.slurm import namespaces, procs
 
 CONF_MARK = "# written by commstack localslurm"
@@ -65,15 +65,6 @@ def free_ports(count: int) -> list[int]:
         for s in socks:
             s.bind(("", 0))
         return [s.getsockname()[1] for s in socks]
-
-
-def private_tree(path: Path) -> Path:
-    """`path` as a private directory under parents nobody else can change, checked from / down before any
-    part of it is made (files.private_path); a commstack state home above it is private too."""
-    home = state_home()
-    if path.parent == home:
-        private_path(home)
-    return private_path(path)
 
 
 def conf_path(root: Path) -> Path:
