@@ -18,7 +18,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from commstack import limits, sbatch
 from commstack.benchmarks import BENCHMARKS, METRICS
-from commstack.errors import ConfigError, UnknownSystemError, has_control
+from commstack.errors import ConfigError, has_control
 from commstack.paths import IMAGES, SUITES, SYSTEMS
 from commstack.yamlfile import read_yaml
 from commstack.tools import TOOLS
@@ -238,7 +238,7 @@ def edf_names() -> list[str]:
 
 def load_system(name_or_path: str) -> System:
     """`local` (systems/local.yaml) or a path to a system file."""
-    return load_named(System, SYSTEMS, name_or_path, "system", UnknownSystemError)
+    return load_named(System, SYSTEMS, name_or_path, "system")
 
 
 # ----------------------------------------------------------------------------------------- suites
@@ -334,14 +334,13 @@ def names_in(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
-def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str,
-               error: type[ConfigError] = ConfigError) -> Model:
+def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str) -> Model:
     """`NAME` (directory/NAME.yaml) or a path to a file, validated by `model`, its path kept in it."""
     path = Path(name_or_path)
     if not path.suffix:
         path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
-        raise error(f"unknown {what} {str(name_or_path)!r}; known: {', '.join(names_in(directory))}")
+        raise ConfigError(f"unknown {what} {str(name_or_path)!r}; known: {', '.join(names_in(directory))}")
     return load(model, path).model_copy(update={"path": path})
 
 
