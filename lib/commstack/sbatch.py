@@ -81,15 +81,13 @@ def resolve(v: str, table: Table) -> tuple[Option, str | None]:
         raise ValueError(f"{v!r} is not one option: an entry is --name[=value] or -x[value]")
     if m["long"] is not None:
         name, given = m["long"], m["value"]
-        found = table.long.get(name)
-        if found is None:
-            matches = {o for n, o in table.long.items() if n.startswith(name)}
-            if len(matches) > 1:
-                raise ValueError(f"{v!r} is ambiguous to {table.program}: it abbreviates "
-                                 + ", ".join(sorted(f"--{o.name}" for o in matches)))
-            if not matches:
-                raise ValueError(f"{v!r} is not an option of {table.program} (Slurm 22.05)")
-            found = matches.pop()
+        matches = {table.long[name]} if name in table.long else {o for n, o in table.long.items() if n.startswith(name)}
+        if len(matches) > 1:
+            raise ValueError(f"{v!r} is ambiguous to {table.program}: it abbreviates "
+                             + ", ".join(sorted(f"--{o.name}" for o in matches)))
+        if not matches:
+            raise ValueError(f"{v!r} is not an option of {table.program} (Slurm 22.05)")
+        found = matches.pop()
         if found.takes == "" and given is not None:
             raise ValueError(f"{v!r}: {table.program}'s --{found.name} takes no value")
         if found.takes == "=" and given is None:
