@@ -1,6 +1,4 @@
-"""The commands about this machine's harness: `test` (the test tiers, through pytest) and `slurm` (the
-embedded Slurm: start, stop, status).
-"""
+"""The commands about this machine's harness: `test` (the tiers, through pytest) and `slurm` (cli.main.COMMANDS)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The commands that run a suite: `run` (the smoke suite on this machine), `suite` (through pytest in this
-process, with commstack's view; --dry-run prints its srun lines, --submit makes it one batch job) and
-`status` (a batch run's job, then its results judged).
-"""
+"""`run`, `suite`, `status` (cli.main.COMMANDS): a suite runs through pytest in this process, with commstack's view."""
 
 from __future__ import annotations
 
