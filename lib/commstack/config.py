@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
-                      field_validator, model_validator)
+                      ValidationInfo, field_validator, model_validator)
 
 from commstack import limits, sbatch
 from commstack.benchmarks import BENCHMARKS, METRICS
@@ -168,10 +168,19 @@ class Fabric(Strict):
     ucx_transports: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []  # each in ucx_info -d
 
 
+def _beside_file(v: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("path")
+    return (base.parent / v).resolve() if base else v
+
+
+#: a path a system file gives, resolved against the file's directory
+Beside = Annotated[Path, AfterValidator(_beside_file)]
+
+
 class Install(Strict):
     """Where a system's native binaries come from: an installed Spack env's view (commstack.spack.view)."""
 
-    env: Path   # the env's directory, resolved against the system file's directory
+    env: Beside   # the env's directory
 
 
 class System(Strict):
@@ -188,17 +197,9 @@ class System(Strict):
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
-    references: Path | None = None     # resolved against the system file's directory
+    references: Beside | None = None
     install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
     path: Path | None = None           # set by load_system, not written in the file
-
-    @field_validator("references", "install", mode="after")
-    @classmethod
-    def _resolve(cls, v: Path | Install | None, info: Any) -> Path | Install | None:
-        base = (info.context or {}).get("path")
-        if v is None or not base:
-            return v
-        return Install(env=(base.parent / v.env).resolve()) if isinstance(v, Install) else (base.parent / v).resolve()
 
     @field_validator("variables", mode="before")
     @classmethod
