@@ -72,10 +72,8 @@ def value(v: str) -> str:
 
 
 def resolve(v: str, table: Table) -> tuple[Option, str | None]:
-    """The option `v` is to `table`'s program, and its value (None: none given), as getopt_long reads one word: a
-    long name exactly, else the one option it abbreviates; a short option alone, or with its value attached.
-    ValueError quoting `v` for anything else, or an option that wants a value without one (the next word would be
-    its value: whatever commstack puts there)."""
+    """The option `v` is to `table`'s program, and its value (None: none given), read as getopt_long reads one word
+    (docs/harness.md#untrusted-input says how); ValueError quoting `v` where it is not one option with its value."""
     m = _OPTION.fullmatch(v)
     if not m:
         raise ValueError(f"{v!r} is not one option: an entry is --name[=value] or -x[value]")
