@@ -110,6 +110,11 @@ def _message_size(v: int | str) -> int | str:
     return v
 
 
+def _beside_file(v: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("path")
+    return (base.parent / v).resolve() if base else v
+
+
 #: a suite's, step's or system's name: part of file names (steps/<suite>--<step>/) and of job scripts
 SafeName = Annotated[str, AfterValidator(check_name)]
 #: any other string from an input file: one line, no control or format characters
@@ -118,6 +123,8 @@ Line = Annotated[str, _line()]
 Text = Annotated[str, _line("\n\t")]
 VariableName = Annotated[str, AfterValidator(_shell_name)]
 MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
+#: a path a system file gives, resolved against the file's directory
+Beside = Annotated[Path, AfterValidator(_beside_file)]
 #: a value of an #SBATCH line, one option of a list of them, and one of salloc's (commstack.sbatch)
 SbatchValue, SbatchOption, SallocOption = (Annotated[str, _line(), AfterValidator(check)]
                                            for check in (sbatch.value, sbatch.option, sbatch.salloc_option))
@@ -166,15 +173,6 @@ class Fabric(Strict):
 
     provider: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]   # libfabric's: fi_pingpong -p, and in fi_info -l
     ucx_transports: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []  # each in ucx_info -d
-
-
-def _beside_file(v: Path, info: ValidationInfo) -> Path:
-    base = (info.context or {}).get("path")
-    return (base.parent / v).resolve() if base else v
-
-
-#: a path a system file gives, resolved against the file's directory
-Beside = Annotated[Path, AfterValidator(_beside_file)]
 
 
 class Install(Strict):
