@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
-                      field_validator, model_validator)
+                      ValidationInfo, field_validator, model_validator)
 
 from commstack import limits, sbatch
 from commstack.benchmarks import BENCHMARKS, METRICS
-from commstack.errors import ConfigError, UnknownSystemError, has_control
+from commstack.errors import ConfigError, has_control
 from commstack.paths import IMAGES, SUITES, SYSTEMS
 from commstack.yamlfile import read_yaml
 from commstack.tools import TOOLS
@@ -110,6 +110,11 @@ def _message_size(v: int | str) -> int | str:
     return v
 
 
+def _beside_file(v: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("path")
+    return (base.parent / v).resolve() if base else v
+
+
 #: a suite's, step's or system's name: part of file names (steps/<suite>--<step>/) and of job scripts
 SafeName = Annotated[str, AfterValidator(check_name)]
 #: any other string from an input file: one line, no control or format characters
@@ -118,6 +123,8 @@ Line = Annotated[str, _line()]
 Text = Annotated[str, _line("\n\t")]
 VariableName = Annotated[str, AfterValidator(_shell_name)]
 MessageSize = Annotated[int, Field(ge=0, le=MAX_MESSAGE)]
+#: a path a system file gives, resolved against the file's directory
+Beside = Annotated[Path, AfterValidator(_beside_file)]
 #: a value of an #SBATCH line, one option of a list of them, and one of salloc's (commstack.sbatch)
 SbatchValue, SbatchOption, SallocOption = (Annotated[str, _line(), AfterValidator(check)]
                                            for check in (sbatch.value, sbatch.option, sbatch.salloc_option))
@@ -171,7 +178,7 @@ class Fabric(Strict):
 class Install(Strict):
     """Where a system's native binaries come from: an installed Spack env's view (commstack.spack.view)."""
 
-    env: Path   # the env's directory, resolved against the system file's directory
+    env: Beside   # the env's directory
 
 
 class System(Strict):
@@ -188,17 +195,9 @@ class System(Strict):
     nccl_net_plugin: Literal["ofi"] | None = None   # NCCL must select it; an NCCL step that did not fails
     require_validation: bool = False   # a step whose benchmark checked no data (OSU without -c) fails
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
-    references: Path | None = None     # resolved against the system file's directory
+    references: Beside | None = None
     install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
     path: Path | None = None           # set by load_system, not written in the file
-
-    @field_validator("references", "install", mode="after")
-    @classmethod
-    def _resolve(cls, v: Path | Install | None, info: Any) -> Path | Install | None:
-        base = (info.context or {}).get("path")
-        if v is None or not base:
-            return v
-        return Install(env=(base.parent / v.env).resolve()) if isinstance(v, Install) else (base.parent / v).resolve()
 
     @field_validator("variables", mode="before")
     @classmethod
@@ -238,7 +237,7 @@ def edf_names() -> list[str]:
 
 def load_system(name_or_path: str) -> System:
     """`local` (systems/local.yaml) or a path to a system file."""
-    return load_named(System, SYSTEMS, name_or_path, "system", UnknownSystemError)
+    return load_named(System, SYSTEMS, name_or_path, "system")
 
 
 # ----------------------------------------------------------------------------------------- suites
@@ -334,14 +333,13 @@ def names_in(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
-def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str,
-               error: type[ConfigError] = ConfigError) -> Model:
+def load_named(model: type[Model], directory: Path, name_or_path: str | Path, what: str) -> Model:
     """`NAME` (directory/NAME.yaml) or a path to a file, validated by `model`, its path kept in it."""
     path = Path(name_or_path)
     if not path.suffix:
         path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
-        raise error(f"unknown {what} {str(name_or_path)!r}; known: {', '.join(names_in(directory))}")
+        raise ConfigError(f"unknown {what} {str(name_or_path)!r}; known: {', '.join(names_in(directory))}")
     return load(model, path).model_copy(update={"path": path})
 
 

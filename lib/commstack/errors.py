@@ -25,10 +25,6 @@ class ConfigError(CommstackError):
     """A system, suite or reference file is missing or malformed."""
 
 
-class UnknownSystemError(ConfigError):
-    pass
-
-
 class ParseError(CommstackError):
     """Output that is not a complete, valid benchmark table; quotes the offending line."""
 

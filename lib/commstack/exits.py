@@ -64,7 +64,7 @@ class CtrlC:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
-    def __init__(self, tell: Callable[[str], None], run: Interruptible | None = None):
+    def __init__(self, tell: Callable[[str], None], run: Interruptible):
         self.tell, self.run, self.signum, self.previous = tell, run, None, {}
 
     def install(self) -> None:
@@ -76,8 +76,7 @@ class CtrlC:
             self.tell("interrupted: still cleaning up, please wait")
             return
         self.signum, name = signum, signal.Signals(signum).name
-        if self.run:
-            self.run.interrupted_by = "Ctrl-C" if signum == signal.SIGINT else name
+        self.run.interrupted_by = "Ctrl-C" if signum == signal.SIGINT else name
         self.tell("interrupted: cleaning up, please wait (Ctrl-C again is ignored until done)"
                   if signum == signal.SIGINT else f"interrupted by {name}: cleaning up, "
                                                   "please wait (further signals are ignored until done)")

@@ -31,9 +31,8 @@ OPTIONS = {
     "native_only": {"action": "store_true", "help": "drop a suite's container runs"},
 }
 
-#: what a suite run takes: `run`, `suite` and the pytest plugin
-RUN = ("system", "results", "slurm", "launcher", "osu_prefix", "pingpong", "env", "no_build", "memory",
-       "native_only")
+#: what a suite run takes (every one): `run`, `suite` and the pytest plugin
+RUN = tuple(OPTIONS)
 
 
 def add(add_option: Callable[..., Any], names: tuple[str, ...], **changed: dict[str, Any]) -> None:

@@ -72,24 +72,20 @@ def value(v: str) -> str:
 
 
 def resolve(v: str, table: Table) -> tuple[Option, str | None]:
-    """The option `v` is to `table`'s program, and its value (None: none given), as getopt_long reads one word: a
-    long name exactly, else the one option it abbreviates; a short option alone, or with its value attached.
-    ValueError quoting `v` for anything else, or an option that wants a value without one (the next word would be
-    its value: whatever commstack puts there)."""
+    """The option `v` is to `table`'s program, and its value (None: none given), read as getopt_long reads one word
+    (docs/harness.md#untrusted-input says how); ValueError quoting `v` where it is not one option with its value."""
     m = _OPTION.fullmatch(v)
     if not m:
         raise ValueError(f"{v!r} is not one option: an entry is --name[=value] or -x[value]")
     if m["long"] is not None:
         name, given = m["long"], m["value"]
-        found = table.long.get(name)
-        if found is None:
-            matches = {o for n, o in table.long.items() if n.startswith(name)}
-            if len(matches) > 1:
-                raise ValueError(f"{v!r} is ambiguous to {table.program}: it abbreviates "
-                                 + ", ".join(sorted(f"--{o.name}" for o in matches)))
-            if not matches:
-                raise ValueError(f"{v!r} is not an option of {table.program} (Slurm 22.05)")
-            found = matches.pop()
+        matches = {table.long[name]} if name in table.long else {o for n, o in table.long.items() if n.startswith(name)}
+        if len(matches) > 1:
+            raise ValueError(f"{v!r} is ambiguous to {table.program}: it abbreviates "
+                             + ", ".join(sorted(f"--{o.name}" for o in matches)))
+        if not matches:
+            raise ValueError(f"{v!r} is not an option of {table.program} (Slurm 22.05)")
+        found = matches.pop()
         if found.takes == "" and given is not None:
             raise ValueError(f"{v!r}: {table.program}'s --{found.name} takes no value")
         if found.takes == "=" and given is None:

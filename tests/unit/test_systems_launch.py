@@ -2,7 +2,7 @@
 
 import pytest
 
-from commstack.errors import UnknownSystemError
+from commstack.errors import ConfigError
 from commstack.run.launch import Allocation, Launcher, Step
 from commstack.config import load_system, names_in
 from commstack.paths import SYSTEMS
@@ -17,7 +17,7 @@ def test_provided_systems():
 
 
 def test_unknown_system_names_the_known_ones():
-    with pytest.raises(UnknownSystemError, match="unknown system 'daint'.*alps-gh200"):
+    with pytest.raises(ConfigError, match="unknown system 'daint'.*alps-gh200"):
         load_system("daint")
 
 

@@ -1,6 +1,4 @@
-"""The commands about the Spack environments: `setup` (the pinned Spack), `lock`, `preflight`,
-`containerize`, `images` and `mirror`; each runs the Spack API of commstack.spack.
-"""
+"""The commands about the Spack environments (cli.main.COMMANDS); each runs the Spack API of commstack.spack."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The commands about this machine's harness: `test` (the test tiers, through pytest) and `slurm` (the
-embedded Slurm: start, stop, status).
-"""
+"""The commands about this machine's harness: `test` (the tiers, through pytest) and `slurm` (cli.main.COMMANDS)."""
 
 from __future__ import annotations
 
@@ -59,8 +57,6 @@ def add_test(s: argparse.ArgumentParser) -> None:
 
 
 def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
-    """--nodes 1 (start's default): the single-node cluster; N>1: the multi-node one (namespaces, root);
-    stop and status without --nodes: both."""
     if args.nodes is not None and args.nodes < 1:
         raise CommstackError("--nodes must be 1 or more")
     if args.leaf_switches and not (args.action == "start" and (args.nodes or 1) > 1

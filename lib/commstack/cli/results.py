@@ -1,7 +1,4 @@
-"""The commands about results already there: `report` (written again), `compare` (a run against a baseline
-run or the history), `history` (its trend, or `history import`), `export` and `parse` (one benchmark output
-or job log, checked; or a directory of them).
-"""
+"""The commands about results already there: report, compare, history, export, parse (cli.main.COMMANDS)."""
 
 from __future__ import annotations
 

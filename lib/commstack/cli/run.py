@@ -1,7 +1,4 @@
-"""The commands that run a suite: `run` (the smoke suite on this machine), `suite` (through pytest in this
-process, with commstack's view; --dry-run prints its srun lines, --submit makes it one batch job) and
-`status` (a batch run's job, then its results judged).
-"""
+"""`run`, `suite`, `status` (cli.main.COMMANDS): a suite runs through pytest in this process, with commstack's view."""
 
 from __future__ import annotations
 
@@ -54,15 +51,12 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         LocalSlurm.check_root()
         LocalSlurm.for_system(system.name, system.nodes).check_state()
     results = _results(args)
-    argv = [str(suite.path), "--system", args.system, "--results", str(results), "--slurm", args.slurm,
-            "--launcher", args.launcher, f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
+    argv = [str(suite.path), f"--junitxml={results / 'junit.xml'}", "-p", "no:cacheprovider", "-v",
             "--rootdir", str(TOP), "-c", str(TOP / "pytest.ini"),
             "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
-    for opt in ("osu_prefix", "pingpong", "memory"):
-        if getattr(args, opt):
-            argv.append(f"--{opt.replace('_', '-')}={getattr(args, opt)}")
-    argv += [f"--env={env.path}"] if env else []
-    argv += [f"--{flag.replace('_', '-')}" for flag in ("native_only", "no_build") if getattr(args, flag)]
+    given = {**vars(args), "results": results, "env": env.path if env else None}  # to the plugin: each one set
+    argv += [f"--{n.replace('_', '-')}" + ("" if options.OPTIONS[n].get("action") else f"={given[n]}")
+             for n in options.RUN if given[n]]
     session = SessionOf()
     launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
     view = View(args.cmd, suite.name, system.name, launcher, results, quiet=args.quiet, json_lines=args.json,
