@@ -4,6 +4,7 @@ skipped for want of Spack, is a failure, so that the tier cannot pass by skippin
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,20 @@ from commstack.slurm.config import free_ports
 SESSION_SLURM = pytest.StashKey[Path]()
 #: the tiers whose tests run steps on the session's local Slurm (faults tests are marked slurm too)
 SLURM_MARKERS = ("slurm", "multinode")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """SIGTERM, SIGHUP and SIGQUIT (a cancelled CI job, a timeout, a closed terminal) stop the session as Ctrl-C
+    does: pytest tears its fixtures down, and the local Slurm clusters they started stop. Later ones are held off
+    until that is done (`bin/commstack test` passes the first on as SIGINT, which pytest takes the same way)."""
+    stopping = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, interrupt)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,6 +3,7 @@ would: the signals that end a run, a benchmark that leaves a daemon, output with
 the embedded cluster's old fixed ports, a user without root, LD_PRELOAD in a system. Each test names the
 defect it guards; each checks the exit status, the records, and that nothing of the run is left."""
 
+import contextlib
 import json
 import os
 import pwd
@@ -256,3 +257,61 @@ def test_ld_preload_reaches_the_benchmark_alone(cli, tmp_path):
     assert loaded == [f"PRELOADED into {results}/build/mpi-pingpong"] * 2
     assert "PRELOADED" not in (step / "probe" / "stderr.txt").read_text()
     stopped(cli.cluster)
+
+
+HOLDS_ITS_CLUSTER = """import signal
+from pathlib import Path
+
+
+def test_holds_its_cluster(own_slurm):
+    Path({held!r}).write_text(str(own_slurm.root))
+    signal.pause()  # until the session is stopped
+"""
+
+
+@pytest.mark.parametrize("command, how", [("bin/commstack test", signal.SIGTERM), ("bin/commstack test", "Ctrl-C"),
+                                          ("pytest", signal.SIGTERM), ("pytest", signal.SIGHUP)],
+                         ids=lambda v: getattr(v, "name", v))
+def test_a_test_session_stopped_stops_the_clusters_its_tests_started(tmp_path, command, how):
+    """A test session stopped while a test held a local Slurm of its own (own_slurm) left slurmctld and slurmd
+    running: `bin/commstack test` SIGKILLed pytest 0.25 s after Ctrl-C (subprocess.call), and SIGTERM (a
+    cancelled CI job, `timeout`) ended pytest before any fixture's teardown. Now the session stops as at Ctrl-C:
+    the cluster is stopped, JUnit XML is written, and `test` exits 128+N."""
+    held = tmp_path / "held"
+    test = tmp_path / "test_holds.py"
+    test.write_text(HOLDS_ITS_CLUSTER.format(held=str(held)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COMMSTACK_"))}
+    env["PYTHONPATH"] = str(TOP / "tests")  # tests/conftest.py, its fixtures and hooks, given with -p conftest
+    pytest_args = ["-p", "conftest", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}",
+                   f"--junitxml={tmp_path / 'junit.xml'}"]
+    argv = ([str(TOP / "bin" / "commstack"), "test", str(test), "--", *pytest_args] if command == "bin/commstack test"
+            else [sys.executable, "-m", "pytest", str(test), *pytest_args])
+    proc = subprocess.Popen(argv, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+    def running() -> bool:
+        assert proc.poll() is None, proc.communicate()[0]
+        return True
+    try:
+        wait_until(held.exists, "the test holds its cluster", alive=running)
+        cluster = LocalSlurm(Path(held.read_text()))
+        assert cluster.processes()
+        if how == "Ctrl-C":  # the terminal's: to the whole process group, pytest's too
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, how)
+        out = proc.communicate(timeout=300)[0]
+        left = cluster.processes()  # before the clean-up below
+    finally:  # should it fail: nothing of it left either
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if held.exists():
+            LocalSlurm(Path(held.read_text())).stop(force=True)
+    signum = signal.SIGINT if how == "Ctrl-C" else how
+    if command == "bin/commstack test":
+        assert proc.returncode == 128 + signum and out.endswith("commstack test: interrupted\n"), out
+    else:
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "KeyboardInterrupt" in out and "Traceback" not in out, out
+    assert left == [], out
+    assert '<testsuite name="pytest"' in (tmp_path / "junit.xml").read_text()  # pytest's, for an interrupted session

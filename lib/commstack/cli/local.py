@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ from commstack.slurm.cluster import LocalSlurm
 #: slurm, faults); the spack tier (Spack, tens of minutes) and multinode (root, network namespaces) on demand
 DEFAULT_TIERS = "not spack and not multinode"
 #: pytest's exit codes (pytest.ExitCode: OK, TESTS_FAILED, INTERRUPTED, which a collection error is too,
-#: INTERNAL_ERROR, USAGE_ERROR, NO_TESTS_COLLECTED) as commstack's own; a Ctrl-C ends `test` itself (130)
+#: INTERNAL_ERROR, USAGE_ERROR, NO_TESTS_COLLECTED) as commstack's own; a signal's is 128+N (130: Ctrl-C)
 PYTEST = (exits.PASS, exits.FAILED, exits.FAILED, exits.FAILED, exits.USAGE, exits.USAGE)
 
 
@@ -41,7 +42,19 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     env = {k: v for k, v in os.environ.items() if k != "COMMSTACK_INSTALL_DEPS"}  # installed above, once
     if args.osu_prefix:  # the tests that run `bin/commstack run` themselves take it from the environment
         env["COMMSTACK_OSU_PREFIX"] = args.osu_prefix
-    rc = subprocess.call(argv, cwd=TOP, env=env)
+    child = subprocess.Popen(argv, cwd=TOP, env=env)
+    signums: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:  # pytest stops as at Ctrl-C: its fixtures stop their clusters
+        signums.append(signum)
+        if len(signums) == 1 and signum != signal.SIGINT:  # the first; the terminal's Ctrl-C reaches pytest itself
+            child.send_signal(signal.SIGINT)
+    for sig in exits.CtrlC.SIGNALS:
+        signal.signal(sig, stop)
+    rc = child.wait()
+    if signums:
+        print("commstack test: interrupted", file=sys.stderr)
+        return exits.signalled(signums[0])
     return PYTEST[rc] if 0 <= rc < len(PYTEST) else exits.FAILED
 
 

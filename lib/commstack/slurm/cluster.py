@@ -174,11 +174,12 @@ class LocalSlurm:
             launched = not self.running() or not config.epilog_runs(self.root)  # its checkout may be gone
             if launched:
                 self._teardown()  # half-started leftovers, or a cluster whose controller died
-                self._launch()
             try:
+                if launched:
+                    self._launch()
                 self._ready(timeout, resume=heal or launched)
-            except SlurmUnavailableError:
-                if launched:  # a cluster others use is left as it is
+            except BaseException:  # a failure, or Ctrl-C while it starts: a cluster others use is left as it is
+                if launched:
                     self._teardown()
                 raise
             self._leases.take(MANUAL if manual else own())
@@ -208,11 +209,7 @@ class LocalSlurm:
             config.check_free((self.ctld_port, self.slurmd_port))
         config.write(self.root, self.node_names, self.ctld_port, self.slurmd_port, self.leaf_switches)
         if self.nodes > 1:
-            try:
-                namespaces.up(self.node_names)
-            except namespaces.NamespaceError:
-                self._teardown()
-                raise
+            namespaces.up(self.node_names)
         r = self.root
         self._spawn(
             ["munged", "--force", f"--socket={r}/munge/munge.sock", f"--key-file={r}/munge/munge.key",
