@@ -154,26 +154,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 # ---- the session's run
 
-class SessionOf:
-    """Given to pytest.main(plugins=[...]): the session's configuration, so that its Run can be read
-    once pytest returned."""
-
-    config: pytest.Config | None = None
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        self.config = config
-
-    @property
-    def run(self) -> Run | None:
-        return self.config.stash.get(RUN, None) if self.config else None
-
-    @property
-    def signum(self) -> int | None:
-        """The signal that interrupted the run, if one did."""
-        ctrl_c = self.config.stash.get(CTRL_C, None) if self.config else None
-        return ctrl_c.signum if ctrl_c else None
-
-
 def _system(config: pytest.Config):
     system = load_system(config.getoption("--system"))
     references_of(system)  # a bad references file is an error now, before anything is launched
