@@ -24,7 +24,7 @@ from commstack.run import doubts
 from commstack.run.binaries import Binaries
 from commstack.run.facts import parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
-from commstack.run.lifecycle import Lifecycle, launched_step, launches, raw_dir
+from commstack.run.lifecycle import Executor, Lifecycle, launched_step, launches, raw_dir
 from commstack.run.steps import SuiteStep
 from commstack.slurm.cluster import take_slurm
 
@@ -98,11 +98,9 @@ def placement(launcher: Launcher, step: Step) -> tuple:
     return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
 
 
-class Run(Lifecycle):
+class Run(Lifecycle, Executor):
     """One run of suite steps on a system: its results directory, Slurm, allocation and records; the executor of
     its steps (lifecycle.Executor)."""
-
-    clocked = True
 
     def __init__(self, system: System, results: Path, binaries: Binaries, launcher: str = "srun",
                  slurm: str = "auto"):
