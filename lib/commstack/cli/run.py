@@ -84,7 +84,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         status = view.end(records, exits.USAGE if history_error else exit_status(records, args.allow_not_run),
                           args.allow_not_run)
     finally:
-        view.close()
+        view.out.close()
     if history_error:  # named after the verdicts, which stand
         print(f"commstack {args.cmd}: error: history not updated: {printable(str(history_error))}", file=sys.stderr)
     return status
