@@ -1,11 +1,7 @@
-"""The pytest plugin (entry point `pytest11`): pytest is the harness.
-
-A suite file (suites/<name>.yaml) is collected as one test item per step of the suite expanded for
---system, so `pytest suites/smoke.yaml`, `commstack suite smoke` and the JUnit report (one testcase per step)
-are the same run (docs/architecture.md#one-run), driven by one run.Run per session. A step that passes is a
-passed test, one that did not run is skipped with the reason, any other verdict fails printing the verdict.
-The fixtures (system, results_dir, slurm_variables, launcher, pingpong_binary, step_dir) serve any test file
-pytest runs with the plugin (the test tiers under tests/ among them), from the same Run.
+"""The pytest plugin (entry point `pytest11`): pytest is the harness. A suite file (suites/<name>.yaml) is collected
+as one test item per step of the suite expanded for --system, driven by one run.Run per session
+(docs/architecture.md#one-run; a verdict as a test's outcome: docs/harness.md#verdicts-and-exit-statuses). Its
+fixtures serve any test file pytest runs with the plugin (the test tiers under tests/ among them), from the same Run.
 """
 
 from __future__ import annotations
@@ -153,26 +149,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 # ---- the session's run
-
-class SessionOf:
-    """Given to pytest.main(plugins=[...]): the session's configuration, so that its Run can be read
-    once pytest returned."""
-
-    config: pytest.Config | None = None
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        self.config = config
-
-    @property
-    def run(self) -> Run | None:
-        return self.config.stash.get(RUN, None) if self.config else None
-
-    @property
-    def signum(self) -> int | None:
-        """The signal that interrupted the run, if one did."""
-        ctrl_c = self.config.stash.get(CTRL_C, None) if self.config else None
-        return ctrl_c.signum if ctrl_c else None
-
 
 def _system(config: pytest.Config):
     system = load_system(config.getoption("--system"))

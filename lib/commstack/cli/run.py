@@ -17,7 +17,7 @@ from commstack.config import load_suite, load_system
 from commstack.errors import CommstackError, ConfigError, SlurmUnavailableError, printable
 from commstack.files import FileWriteError, own_dir, results_dir
 from commstack.paths import TOP
-from commstack.pytest_plugin import SessionOf
+from commstack.pytest_plugin import CTRL_C, RUN
 from commstack.results.references import references_of
 from commstack.results.records import RecordError, binary_source, read_run
 from commstack.run.launch import Launcher
@@ -57,14 +57,13 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
     given = {**vars(args), "results": results, "env": env.path if env else None}  # to the plugin: each one set
     argv += [f"--{n.replace('_', '-')}" + ("" if options.OPTIONS[n].get("action") else f"={given[n]}")
              for n in options.RUN if given[n]]
-    session = SessionOf()
     launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
     view = View(args.cmd, suite.name, system.name, launcher, results, quiet=args.quiet, json_lines=args.json,
                 pytest_output=args.pytest_output)
     try:
         with view.session():  # pytest's own output to results/<run>/pytest.log (and the terminal with -v)
-            rc = pytest.main(argv + extra, plugins=[session, view])
-        run = session.run
+            rc = pytest.main(argv + extra, plugins=[view])
+        run = view.config.stash.get(RUN, None) if view.config else None
         if run and run.unsaved:  # the verdicts on the terminal, since they are not all on disk
             if args.json:
                 view.end(list(run.records.values()), exits.UNWRITTEN)
@@ -73,7 +72,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
             what = "results directory full" if run.unsaved.full else "results not saved"
             raise FileWriteError(f"{what}: {run.unsaved}; what was written is in {results}")
         if rc == pytest.ExitCode.INTERRUPTED:
-            status = exits.signalled(session.signum)  # 143 for SIGTERM, 129 SIGHUP
+            status = exits.signalled(view.config.stash[CTRL_C].signum if run else None)  # 143 for SIGTERM, 129 SIGHUP
             with contextlib.suppress(RecordError):  # interrupted before the first record
                 view.end(read_run(results), status)
             print(f"commstack {args.cmd}: interrupted; partial results and report in {results}", file=sys.stderr)
@@ -85,7 +84,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
         status = view.end(records, exits.USAGE if history_error else exit_status(records, args.allow_not_run),
                           args.allow_not_run)
     finally:
-        view.close()
+        view.out.close()
     if history_error:  # named after the verdicts, which stand
         print(f"commstack {args.cmd}: error: history not updated: {printable(str(history_error))}", file=sys.stderr)
     return status

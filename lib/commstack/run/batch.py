@@ -6,7 +6,6 @@ once it ended, expands the same steps from the plan and judges their saved outpu
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import re
@@ -27,7 +26,7 @@ from commstack.run.facts import PROBE, parse_probe
 from commstack.run.launch import GPU_WRAPPER, Launcher, Step, StepResult
 from commstack.run.pair import placed
 from commstack.run.binaries import Binaries
-from commstack.run.lifecycle import Lifecycle, launched_step, validation_first
+from commstack.run.lifecycle import Executor, Lifecycle, launched_step, validation_first
 from commstack.run.runner import probe_step, substitute
 from commstack.run.steps import SuiteStep, expand
 from commstack.slurm.clients import executable
@@ -179,7 +178,7 @@ def collect(run_dir: Path, state: str) -> list[Record]:
 
 
 @dataclasses.dataclass
-class Collected:
+class Collected(Executor):
     """The executor of a batch job, after it ended (lifecycle.Executor): each repeat's saved output and exit status,
     classified as a launch here is, with the times the job wrote."""
 
@@ -199,9 +198,6 @@ class Collected:
         if (where / "probe").is_dir():
             return f"the job ended ({self.state}) while this step ran; its output so far is kept in {where}"
         return f"the job ended ({self.state}) before this step"
-
-    def watch(self, record: Record):
-        return contextlib.nullcontext()
 
     def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
         stack = _probe_facts(self.run_dir / "steps" / record.dirname / "probe")

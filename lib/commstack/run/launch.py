@@ -6,6 +6,7 @@ step that did not run to its end raises the LaunchError that names why
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -119,9 +120,6 @@ class Allocation:
         self.job_id, self.owned = m.group(1), True
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
     @functools.cached_property
     def hosts(self) -> list[str]:
         """The allocation's node names, asked once (a node that fails later stays in the list)."""
@@ -142,15 +140,13 @@ class Allocation:
                 return state
             time.sleep(0.5)
 
-    def release(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         """Cancel the allocation we made. With the controller gone there is nobody to ask: the
         local Slurm's stop() ends what is left."""
         if self.owned and self.job_id:
             self.owned = False
-            try:
+            with contextlib.suppress(ControllerLostError):
                 client(["scancel", self.job_id], self.variables)
-            except ControllerLostError:
-                pass
 
 
 class Launcher:
@@ -258,8 +254,7 @@ class Launcher:
         marks = {STEP_TOKEN: token}
 
         def end_orphans() -> None:  # mpirun waits for every holder of its ranks' output: their daemons end with them
-            left = orphans(marks, proc.pid)
-            if left:
+            if left := orphans(marks, proc.pid):
                 sweep(marks, only=left)
         try:
             ended = pump(proc, sinks, t0 + step.timeout_s, tidy=end_orphans if self.kind == "mpirun" else None)
@@ -332,7 +327,11 @@ class Launcher:
 
     def _slurm_lost(self, r: StepResult) -> SlurmUnavailableError | None:
         """After a step that failed: whether the controller, or else the allocation, is gone."""
-        if not self._controller_answers():
+        try:
+            answers = client(["scontrol", "ping"], self.variables, timeout=10).returncode == 0
+        except ControllerLostError:
+            answers = False
+        if not answers:
             return ControllerLostError(f"the Slurm controller stopped answering during step {r.step.name} "
                                        f"(scontrol ping fails)", str(r.outdir))
         if self.allocation and self.allocation.job_id:
@@ -341,12 +340,6 @@ class Launcher:
                 return AllocationLostError(f"the allocation (job {self.allocation.job_id}) ended during step "
                                            f"{r.step.name} (job state: {state})", str(r.outdir))
         return None
-
-    def _controller_answers(self) -> bool:
-        try:
-            return client(["scontrol", "ping"], self.variables, timeout=10).returncode == 0
-        except ControllerLostError:
-            return False
 
     @staticmethod
     def classify(r: StepResult, timed_out: bool) -> None:

@@ -124,9 +124,11 @@ class Executor(Protocol):
     nodes, the output a failed repeat kept)."""
 
     #: True: the step's time is the wall clock around it here; False: the executor writes its repeats' own
-    clocked: bool
+    clocked: bool = True
 
-    def watch(self, record: Record) -> ContextManager: ...
+    def watch(self, record: Record) -> ContextManager:
+        """Around the step: a run's doubts about this machine (run.doubts); none by default."""
+        return contextlib.nullcontext()
 
     def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
         """The step as launched, and the facts of its nodes."""

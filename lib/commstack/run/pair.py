@@ -8,6 +8,7 @@ A tool's argv is tools.base's `pair_command()`, with RENDEZVOUS and TIMEOUT fill
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -113,10 +114,8 @@ class Tool:
     def kill(self) -> None:
         """SIGKILL to the tool's process group, only while its leader is unreaped (its pid is still ours)."""
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.wait()
 
     def wait(self) -> int:
@@ -217,10 +216,9 @@ def connect(template: str, rendezvous: Path, deadline: float, out=None, program:
 
 
 def _read(path: Path) -> dict | None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+    return None
 
 
 def _last_line(text: str) -> str:

@@ -24,7 +24,7 @@ from commstack.run import doubts
 from commstack.run.binaries import Binaries
 from commstack.run.facts import parse_probe, probe_argv
 from commstack.run.launch import Allocation, Launcher, Step, StepResult
-from commstack.run.lifecycle import Lifecycle, launched_step, launches, raw_dir
+from commstack.run.lifecycle import Executor, Lifecycle, launched_step, launches, raw_dir
 from commstack.run.steps import SuiteStep
 from commstack.slurm.cluster import take_slurm
 
@@ -84,25 +84,9 @@ def probe_step(step: Step, programs: dict[str, str] | None = None) -> Step:
                                timeout_s=120, probe=True)
 
 
-def probe(launcher: Launcher, step: Step, outdir: Path, programs: dict[str, str] | None = None) -> dict:
-    """Stack facts from the nodes `step` runs on; a probe that fails costs the facts, not the step."""
-    try:
-        return parse_probe(launcher.run(probe_step(step, programs), outdir).stdout)
-    except (LaunchError, ParseError) as e:
-        return {"probe_error": f"{type(e).__name__}: {e}"}
-
-
-def placement(launcher: Launcher, step: Step) -> tuple:
-    """What the facts of a step depend on: its probe's command line (nodes, ranks, GPU binding,
-    container, binary) and its environment. Steps placed alike share one probe."""
-    return tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
-
-
-class Run(Lifecycle):
+class Run(Lifecycle, Executor):
     """One run of suite steps on a system: its results directory, Slurm, allocation and records; the executor of
     its steps (lifecycle.Executor)."""
-
-    clocked = True
 
     def __init__(self, system: System, results: Path, binaries: Binaries, launcher: str = "srun",
                  slurm: str = "auto"):
@@ -197,13 +181,17 @@ class Run(Lifecycle):
         return launches(self.launcher(), self.dir, s, step, record)
 
     def facts(self, launcher: Launcher, step: Step, dirname: str) -> dict:
-        """The stack facts of the step's placement: probed (output in steps/<dirname>/probe) by the first step
-        placed so; later ones name that probe's directory."""
-        key = placement(launcher, step)
+        """The stack facts of the step's placement (its probe's command line: nodes, ranks, GPU binding, container,
+        binary; and its variables): probed (output in steps/<dirname>/probe) by the first step placed so; later
+        ones name that probe's directory. A probe that fails costs the facts, not the step."""
+        key = tuple(launcher.command(probe_step(step))), tuple(sorted(step.variables.items()))
         if key not in self._facts:
             outdir = raw_dir(self.dir, dirname, "probe")
-            self._facts[key] = {**probe(launcher, step, outdir, self.binaries.facts_programs()),
-                                "probe": str(outdir.relative_to(self.dir))}
+            try:
+                found = parse_probe(launcher.run(probe_step(step, self.binaries.facts_programs()), outdir).stdout)
+            except (LaunchError, ParseError) as e:
+                found = {"probe_error": f"{type(e).__name__}: {e}"}
+            self._facts[key] = {**found, "probe": str(outdir.relative_to(self.dir))}
         return self._facts[key]
 
     def _index(self, s: SuiteStep) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from commstack import benchmarks
 from commstack.results.records import Record
 from commstack.run.launch import Launcher, Step, StepResult
-from commstack.run.lifecycle import Lifecycle, launched_step, launches
+from commstack.run.lifecycle import Executor, Lifecycle, launched_step, launches
 from commstack.run.runner import substitute
 from commstack.run.steps import SuiteStep
 
@@ -54,15 +54,11 @@ class Context:
 
 
 @dataclasses.dataclass
-class Placement:
+class Placement(Executor):
     """The executor of one placed check (lifecycle.Executor): an srun step on its own nodes."""
 
     ctx: Context
     p: Placed
-    clocked = True
-
-    def watch(self, record: Record):
-        return contextlib.nullcontext()
 
     def prepare(self, s: SuiteStep, record: Record) -> tuple[Step, dict]:
         step = launched_step(s, substitute(s.step.argv, self.ctx.binaries.get(self.p.check.id, {})))

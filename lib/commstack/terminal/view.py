@@ -267,6 +267,3 @@ class View:
         self._line(Text(f"exit {status}" + (f": {meaning}" if meaning else ""),
                         style="bold" + (" green" if status == exits.PASS else "")))
         return status
-
-    def close(self) -> None:
-        self.out.close()
