@@ -217,18 +217,6 @@ class System(Strict):
     def cores_per_node(self) -> int:
         return (os.cpu_count() or 1) if self.node.cores == "auto" else self.node.cores
 
-    @property
-    def gpus_per_node(self) -> int:
-        return self.node.gpus
-
-    @property
-    def nics_per_node(self) -> int:
-        return self.node.nics
-
-    @property
-    def nic_line_rate_MBps(self) -> float | None:
-        return self.node.nic_line_rate_MBps
-
 
 def edf_names() -> list[str]:
     """What a suite step's `environments:` may name besides native: the EDFs of containers/images.yaml."""

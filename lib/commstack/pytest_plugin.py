@@ -236,7 +236,7 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
         if run.unsaved is None:  # a results file system known to be full gets nothing more
             with run.phase("report"):
                 from commstack.results.report import write_report  # matplotlib only when there is a report
-                path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
+                path = write_report(run.dir, run.references, run.system.node.nic_line_rate_MBps)
             from commstack.results import history
             run.history_error = history.add_finished(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
             write_json(run.dir / "timings.json", {**run.timings, "session": total})

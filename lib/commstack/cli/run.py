@@ -125,7 +125,7 @@ def _dry_run(args: argparse.Namespace, system, suite, env: EnvView | None) -> in
                     print(printable(f"# {tool.name}: {found}, from {source}"))
         except CommstackError as e:
             print(printable(f"# {tool.name}: {e}"))
-    if binaries.env and system.gpus_per_node == 0:  # what a run adds for the env's CUDA-aware binaries, or refuses
+    if binaries.env and system.node.gpus == 0:  # what a run adds for the env's CUDA-aware binaries, or refuses
         try:
             if extra := binaries.without_driver():
                 print(printable("# no GPU on these nodes: " + ", ".join(f"{k}={v}" for k, v in extra.items())))
@@ -202,7 +202,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     if records is None:
         return exits.PENDING
     write_report(results, references_of(system),
-                 system.nic_line_rate_MBps)
+                 system.node.nic_line_rate_MBps)
     return summary(results, args.allow_not_run)
 
 
