@@ -44,7 +44,7 @@ NOTES = pytest.StashKey[Callable[[str], None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add(parser.getgroup("commstack").addoption, options.RUN)
+    options.add(parser.getgroup("commstack").addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:
