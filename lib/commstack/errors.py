@@ -90,9 +90,8 @@ class NodeFailureError(ParseError, LaunchError):
     ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
 
 
-#: every parse error kind, for `commstack parse --help` and reports
-PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
-                CrashedError, TimedOutError, NodeFailureError)
+#: every parse error kind, for `commstack parse --help` and reports: the classes above, in their order
+PARSE_ERRORS = tuple(ParseError.__subclasses__())
 
 
 class SlurmUnavailableError(LaunchError):

@@ -198,7 +198,6 @@ def session_run(config: pytest.Config) -> Run:
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run
         config.stash[CTRL_C] = ctrl_c = CtrlC(lambda line: say(config, line), run)
-        ctrl_c.install()
         config.add_cleanup(ctrl_c.restore)
         config.add_cleanup(run.close)  # idempotent; here in case the session ends before pytest_sessionfinish
     return config.stash[RUN]
