@@ -197,7 +197,7 @@ class System(Strict):
     fabric: Fabric | None = None       # the libfabric provider and UCX transports the lower layers use
     references: Beside | None = None
     install: Install | None = None     # the env whose view holds the benchmarks (commstack run --env overrides it)
-    path: Path | None = None           # set by load_system, not written in the file
+    path: Path | None = None           # set by load_named, not written in the file
 
     @field_validator("variables", mode="before")
     @classmethod
@@ -217,18 +217,6 @@ class System(Strict):
     def cores_per_node(self) -> int:
         return (os.cpu_count() or 1) if self.node.cores == "auto" else self.node.cores
 
-    @property
-    def gpus_per_node(self) -> int:
-        return self.node.gpus
-
-    @property
-    def nics_per_node(self) -> int:
-        return self.node.nics
-
-    @property
-    def nic_line_rate_MBps(self) -> float | None:
-        return self.node.nic_line_rate_MBps
-
 
 def edf_names() -> list[str]:
     """What a suite step's `environments:` may name besides native: the EDFs of containers/images.yaml."""
@@ -236,7 +224,6 @@ def edf_names() -> list[str]:
 
 
 def load_system(name_or_path: str) -> System:
-    """`local` (systems/local.yaml) or a path to a system file."""
     return load_named(System, SYSTEMS, name_or_path, "system")
 
 
@@ -325,7 +312,18 @@ class Suite(Strict):
 
     @model_validator(mode="after")
     def _steps_apart(self) -> "Suite":
-        limits.check_steps(self.steps)
+        """Each step has a name of its own, and they expand (as run.steps.expand does, on any system) to at most
+        limits.STEPS."""
+        first: dict[str, int] = {}
+        for i, spec in enumerate(self.steps):
+            if first.setdefault(spec.name, i) != i:
+                raise ValueError(f"steps {first[spec.name]} and {i} are both named {spec.name!r} (their id, else "
+                                 "their benchmark): each step's records need a name of their own; give it an `id`")
+        most = sum(len(s.memory) * len(s.environments) * len(s.mode or "-") * (s.node_counts["max"].bit_length()
+                   if isinstance(s.node_counts, dict) else len(s.node_counts or "-")) for s in self.steps)
+        if most > limits.STEPS:
+            raise ValueError(f"the steps expand to up to {most} steps; a suite may have at most {limits.STEPS} "
+                             "(split it into several suites)")
         return self
 
 
@@ -344,7 +342,6 @@ def load_named(model: type[Model], directory: Path, name_or_path: str | Path, wh
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
-    """`smoke` (suites/smoke.yaml) or a path to a suite file."""
     return load_named(Suite, SUITES, name_or_path, "suite")
 
 

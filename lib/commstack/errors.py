@@ -36,18 +36,19 @@ class ParseError(CommstackError):
         where = f" (line {lineno}: {line!r})" if line is not None else ""
         super().__init__(message + where, **launch)  # NodeFailureError's raw, for LaunchError
 
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.exit_status = exits.Status[cls.kind.upper().replace("-", "_")]  # what `parse` exits with
+
 
 class EmptyOutputError(ParseError):
     """No benchmark output at all (nothing, or only warnings)."""
 
     kind = "empty"
-    exit_status = exits.EMPTY
 
 
 class UnknownFormatError(ParseError):
     """A title, header or line that no known format has."""
-
-    exit_status = exits.UNKNOWN_FORMAT
 
 
 class NoTitleError(UnknownFormatError):
@@ -59,31 +60,21 @@ class NoTitleError(UnknownFormatError):
 class BadNumberError(ParseError):
     """A value where a number (or a byte count) should be is not one."""
 
-    exit_status = exits.BAD_NUMBER
-
 
 class TruncatedError(ParseError):
     """The sweep misses sizes its arguments, or the benchmark's defaults, ask for (first or last), or ends mid-row."""
-
-    exit_status = exits.TRUNCATED
 
 
 class ValidationFailedError(ParseError):
     """The benchmark's own data check failed (a Fail row, wrong elements, a validation error line)."""
 
-    exit_status = exits.VALIDATION_FAILED
-
 
 class CrashedError(ParseError):
     """The output holds a launcher error line, an MPI abort or a signal: a rank died."""
 
-    exit_status = exits.CRASHED
-
 
 class TimedOutError(ParseError):
     """Slurm cancelled the step at its time limit (`... CANCELLED AT ... DUE TO TIME LIMIT ***`)."""
-
-    exit_status = exits.TIMED_OUT
 
 
 class LaunchError(CommstackError):
@@ -98,12 +89,9 @@ class NodeFailureError(ParseError, LaunchError):
     """A node failed under the step: Slurm cancelled it (`... DUE TO NODE FAILURE ***` in its output, a
     ParseError quoting the line), or srun said so when the step ended (a LaunchError naming its raw output)."""
 
-    exit_status = exits.NODE_FAILURE
 
-
-#: every parse error kind, for `commstack parse --help` and reports
-PARSE_ERRORS = (EmptyOutputError, UnknownFormatError, BadNumberError, TruncatedError, ValidationFailedError,
-                CrashedError, TimedOutError, NodeFailureError)
+#: every parse error kind, for `commstack parse --help` and reports: the classes above, in their order
+PARSE_ERRORS = tuple(ParseError.__subclasses__())
 
 
 class SlurmUnavailableError(LaunchError):

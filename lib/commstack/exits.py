@@ -47,11 +47,6 @@ class Status(IntEnum):
 globals().update(Status.__members__)  # each by its name too: exits.PASS
 
 
-def meaning(status: int) -> str:
-    """What `status` means ("" where it is none of the table's)."""
-    return Status(status).meaning if status in list(Status) else ""
-
-
 def signalled(signum: int | None) -> Status:
     """The status of a command a signal ended (None: Ctrl-C): 130, 143 for SIGTERM, 129 SIGHUP, 131 SIGQUIT."""
     return Status(128 + (signum or signal.SIGINT))
@@ -60,14 +55,12 @@ def signalled(signum: int | None) -> Status:
 class CtrlC:
     """The signals that end a run or a screen while it holds Slurm, an allocation or a step: the first one is the
     KeyboardInterrupt Ctrl-C always is (`signum` says which it was, and `interrupted_by` of `run` names it); the
-    later ones, until restore(), are held off, so that no signal can cut the clean-up short."""
+    later ones, from its making until restore(), are held off, so that no signal can cut the clean-up short."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
     def __init__(self, tell: Callable[[str], None], run: Interruptible):
         self.tell, self.run, self.signum, self.previous = tell, run, None, {}
-
-    def install(self) -> None:
         if threading.current_thread() is threading.main_thread():  # only there can Python catch signals
             self.previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
 

@@ -4,7 +4,7 @@ help wherever it is given."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from commstack.paths import absolute
@@ -31,12 +31,9 @@ OPTIONS = {
     "native_only": {"action": "store_true", "help": "drop a suite's container runs"},
 }
 
-#: what a suite run takes (every one): `run`, `suite` and the pytest plugin
-RUN = tuple(OPTIONS)
 
-
-def add(add_option: Callable[..., Any], names: tuple[str, ...], **changed: dict[str, Any]) -> None:
-    """The named options, through `add_option` (argparse's add_argument, or a pytest group's addoption);
-    `changed`: an option's settings that differ for this command (screen's --system default)."""
+def add(add_option: Callable[..., Any], names: Iterable[str] = OPTIONS, **changed: dict[str, Any]) -> None:
+    """The named options (default: all, as `run`, `suite` and the pytest plugin take them), through `add_option`
+    (argparse's add_argument, or a pytest group's addoption); `changed`: a command's own (screen's --system default)."""
     for name in names:
         add_option(f"--{name.replace('_', '-')}", **{**OPTIONS[name], **changed.get(name, {})})

@@ -40,7 +40,7 @@ NOTES = pytest.StashKey[Callable[[str], None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add(parser.getgroup("commstack").addoption, options.RUN)
+    options.add(parser.getgroup("commstack").addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -174,7 +174,6 @@ def session_run(config: pytest.Config) -> Run:
         run.planned = config.stash[PROGRESS]["steps"] if PROGRESS in config.stash else []
         config.stash[RUN] = run
         config.stash[CTRL_C] = ctrl_c = CtrlC(lambda line: say(config, line), run)
-        ctrl_c.install()
         config.add_cleanup(ctrl_c.restore)
         config.add_cleanup(run.close)  # idempotent; here in case the session ends before pytest_sessionfinish
     return config.stash[RUN]
@@ -212,7 +211,7 @@ def _finish(session: pytest.Session, run: Run, exitstatus: int) -> None:
         if run.unsaved is None:  # a results file system known to be full gets nothing more
             with run.phase("report"):
                 from commstack.results.report import write_report  # matplotlib only when there is a report
-                path = write_report(run.dir, run.references, run.system.nic_line_rate_MBps)
+                path = write_report(run.dir, run.references, run.system.node.nic_line_rate_MBps)
             from commstack.results import history
             run.history_error = history.add_finished(run.dir)  # results/history.sqlite, or $COMMSTACK_HISTORY
             write_json(run.dir / "timings.json", {**run.timings, "session": total})

@@ -47,7 +47,7 @@ def step(run: Path, name: str, output: tuple[Path, str], scale: float = 1.0, nod
     sweep = parse_output(None, path.read_text(), shlex.split(args), ranks=2)
     metric = benchmarks.get(sweep.benchmark).metric
     sweep = dataclasses.replace(sweep, rows=[{**r, metric: r[metric] * scale} for r in sweep.rows])
-    verdict = judge([sweep], tags, refs, metric, ALPS.nic_line_rate_MBps, ALPS.name)
+    verdict = judge([sweep], tags, refs, metric, ALPS.node.nic_line_rate_MBps, ALPS.name)
     record = Record(run_id=run.name, index=len(list(run.glob("steps/*"))), suite="stack", system=ALPS.name,
                     step=name, benchmark=sweep.benchmark, tool=sweep.tool, tags=tags, metric=metric,
                     unit=METRICS[metric].unit, verdict=verdict.verdict, reason=verdict.reason,
@@ -172,7 +172,7 @@ def test_the_report_holds_the_fabric_to_its_own_reference(tmp_path, fabric_scale
     run = tmp_path / "run"
     step(run, "fi_pingpong", FI_PINGPONG, scale=fabric_scale, refs=refs)
     step(run, "osu_bw", OSU_BW_NO_CXI, refs=refs)
-    page = write_report(run, refs, ALPS.nic_line_rate_MBps).read_text()
+    page = write_report(run, refs, ALPS.node.nic_line_rate_MBps).read_text()
     head = "osu_bw reaches 3.12 GB/s at 4 MiB (13 % of the reference, 24.0 GB/s); "
     assert f"<li><code>stack/osu_bw</code> on node1, node2: {html.escape(head + said)}</li>" in page
     assert f"on node1, node2: {head}{said}\n" in (run / "report" / "report.md").read_text()

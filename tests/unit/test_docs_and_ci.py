@@ -329,4 +329,4 @@ def test_system_examples_load(tmp_path):
         f = tmp_path / f"example{i}.yaml"
         f.write_text(textwrap.dedent(block))
         system = load_system(str(f))
-        assert system.gpus_per_node == 4 and system.launcher.mpi in ("pmix", "cray_shasta")
+        assert system.node.gpus == 4 and system.launcher.mpi in ("pmix", "cray_shasta")

@@ -27,12 +27,12 @@ def actions(cmd: str) -> dict:
 
 def test_run_suite_and_screen_accept_the_shared_options_with_the_same_types():
     held = {cmd: actions(cmd) for cmd in LINES}
-    assert set(options.RUN) <= set(held["run"]) and set(options.RUN) <= set(held["suite"])
+    assert set(options.OPTIONS) <= set(held["run"]) and set(options.OPTIONS) <= set(held["suite"])
     assert set(SHARED) <= set(held["screen"])
     for name in SHARED:
         kinds = {kind(held[cmd][name]) for cmd in LINES}
         assert len(kinds) == 1, (name, kinds)
-    for name in options.RUN:  # run and suite: every one alike, its default included
+    for name in options.OPTIONS:  # run and suite: every one alike, its default included
         assert kind(held["run"][name]) + (held["run"][name].default,) == \
             kind(held["suite"][name]) + (held["suite"][name].default,), name
 

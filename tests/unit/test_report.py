@@ -47,7 +47,7 @@ def test_report_from_seed_tables(tmp_path):
            verdict="degraded", reason="4194304 B: 3121.42 MB/s vs reference 23982.2")
     record(tmp_path, "osu_latency", "cscs-osu-07.txt", cxi_hook=True)
     record(tmp_path, "osu_alltoall", None, verdict="not-run", reason="no OSU micro-benchmarks here")
-    page = write_report(tmp_path, REFS, ALPS.nic_line_rate_MBps)
+    page = write_report(tmp_path, REFS, ALPS.node.nic_line_rate_MBps)
     out = tmp_path / "report"
     md = (out / "report.md").read_text()
     pngs = sorted(out.glob("*.png"))
@@ -123,7 +123,7 @@ def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(
     bibw = record(tmp_path, "osu_bibw", "cscs-osu-05.txt", repeats=2, cxi_hook=True)
     bibw.repeats = [[{**r, "bandwidth_MBps": r["bandwidth_MBps"] * f} for r in bibw.repeats[0]] for f in (0.9, 1.1)]
     bibw.write(tmp_path)
-    fig = curves_figure([bibw], REFS, ALPS.nic_line_rate_MBps, "2026-01-02")
+    fig = curves_figure([bibw], REFS, ALPS.node.nic_line_rate_MBps, "2026-01-02")
     ax = fig.axes[0]
     assert tuple(fig.get_size_inches()) == (8, 5)
     pars = fig.subplotpars
@@ -155,7 +155,7 @@ def test_the_curves_show_each_repeated_step_its_reference_and_the_nic_line_rate(
     assert (nic.get_color(), nic.get_linestyle(), nic.get_linewidth()) == ("red", "--", 1)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "NIC line rate x2 (50 GB/s)", "osu_bibw", "reference osu_bibw-host-inter (-10%/+15%)"]
-    write_report(tmp_path, REFS, ALPS.nic_line_rate_MBps)
+    write_report(tmp_path, REFS, ALPS.node.nic_line_rate_MBps)
     png = (tmp_path / "report" / "osu_bibw-host.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (800, 500)  # 8 x 5 in at 100 dpi
 
@@ -167,7 +167,7 @@ def test_the_curves_of_one_repeat_draw_no_spread_and_a_time_reference_flips_its_
     rec.repeats[0][0]["latency_us"] = 0.0
     rec.repeats[0][1]["latency_us"] = float("nan")
     rec.write(tmp_path)
-    fig = curves_figure(read_run(tmp_path), REFS, ALPS.nic_line_rate_MBps, "2026-01-02")
+    fig = curves_figure(read_run(tmp_path), REFS, ALPS.node.nic_line_rate_MBps, "2026-01-02")
     ax = fig.axes[0]
     assert_message_size_axis(ax)
     assert ax.get_ylabel() == "latency (µs)"

@@ -12,7 +12,7 @@ from commstack.slurm.procs import REAPER
 def test_provided_systems():
     assert {"local", "alps-gh200", "cray-ex-gpu"} <= set(names_in(SYSTEMS))
     alps = load_system("alps-gh200")
-    assert (alps.gpus_per_node, alps.nics_per_node, alps.nic_line_rate_MBps, alps.launcher.mpi) == (4, 4, 25000, "pmix")
+    assert (alps.node.gpus, alps.node.nics, alps.node.nic_line_rate_MBps, alps.launcher.mpi) == (4, 4, 25000, "pmix")
     assert load_system("cray-ex-gpu").launcher.mpi == "cray_shasta"
 
 

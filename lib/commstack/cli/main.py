@@ -79,8 +79,7 @@ def install_deps() -> None:
 
 
 def parser(name: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
-    """commstack's parser and, where `name` is a command, that command's: the others are their
-    names and help alone, so that neither --help nor an unknown command imports their modules."""
+    """commstack's parser and, where `name` is a command, that command's: the only module it imports (COMMANDS)."""
     p = argparse.ArgumentParser(prog="commstack", description=__doc__, epilog=STATUSES, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"commstack {commstack.__version__}")

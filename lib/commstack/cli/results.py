@@ -26,7 +26,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     records = read_run(results)
     system = load_system(records[0].system) if records[0].system in names_in(SYSTEMS) else None
     refs = references_of(system) if system else None
-    path = write_report(results, refs, system.nic_line_rate_MBps if system else None)
+    path = write_report(results, refs, system.node.nic_line_rate_MBps if system else None)
     print(f"report: {path}")
     return summary(results, args.allow_not_run)
 

@@ -56,7 +56,7 @@ def cmd_suite(args: argparse.Namespace, extra: list[str]) -> int:
             "-p", "no:hypothesispytest"]  # the tests' plugin: a suite does not need it, and it costs 0.2-1.3 s
     given = {**vars(args), "results": results, "env": env.path if env else None}  # to the plugin: each one set
     argv += [f"--{n.replace('_', '-')}" + ("" if options.OPTIONS[n].get("action") else f"={given[n]}")
-             for n in options.RUN if given[n]]
+             for n in options.OPTIONS if given[n]]
     launcher = f"srun --mpi={system.launcher.mpi}" if args.launcher == "srun" else "mpirun"
     view = View(args.cmd, suite.name, system.name, launcher, results, quiet=args.quiet, json_lines=args.json,
                 pytest_output=args.pytest_output)
@@ -124,7 +124,7 @@ def _dry_run(args: argparse.Namespace, system, suite, env: EnvView | None) -> in
                     print(printable(f"# {tool.name}: {found}, from {source}"))
         except CommstackError as e:
             print(printable(f"# {tool.name}: {e}"))
-    if binaries.env and system.gpus_per_node == 0:  # what a run adds for the env's CUDA-aware binaries, or refuses
+    if binaries.env and system.node.gpus == 0:  # what a run adds for the env's CUDA-aware binaries, or refuses
         try:
             if extra := binaries.without_driver():
                 print(printable("# no GPU on these nodes: " + ", ".join(f"{k}={v}" for k, v in extra.items())))
@@ -201,7 +201,7 @@ def cmd_status(args: argparse.Namespace, extra: list[str]) -> int:
     if records is None:
         return exits.PENDING
     write_report(results, references_of(system),
-                 system.nic_line_rate_MBps)
+                 system.node.nic_line_rate_MBps)
     return summary(results, args.allow_not_run)
 
 
@@ -212,7 +212,7 @@ def add_status(s: argparse.ArgumentParser) -> None:
 
 
 def add_run(s: argparse.ArgumentParser) -> None:
-    options.add(s.add_argument, options.RUN)
+    options.add(s.add_argument)
     s.add_argument("--allow-not-run", action="store_true",
                    help="exit 0 when every step that ran passed, even if some did not run")
     s.add_argument("--dry-run", action="store_true", help="print the srun lines (with --submit: the job script)")

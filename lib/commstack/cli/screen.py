@@ -57,7 +57,6 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
     # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.steps.interrupted_by);
     # later ones wait for the clean-up
     ctrl = exits.CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s.steps)
-    ctrl.install()
     try:
         outcome = s.run()
         s.write(outcome, Path(args.history) if args.history else None)

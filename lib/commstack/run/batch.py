@@ -72,8 +72,8 @@ def job_script(run_dir: Path, system: System, suite: Suite, planned: list[SuiteS
               f"--output={run_dir.resolve() / 'batch' / 'job-%j.out'}"]
     sbatch += [f"--{flag}={value}" for flag, value in (("partition", system.partition), ("account", b.account),
                                                        ("reservation", b.reservation), ("qos", b.qos)) if value]
-    if any(s.step.gpus for s in runnable) and system.gpus_per_node:
-        sbatch.append(f"--gpus-per-node={system.gpus_per_node}")
+    if any(s.step.gpus for s in runnable) and system.node.gpus:
+        sbatch.append(f"--gpus-per-node={system.node.gpus}")
     sbatch += system.launcher.salloc_flags + b.sbatch_flags
     lines = ["#!/bin/bash", *(f"#SBATCH {printable(f)}" for f in sbatch)]
     lines += [printable(f"# suite {suite.name} on {system.name}: {len(planned)} steps, {len(runnable)} in this job"),

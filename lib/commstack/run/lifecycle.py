@@ -59,7 +59,7 @@ def evaluate(s: SuiteStep, sweeps: list[Sweep], out: str, stack: dict, system: S
              references: References | None) -> StepOutcome:
     """The outcome of a step from its parsed repeats, the last repeat's whole output `out` (a tool's stack lines)
     and the facts of its nodes: a pure function, the same for every executor."""
-    verdict = judge(sweeps, s.tags, references, s.metric, system.nic_line_rate_MBps, system.name)
+    verdict = judge(sweeps, s.tags, references, s.metric, system.node.nic_line_rate_MBps, system.name)
     reason, detail = verdict.reason, verdict.summary()
     # the worst of the repeats: one that checked no data leaves the step unvalidated
     checked = max((validated(sw) for sw in sweeps), key=("yes", "no", "failed").index)

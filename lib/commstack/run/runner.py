@@ -165,7 +165,7 @@ class Run(Lifecycle, Executor):
         if binaries:
             record.binary = self.binaries.record(tool, binaries[tool.placeholder], argv)
         step = launched_step(s, argv)
-        if binaries and self.system.gpus_per_node == 0 and (extra := self.binaries.without_driver()):
+        if binaries and self.system.node.gpus == 0 and (extra := self.binaries.without_driver()):
             given = {**self.system.variables, **step.variables}
             extra["LD_LIBRARY_PATH"] = ":".join(p for p in (given.get("LD_LIBRARY_PATH"), extra["LD_LIBRARY_PATH"])
                                                 if p)  # the stubs last: whatever the system puts first wins

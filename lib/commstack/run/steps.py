@@ -40,7 +40,7 @@ class SuiteStep:
 
 def _per_node(value: Any, system: System) -> tuple[int | None, str | None]:
     """Ranks per node, or None and why the system cannot give them."""
-    counts = {"nic": system.nics_per_node, "core": system.cores_per_node, "gpu": system.gpus_per_node}
+    counts = {"nic": system.node.nics, "core": system.cores_per_node, "gpu": system.node.gpus}
     n = counts.get(value, value)
     if n < 1:
         return None, f"ranks_per_node {value}: system {system.name} has {n} {value}s per node"
@@ -74,11 +74,11 @@ def expand(suite: Suite, system: System, binaries: dict[str, str] | None = None,
             rpn, why = _per_node(spec.ranks_per_node, system)
             if why is None and n_nodes > system.nodes:
                 why = f"needs {n_nodes} nodes, system {system.name} has {system.nodes}"
-            if why is None and (memory == "device" or tool.gpus) and system.gpus_per_node < 1:
+            if why is None and (memory == "device" or tool.gpus) and system.node.gpus < 1:
                 why = (f"device memory needs GPUs, system {system.name} has none" if memory == "device" else
                        f"{tool.name} runs on GPUs only, system {system.name} has none")
-            if why is None and spec.ranks_per_node == "gpu" and rpn > system.gpus_per_node:
-                why = f"{rpn} GPUs per node needed, system {system.name} has {system.gpus_per_node}"
+            if why is None and spec.ranks_per_node == "gpu" and rpn > system.node.gpus:
+                why = f"{rpn} GPUs per node needed, system {system.name} has {system.node.gpus}"
             rpn = rpn or 1
             ntasks = n_nodes * rpn
             odd = spec.odd and ntasks % 2 == 0

@@ -227,7 +227,7 @@ class View:
         and the report are, and the exit status with its meaning."""
         counts = Counter(r.verdict for r in records)
         report = self.results / "report" / "index.html"
-        meaning = exits.meaning(status)
+        meaning = exits.Status(status).meaning
         if status == exits.PASS and counts["not-run"] and allow_not_run:
             meaning = "every step that ran passed; those that did not run are accepted (--allow-not-run)"
         if self.mode == "json":
