@@ -51,17 +51,12 @@ class Outcome:
         return exits.FAILED if f.bad_nodes or f.bad_pairs or f.lost else exits.NOT_RUN if f.blind else exits.PASS
 
 
-def unavailable(state: str) -> bool:
-    s = state.rstrip(STATE_FLAGS)
-    return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
-
-
 def unavailable_of(nodes: list[str], states: dict[str, tuple[str, str]]) -> dict[str, str]:
     """node -> `state (reason)` of those of `nodes` that a screen cannot use."""
     out = {}
     for n in nodes:
         state, reason = states.get(n, ("unknown", "not in sinfo"))
-        if unavailable(state):
+        if state.endswith("*") or any(state.rstrip(STATE_FLAGS).startswith(u) for u in UNAVAILABLE):
             out[n] = f"{state}" + (f" ({reason})" if reason and reason != "none" else "")
     return out
 
