@@ -272,10 +272,12 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
             continue
         v = gone.get(n) or judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
-        if v.status == "ok" and not v.partners and \
-                not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
+        # the checks that measured it and ran, with a partner or alone
+        checks = {check_of(m.record) for m in measured if n in m.pair} | \
+            {check_of(r) for r in node_records if r.nodelist == [n] and r.verdict not in SILENT}
+        if v.status == "ok" and not checks:
             v.status, v.reason = "not-run", "no check ran on it"
-        elif v.status == "ok" and blind and (checks := took_part(n, measured, node_records)) <= set(blind):
+        elif v.status == "ok" and checks <= set(blind):
             v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides the rule's slowdown here"
         out[n] = v
     by_pair: dict[Pair, list[str]] = {}
@@ -292,12 +294,6 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
     return Findings(out, bad_pairs, suspect_pairs, peers, blunt, list(gone), blind)
-
-
-def took_part(node: str, measured: list[Measurement], node_records: list[Record]) -> set[str]:
-    """The checks that measured `node` and ran, with a partner or alone."""
-    return {check_of(m.record) for m in measured if node in m.pair} | \
-        {check_of(r) for r in node_records if r.nodelist == [node] and r.verdict not in SILENT}
 
 
 def suspects(f: Findings) -> list[str]:
