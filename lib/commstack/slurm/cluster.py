@@ -49,7 +49,7 @@ class LocalSlurm:
         if self.ctld_port is None and port:
             self.ctld_port, self.slurmd_port = port, port + 1
         self._choose_ports = self.ctld_port is None
-        self._leases = Leases(self.root)
+        self.leases = Leases(self.root)
 
     def ports(self) -> tuple[int, int] | None:
         """(slurmctld, slurmd) as its slurm.conf records them."""
@@ -137,18 +137,15 @@ class LocalSlurm:
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.check_state()
-        return self._leases.locked()
-
-    def leases(self) -> list[str]:
-        return self._leases.live()
+        return self.leases.locked()
 
     def _prune(self) -> None:
         """Drop the leases of processes that died, and cancel the jobs they left."""
-        dead = self._leases.dead()
+        dead = self.leases.dead()
         if dead and self.pid("slurmctld"):
             self._cancel({job_tag(n) for n in dead})
         for n in dead:
-            self._leases.drop(n)
+            self.leases.drop(n)
 
     @staticmethod
     def check_root() -> None:
@@ -181,7 +178,7 @@ class LocalSlurm:
                 if launched:  # a cluster others use is left as it is
                     self._teardown()
                 raise
-            self._leases.take(MANUAL if manual else own())
+            self.leases.take(MANUAL if manual else own())
 
     def stop(self, manual: bool = False, force: bool = False) -> bool:
         """Give back this process's lease (manual=True: the `commstack slurm start` one). The last
@@ -192,12 +189,12 @@ class LocalSlurm:
             mine = MANUAL if manual else own()
             if self.pid("slurmctld"):
                 self._cancel({job_tag(mine)})
-            self._leases.drop(mine)
+            self.leases.drop(mine)
             self._prune()
-            if self.leases() and not force:
+            if self.leases.live() and not force:
                 return False
-            for n in self._leases.all():
-                self._leases.drop(n)
+            for n in self.leases.all():
+                self.leases.drop(n)
             self._teardown()
             return True
 
@@ -332,7 +329,7 @@ class LocalSlurm:
             lines += [f"node {n}: {s}{' (' + why + ')' if why else ''}" for n, (s, why) in self.node_states().items()]
         if self.ports():
             lines.append("ports: slurmctld {}, slurmd {}".format(*self.ports()))
-        lines.append(f"users: {', '.join(self.leases()) or 'none'}")
+        lines.append(f"users: {', '.join(self.leases.live()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
 
