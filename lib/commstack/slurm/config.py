@@ -22,6 +22,8 @@ from commstack.files import UnsafePathError, private_dir, write_atomic
 from commstack.slurm import namespaces, procs
 
 CONF_MARK = "# written by commstack localslurm"
+EPILOG = (f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT {shlex.quote(sys.executable)} -I -m "
+          "commstack.slurm task-epilog\n")
 
 
 def state_home() -> Path:
@@ -172,23 +174,18 @@ PartitionName=local Nodes={','.join(addresses)} Default=YES MaxTime=INFINITE Ove
 def task_epilog(root: Path) -> Path:
     """The TaskEpilog: this Python, its commstack, no loader or Python variables of the task's."""
     path = root / "etc" / "task-epilog"
-    write_atomic(path, _epilog(sys.executable), 0o700)
+    write_atomic(path, EPILOG, 0o700)
     return path
-
-
-def _epilog(python: str) -> str:
-    return (f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT {shlex.quote(python)} -I -m "
-            "commstack.slurm task-epilog\n")
 
 
 def epilog_runs(root: Path) -> bool:
     """Whether the TaskEpilog of the cluster in `root` still runs: this checkout's, or one whose Python still
     imports its commstack. A cluster outlives the checkout that started it; with that one deleted, every task
-    of it would end with "task-epilog failed" and leave its processes. One that is not ours as _epilog writes it
+    of it would end with "task-epilog failed" and leave its processes. One that is not ours as task_epilog writes it
     (empty, not text, a quote left open) does not run: the caller starts the cluster afresh, writing it again."""
     try:
         text = (root / "etc" / "task-epilog").read_text()
-        if text == _epilog(sys.executable):
+        if text == EPILOG:
             return True
         words = shlex.split(text.splitlines()[-1]) if text.strip() else []
     except (OSError, ValueError):  # ValueError: not UTF-8, or shlex's open quote
