@@ -91,20 +91,15 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
     host = socket.gethostname().split(".")[0]
     cpus = os.cpu_count() or 1
     mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    if nodes == 1:
-        # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
-        # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
-        ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
-            "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
-        addresses = {host: "127.0.0.1"}
-    else:
-        # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
-        # per step and node, and all nodes share one file system).
-        # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
-        ctld_addr, slurmd_pid, spool, slurmd_log = \
-            f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
-        extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
-        addresses = {n: namespaces.address(n) for n in node_names}
+    # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
+    # slurmstepd that was killed leaves it, which fails the next cluster's step of that number.
+    # Several nodes, %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
+    # per step and node, and all nodes share one file system).
+    slurmd, each = ("slurmd", "") if nodes == 1 else ("slurmd-%n", "/%n")
+    ctld_addr = "127.0.0.1" if nodes == 1 else f"{namespaces.SUBNET}.1"
+    addresses = {host: "127.0.0.1"} if nodes == 1 else {n: namespaces.address(n) for n in node_names}
+    # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
+    extra = f"TmpFS={r}/tmp{each}\n" + ("" if nodes == 1 else "SlurmdTimeout=15\n")
     node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={cpus} RealMemory={mem_mb // nodes} State=UNKNOWN"
                            for n, a in addresses.items())
     if leaf_switches:
@@ -132,11 +127,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={r}/munge/munge.sock
 StateSaveLocation={r}/state
-SlurmdSpoolDir={spool}
+SlurmdSpoolDir={r}/spool{each}
 SlurmctldPidFile={pidfile(r, 'slurmctld')}
-SlurmdPidFile={slurmd_pid}
+SlurmdPidFile={pidfile(r, slurmd)}
 SlurmctldLogFile={r}/log/slurmctld.log
-SlurmdLogFile={slurmd_log}
+SlurmdLogFile={r}/log/{slurmd}.log
 # no cgroups in a container or CI sandbox
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
