@@ -63,11 +63,11 @@ def unavailable_of(nodes: list[str], states: dict[str, tuple[str, str]]) -> dict
 
 class Screen:
     def __init__(self, system: System, screen: ScreenFile, run_dir: Path, binaries: Binaries, slurm: str = "auto",
-                 cluster_nodes: int | None = None, max_steps: int | None = None, progress: Progress | None = None):
+                 cluster_nodes: int | None = None, max_steps: int | None = None):
         self.system, self.screen, self.dir, self.binaries = system, screen, run_dir, binaries
         self.slurm, self.cluster_nodes = slurm, cluster_nodes
         self.max_steps = max_steps or screen.max_steps
-        self.progress = progress or Progress(0)
+        self.progress = Progress(0)
         self.cleanup = contextlib.ExitStack()
         self.records: list[Record] = []
         self.not_run: dict[str, str] = {}
@@ -154,7 +154,7 @@ class Screen:
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:
-                self.groups(ctx, launcher, [n for n in up if n not in self.went_down(up)])
+                self.groups(ctx, [n for n in up if n not in self.went_down(up)])
             self.went_down(up)
         except KeyboardInterrupt:
             interrupted = True
@@ -196,15 +196,15 @@ class Screen:
             n = len(rounds) + 1
             self.phase(ctx, "confirm", [x for pr in again for x in both_ways(checks, pr, n)], p.at_once)
 
-    def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
+    def groups(self, ctx: Context, up: list[str]) -> None:
         """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
-        out = client(["scontrol", "show", "topology"], launcher.variables)
+        out = client(["scontrol", "show", "topology"], ctx.launcher.variables)
         if not out.stdout.strip():  # Slurm 22.05 without topology/tree: "scontrol: error: No topology ..." on stderr
             self.not_run["groups"] = f"no leaf switches: {out.stderr.strip() or 'scontrol show topology lists none'}"
             return
 
         def expand_hosts(hostlist: str) -> list[str]:
-            return client(["scontrol", "show", "hostnames", hostlist], launcher.variables).stdout.split()
+            return client(["scontrol", "show", "hostnames", hostlist], ctx.launcher.variables).stdout.split()
         try:
             leaves = matching.leaf_switches(out.stdout if out.returncode == 0 else "", expand_hosts)
         except ValueError as e:
