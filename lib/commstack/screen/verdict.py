@@ -280,15 +280,12 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
         elif v.status == "ok" and checks <= set(blind):
             v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides the rule's slowdown here"
         out[n] = v
-    by_pair: dict[Pair, list[str]] = {}
+    by_pair: dict[Pair, list[str]] = {}   # slow pairs of nodes not bad: bad links, or suspect pairs
     for m in measured:
-        if m.why:
+        if m.why and not any(out[x].status == "bad" for x in m.pair):
             by_pair.setdefault(m.pair, []).append(m.shown)
-    bad_pairs, suspect_pairs = {}, {}
-    for p, whys in by_pair.items():
-        if any(out[x].status == "bad" for x in p):
-            continue
-        (bad_pairs if len(whys) >= rule.evidence else suspect_pairs)[p] = whys
+    bad_pairs = {p: whys for p, whys in by_pair.items() if len(whys) >= rule.evidence}
+    suspect_pairs = {p: whys for p, whys in by_pair.items() if len(whys) < rule.evidence}
     for (a, b), whys in bad_pairs.items():
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
