@@ -241,7 +241,7 @@ class LocalSlurm:
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
             for n in (set(stuck) - resumed) if resume else ():
-                self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
+                client(["scontrol", "update", f"nodename={n}", "state=resume"], self.variables)
                 resumed.add(n)
             if time.monotonic() > deadline:
                 if stuck:
@@ -259,23 +259,20 @@ class LocalSlurm:
         return {n: (state.rstrip(STATE_FLAGS) + ("*" if state.endswith("*") else ""), "" if why == "none" else why)
                 for n, (state, why) in node_states(self.variables, check=False).items()}
 
-    def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
-        proc = client(list(argv), self.variables, timeout)
-        if check and proc.returncode != 0:
-            raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
-        return proc
-
     def jobs(self, timeout: float = CLIENT_TIMEOUT) -> list[tuple[str, str, str]]:
         """(job id, state, comment) of every job in the queue."""
-        listing = self._client("squeue", "-h", "-o", "%i|%T|%k", timeout=timeout).stdout
-        return [tuple(line.split("|", 2)) for line in listing.splitlines()]  # type: ignore[misc]
+        argv = ["squeue", "-h", "-o", "%i|%T|%k"]
+        proc = client(argv, self.variables, timeout)
+        if proc.returncode != 0:
+            raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return [tuple(line.split("|", 2)) for line in proc.stdout.splitlines()]  # type: ignore[misc]
 
     def _cancel(self, tags: set[str] | None) -> None:
         """Cancel the jobs whose comment is one of `tags` (None: every job), by job id."""
         try:
             ids = [i for i, _, k in self.jobs(timeout=10) if tags is None or k in tags]
             if ids:
-                self._client("scancel", "--quiet", *ids, check=False, timeout=10)
+                client(["scancel", "--quiet", *ids], self.variables, 10)
         except SlurmUnavailableError:
             pass  # nothing to cancel through a dead controller; _teardown ends the processes
 
