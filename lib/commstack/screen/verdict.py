@@ -50,11 +50,9 @@ class Peers:
                 continue
             for size, (median, _, _) in r.medians().items():
                 values.setdefault((check_of(r), size), []).append(median)
-        out = {}
-        for key, vs in values.items():
-            med = statistics.median(vs)
-            out[key] = Spread(med, statistics.median(abs(v - med) for v in vs), len(vs))
-        return cls(out)
+        medians = {key: statistics.median(vs) for key, vs in values.items()}
+        return cls({key: Spread(med, statistics.median(abs(v - med) for v in values[key]), len(values[key]))
+                    for key, med in medians.items()})
 
     def told(self, check: str, size: int, higher: bool, rule: Rule) -> float:
         """The smallest slowdown (x times) a figure of this check must show to read slow: the rule's, or more
