@@ -1,6 +1,5 @@
-"""One screen of an allocation: its nodes (down or drained ones reported and left out), one allocation (the one
-this process is in, SLURM_JOB_ID, or one it takes with `--no-kill`, so that a node that dies costs its own
-steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verdict, and what it writes.
+"""One screen of an allocation (docs/screen.md#one-allocation-no-job-per-node): its usable nodes, its phases
+(docs/screen.md#phases), the verdict, and what it writes.
 """
 
 from __future__ import annotations
