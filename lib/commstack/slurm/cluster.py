@@ -35,7 +35,7 @@ class NodeDrainedError(SlurmUnavailableError):
 
 @dataclass
 class LocalSlurm:
-    root: Path = field(default_factory=config.default_dir)
+    root: Path = field(default_factory=lambda: config.cluster_dir("COMMSTACK_SLURM_DIR", "slurm"))
     #: slurmctld's and slurmd's ports; None: COMMSTACK_SLURM_PORT's, else chosen free when it starts
     ctld_port: int | None = None
     slurmd_port: int | None = None
@@ -64,9 +64,9 @@ class LocalSlurm:
     def multinode(cls, nodes: int | None = None, leaf_switches: int = 0) -> "LocalSlurm":
         """Its own directory and ports, so it runs beside the single-node cluster.
         nodes=None: as many as the existing slurm.conf names (stop, status), else 2."""
-        root = config.multinode_dir()
+        root = config.cluster_dir("COMMSTACK_SLURM_MN_DIR", "slurm-mn")
         if nodes is None:
-            conf = root / "etc" / "slurm.conf"
+            conf = config.conf_path(root)
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")

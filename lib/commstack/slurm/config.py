@@ -31,8 +31,8 @@ def state_home() -> Path:
     return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
 
 
-def default_dir() -> Path:
-    return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
+def cluster_dir(variable: str, name: str) -> Path:
+    return Path(os.environ.get(variable) or state_home() / name)
 
 
 def given_port() -> int | None:
@@ -54,10 +54,6 @@ def check_free(ports: tuple[int, ...]) -> None:
         for uid in procs.listening(port).values():
             raise PortInUseError(f"port {port} is in use by uid {uid}: COMMSTACK_SLURM_PORT fixes slurmctld's port "
                                  "and the next for slurmd; give free ones, or leave it unset (free ports are chosen)")
-
-
-def multinode_dir() -> Path:
-    return Path(os.environ.get("COMMSTACK_SLURM_MN_DIR") or state_home() / "slurm-mn")
 
 
 def free_ports(count: int) -> list[int]:
