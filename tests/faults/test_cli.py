@@ -144,7 +144,7 @@ def _program(pid: int) -> str:
 
 def stopped(cluster: LocalSlurm) -> None:
     """The run that was the cluster's only user stopped it: no process of it and no lease is left."""
-    assert cluster.processes() == [] and cluster.leases() == []
+    assert cluster.processes() == [] and cluster.leases.live() == []
 
 
 def records_of(results: Path) -> dict:

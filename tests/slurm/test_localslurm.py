@@ -73,7 +73,7 @@ def test_two_users_share_one_cluster_and_the_last_one_stops_it(own_slurm, tmp_pa
     assert a["stdout"] == f"job {a['job']}\ndone\n" and b["stdout"] == f"job {b['job']}\ndone\n"
     assert a["job"] != b["job"]
     assert (b["shut_down"], a["shut_down"]) == (False, True)
-    assert not own_slurm.processes() and not own_slurm.leases()
+    assert not own_slurm.processes() and not own_slurm.leases.live()
 
 
 def test_two_clusters_on_one_host_number_their_jobs_apart(own_slurm, tmp_path):
@@ -109,7 +109,7 @@ def test_a_dead_users_allocation_is_cancelled_by_the_next_user(own_slurm):
     assert [j[0] for j in own_slurm.jobs()] == [job]
     own_slurm.start()  # another user comes: the dead lease goes, and its job with it
     wait_until(lambda: not own_slurm.jobs(), "the dead user's job is cancelled", poll=0.5)
-    assert len(own_slurm.leases()) == 1  # ours
+    assert len(own_slurm.leases.live()) == 1  # ours
 
 
 def test_a_drained_node_is_resumed(own_slurm):

@@ -148,8 +148,8 @@ def test_the_lower_layers_pair_crosses_the_virtual_network(cluster, env, system,
 
 
 def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir):
-    if len(cluster.leases()) > 1:  # ours, and a run or another session's: its jobs would die with node2
-        pytest.skip(f"multinode: others use the cluster too ({', '.join(cluster.leases())}); no node is killed "
+    if len(cluster.leases.live()) > 1:  # ours, and a run or another session's: its jobs would die with node2
+        pytest.skip(f"multinode: others use the cluster too ({', '.join(cluster.leases.live())}); no node is killed "
                     "under them")
     step = Step("mpi-pingpong-long", [str(pingpong), "-b", "8", "-e", "8", "-n", "2000000000"],
                 nodes=2, ntasks=2, ntasks_per_node=1, timeout_s=180)
@@ -189,7 +189,7 @@ def test_node_failure_is_a_named_error(cluster, env, system, pingpong, step_dir)
 
 def test_stop_leaves_nothing_behind(cluster):
     if not cluster.stop():
-        pytest.skip(f"multinode: others still use the cluster ({', '.join(cluster.leases())}); it is left running")
+        pytest.skip(f"multinode: others still use the cluster ({', '.join(cluster.leases.live())}); it is left running")
     assert cluster.stop() is True  # idempotent
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout

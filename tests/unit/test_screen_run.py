@@ -19,7 +19,7 @@ from commstack.screen import nodes as node_phase
 from commstack.run.lifecycle import Lifecycle
 from commstack.screen import pool
 from commstack.screen.pool import Context, Placed, Progress, broken
-from commstack.screen.run import Outcome, Screen, _natural, both_ways, unavailable, unavailable_of
+from commstack.screen.run import Outcome, Screen, _natural, both_ways, unavailable_of
 from commstack.screen.spec import load_screen
 from test_screen import NODES, findings, records
 
@@ -43,7 +43,7 @@ def screen(tmp_path):
     ("not_responding", True), ("mixed-", False), ("down$", True),
 ])
 def test_which_sinfo_states_leave_a_node_out(state, out):
-    assert unavailable(state) is out
+    assert bool(unavailable_of(["node1"], {"node1": (state, "none")})) is out
 
 
 def test_the_nodes_left_out_and_why():

@@ -90,7 +90,7 @@ def cmd_slurm(args: argparse.Namespace, extra: list[str]) -> int:
             if cluster.stop(manual=True):
                 print(f"{what} stopped")
             else:
-                print(f"{what} still used by {', '.join(cluster.leases())} (pid-start time); "
+                print(f"{what} still used by {', '.join(cluster.leases.live())} (pid-start time); "
                       "it stops when the last of them ends")
         else:
             print(f"{what}:\n{cluster.status()}")

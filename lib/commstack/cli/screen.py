@@ -17,7 +17,6 @@ from commstack.paths import TOP
 from commstack.run.runner import Binaries, given_run_dir, new_run_dir
 from commstack.screen import output
 from commstack.screen.plan import plan
-from commstack.screen.pool import Progress
 from commstack.screen.run import Screen
 from commstack.screen.spec import load_screen
 from commstack.slurm import namespaces
@@ -52,8 +51,7 @@ def cmd_screen(args: argparse.Namespace, extra: list[str]) -> int:
         return exits.PASS
     run_dir = given_run_dir(own_dir(Path(args.results))) if args.results else new_run_dir(TOP / "results")
     binaries = Binaries(osu_prefix=args.osu_prefix, build_dir=run_dir / "build", build=False)
-    progress = Progress(0, sys.stderr)
-    s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps, progress)
+    s = Screen(system, screen, run_dir, binaries, args.slurm, args.nodes, args.max_steps)
     # the first signal is the KeyboardInterrupt the screen stops its steps on, naming it (s.steps.interrupted_by);
     # later ones wait for the clean-up
     ctrl = exits.CtrlC(lambda text: print(f"\ncommstack screen: {text}", file=sys.stderr, flush=True), s.steps)

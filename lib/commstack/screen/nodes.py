@@ -40,14 +40,11 @@ def probe(ctx: Context, nodes: list[str], binary: str) -> tuple[dict[str, dict],
 
 def problems(system: System, facts: dict[str, dict]) -> dict[str, str]:
     """Per node, the layer its facts show missing: the system's libfabric provider, a UCX transport."""
-    out = {}
     fabric = system.fabric
-    for node, f in facts.items():
-        found = [p for layer in ("fabric", "ucx")
-                 if fabric and (p := lower_layer_problem(layer, fabric.provider, fabric.ucx_transports, {node: f}))]
-        if found:
-            out[node] = "; ".join(found)
-    return out
+    found = {node: [p for layer in ("fabric", "ucx")
+                    if fabric and (p := lower_layer_problem(layer, fabric.provider, fabric.ucx_transports, {node: f}))]
+             for node, f in facts.items()}
+    return {node: "; ".join(ps) for node, ps in found.items() if ps}
 
 
 def needs_gpus(s: SuiteStep) -> bool:

@@ -111,8 +111,7 @@ def heatmap(nodes: list[str], m: list[list[float]], title: str) -> bytes:
     if n <= 64:
         ax.set_xticks(range(n), nodes, rotation=90, fontsize=max(5, 10 - n // 8))
         ax.set_yticks(range(n), nodes, fontsize=max(5, 10 - n // 8))
-    ax.set_xlabel("receiver")
-    ax.set_ylabel("sender")
+    ax.set(xlabel="receiver", ylabel="sender")
     if n <= 24:
         for i in range(n):
             for j in range(n):

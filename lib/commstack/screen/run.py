@@ -1,6 +1,5 @@
-"""One screen of an allocation: its nodes (down or drained ones reported and left out), one allocation (the one
-this process is in, SLURM_JOB_ID, or one it takes with `--no-kill`, so that a node that dies costs its own
-steps), the phases (per node, pairs, confirmation, leaf-switch groups), the verdict, and what it writes.
+"""One screen of an allocation (docs/screen.md#one-allocation-no-job-per-node): its usable nodes, its phases
+(docs/screen.md#phases), the verdict, and what it writes.
 """
 
 from __future__ import annotations
@@ -51,28 +50,23 @@ class Outcome:
         return exits.FAILED if f.bad_nodes or f.bad_pairs or f.lost else exits.NOT_RUN if f.blind else exits.PASS
 
 
-def unavailable(state: str) -> bool:
-    s = state.rstrip(STATE_FLAGS)
-    return state.endswith("*") or any(s.startswith(u) for u in UNAVAILABLE)
-
-
 def unavailable_of(nodes: list[str], states: dict[str, tuple[str, str]]) -> dict[str, str]:
     """node -> `state (reason)` of those of `nodes` that a screen cannot use."""
     out = {}
     for n in nodes:
         state, reason = states.get(n, ("unknown", "not in sinfo"))
-        if unavailable(state):
+        if state.endswith("*") or any(state.rstrip(STATE_FLAGS).startswith(u) for u in UNAVAILABLE):
             out[n] = f"{state}" + (f" ({reason})" if reason and reason != "none" else "")
     return out
 
 
 class Screen:
     def __init__(self, system: System, screen: ScreenFile, run_dir: Path, binaries: Binaries, slurm: str = "auto",
-                 cluster_nodes: int | None = None, max_steps: int | None = None, progress: Progress | None = None):
+                 cluster_nodes: int | None = None, max_steps: int | None = None):
         self.system, self.screen, self.dir, self.binaries = system, screen, run_dir, binaries
         self.slurm, self.cluster_nodes = slurm, cluster_nodes
         self.max_steps = max_steps or screen.max_steps
-        self.progress = progress or Progress(0)
+        self.progress = Progress(0)
         self.cleanup = contextlib.ExitStack()
         self.records: list[Record] = []
         self.not_run: dict[str, str] = {}
@@ -159,7 +153,7 @@ class Screen:
             if self.screen.pairs:
                 self.pairs(ctx, up, pair_checks)
             if self.screen.groups:
-                self.groups(ctx, launcher, [n for n in up if n not in self.went_down(up)])
+                self.groups(ctx, [n for n in up if n not in self.went_down(up)])
             self.went_down(up)
         except KeyboardInterrupt:
             interrupted = True
@@ -201,15 +195,15 @@ class Screen:
             n = len(rounds) + 1
             self.phase(ctx, "confirm", [x for pr in again for x in both_ways(checks, pr, n)], p.at_once)
 
-    def groups(self, ctx: Context, launcher: Launcher, up: list[str]) -> None:
+    def groups(self, ctx: Context, up: list[str]) -> None:
         """osu_mbw_mr (or the screen's group checks) within each leaf switch of `scontrol show topology`."""
-        out = client(["scontrol", "show", "topology"], launcher.variables)
+        out = client(["scontrol", "show", "topology"], ctx.launcher.variables)
         if not out.stdout.strip():  # Slurm 22.05 without topology/tree: "scontrol: error: No topology ..." on stderr
             self.not_run["groups"] = f"no leaf switches: {out.stderr.strip() or 'scontrol show topology lists none'}"
             return
 
         def expand_hosts(hostlist: str) -> list[str]:
-            return client(["scontrol", "show", "hostnames", hostlist], launcher.variables).stdout.split()
+            return client(["scontrol", "show", "hostnames", hostlist], ctx.launcher.variables).stdout.split()
         try:
             leaves = matching.leaf_switches(out.stdout if out.returncode == 0 else "", expand_hosts)
         except ValueError as e:

@@ -18,7 +18,6 @@ SCREENS = TOP / "screens"
 
 
 def _each(fits: Callable[[StepSpec], bool], rule: str) -> AfterValidator:
-    """Checks each of which `fits`, else a ValueError naming it and the `rule`."""
     def check(v: list[StepSpec]) -> list[StepSpec]:
         for c in v:
             if not fits(c):

@@ -50,11 +50,9 @@ class Peers:
                 continue
             for size, (median, _, _) in r.medians().items():
                 values.setdefault((check_of(r), size), []).append(median)
-        out = {}
-        for key, vs in values.items():
-            med = statistics.median(vs)
-            out[key] = Spread(med, statistics.median(abs(v - med) for v in vs), len(vs))
-        return cls(out)
+        medians = {key: statistics.median(vs) for key, vs in values.items()}
+        return cls({key: Spread(med, statistics.median(abs(v - med) for v in values[key]), len(values[key]))
+                    for key, med in medians.items()})
 
     def told(self, check: str, size: int, higher: bool, rule: Rule) -> float:
         """The smallest slowdown (x times) a figure of this check must show to read slow: the rule's, or more
@@ -272,32 +270,25 @@ def attribute(nodes: list[str], down: dict[str, str], node_records: list[Record]
             out[n] = NodeVerdict(n, "down", f"{down[n]}: not screened")
             continue
         v = gone.get(n) or judge_node(n, [m for m in measured if n in m.pair], sorted(own.get(n, [])), rule)
-        if v.status == "ok" and not v.partners and \
-                not any(r.nodelist == [n] for r in node_records if r.verdict not in SILENT):
+        # the checks that measured it and ran, with a partner or alone
+        checks = {check_of(m.record) for m in measured if n in m.pair} | \
+            {check_of(r) for r in node_records if r.nodelist == [n] and r.verdict not in SILENT}
+        if v.status == "ok" and not checks:
             v.status, v.reason = "not-run", "no check ran on it"
-        elif v.status == "ok" and blind and (checks := took_part(n, measured, node_records)) <= set(blind):
+        elif v.status == "ok" and checks <= set(blind):
             v.status, v.reason = "unjudged", f"{', '.join(sorted(checks))}: the spread hides the rule's slowdown here"
         out[n] = v
-    by_pair: dict[Pair, list[str]] = {}
+    by_pair: dict[Pair, list[str]] = {}   # slow pairs of nodes not bad: bad links, or suspect pairs
     for m in measured:
-        if m.why:
+        if m.why and not any(out[x].status == "bad" for x in m.pair):
             by_pair.setdefault(m.pair, []).append(m.shown)
-    bad_pairs, suspect_pairs = {}, {}
-    for p, whys in by_pair.items():
-        if any(out[x].status == "bad" for x in p):
-            continue
-        (bad_pairs if len(whys) >= rule.evidence else suspect_pairs)[p] = whys
+    bad_pairs = {p: whys for p, whys in by_pair.items() if len(whys) >= rule.evidence}
+    suspect_pairs = {p: whys for p, whys in by_pair.items() if len(whys) < rule.evidence}
     for (a, b), whys in bad_pairs.items():
         for x, y in ((a, b), (b, a)):
             if out[x].status == "ok":
                 out[x].reason = f"link to {y} slow"
     return Findings(out, bad_pairs, suspect_pairs, peers, blunt, list(gone), blind)
-
-
-def took_part(node: str, measured: list[Measurement], node_records: list[Record]) -> set[str]:
-    """The checks that measured `node` and ran, with a partner or alone."""
-    return {check_of(m.record) for m in measured if node in m.pair} | \
-        {check_of(r) for r in node_records if r.nodelist == [node] and r.verdict not in SILENT}
 
 
 def suspects(f: Findings) -> list[str]:

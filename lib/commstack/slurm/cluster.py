@@ -35,7 +35,7 @@ class NodeDrainedError(SlurmUnavailableError):
 
 @dataclass
 class LocalSlurm:
-    root: Path = field(default_factory=config.default_dir)
+    root: Path = field(default_factory=lambda: config.cluster_dir("COMMSTACK_SLURM_DIR", "slurm"))
     #: slurmctld's and slurmd's ports; None: COMMSTACK_SLURM_PORT's, else chosen free when it starts
     ctld_port: int | None = None
     slurmd_port: int | None = None
@@ -49,7 +49,7 @@ class LocalSlurm:
         if self.ctld_port is None and port:
             self.ctld_port, self.slurmd_port = port, port + 1
         self._choose_ports = self.ctld_port is None
-        self._leases = Leases(self.root)
+        self.leases = Leases(self.root)
 
     def ports(self) -> tuple[int, int] | None:
         """(slurmctld, slurmd) as its slurm.conf records them."""
@@ -64,9 +64,9 @@ class LocalSlurm:
     def multinode(cls, nodes: int | None = None, leaf_switches: int = 0) -> "LocalSlurm":
         """Its own directory and ports, so it runs beside the single-node cluster.
         nodes=None: as many as the existing slurm.conf names (stop, status), else 2."""
-        root = config.multinode_dir()
+        root = config.cluster_dir("COMMSTACK_SLURM_MN_DIR", "slurm-mn")
         if nodes is None:
-            conf = root / "etc" / "slurm.conf"
+            conf = config.conf_path(root)
             nodes = len(re.findall(r"^NodeName=", conf.read_text(), re.M)) if conf.is_file() else 2
         if nodes < 2:
             raise ValueError("a multi-node cluster has 2 nodes or more")
@@ -137,18 +137,15 @@ class LocalSlurm:
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.check_state()
-        return self._leases.locked()
-
-    def leases(self) -> list[str]:
-        return self._leases.live()
+        return self.leases.locked()
 
     def _prune(self) -> None:
         """Drop the leases of processes that died, and cancel the jobs they left."""
-        dead = self._leases.dead()
+        dead = self.leases.dead()
         if dead and self.pid("slurmctld"):
             self._cancel({job_tag(n) for n in dead})
         for n in dead:
-            self._leases.drop(n)
+            self.leases.drop(n)
 
     @staticmethod
     def check_root() -> None:
@@ -182,7 +179,7 @@ class LocalSlurm:
                 if launched:
                     self._teardown()
                 raise
-            self._leases.take(MANUAL if manual else own())
+            self.leases.take(MANUAL if manual else own())
 
     def stop(self, manual: bool = False, force: bool = False) -> bool:
         """Give back this process's lease (manual=True: the `commstack slurm start` one). The last
@@ -193,12 +190,12 @@ class LocalSlurm:
             mine = MANUAL if manual else own()
             if self.pid("slurmctld"):
                 self._cancel({job_tag(mine)})
-            self._leases.drop(mine)
+            self.leases.drop(mine)
             self._prune()
-            if self.leases() and not force:
+            if self.leases.live() and not force:
                 return False
-            for n in self._leases.all():
-                self._leases.drop(n)
+            for n in self.leases.all():
+                self.leases.drop(n)
             self._teardown()
             return True
 
@@ -241,7 +238,7 @@ class LocalSlurm:
                 return
             stuck = {n: sr for n, sr in nodes.items() if sr[0].rstrip("*") in RESUMABLE}
             for n in (set(stuck) - resumed) if resume else ():
-                self._client("scontrol", "update", f"nodename={n}", "state=resume", check=False)
+                client(["scontrol", "update", f"nodename={n}", "state=resume"], self.variables)
                 resumed.add(n)
             if time.monotonic() > deadline:
                 if stuck:
@@ -259,23 +256,20 @@ class LocalSlurm:
         return {n: (state.rstrip(STATE_FLAGS) + ("*" if state.endswith("*") else ""), "" if why == "none" else why)
                 for n, (state, why) in node_states(self.variables, check=False).items()}
 
-    def _client(self, *argv: str, check: bool = True, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
-        proc = client(list(argv), self.variables, timeout)
-        if check and proc.returncode != 0:
-            raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
-        return proc
-
     def jobs(self, timeout: float = CLIENT_TIMEOUT) -> list[tuple[str, str, str]]:
         """(job id, state, comment) of every job in the queue."""
-        listing = self._client("squeue", "-h", "-o", "%i|%T|%k", timeout=timeout).stdout
-        return [tuple(line.split("|", 2)) for line in listing.splitlines()]  # type: ignore[misc]
+        argv = ["squeue", "-h", "-o", "%i|%T|%k"]
+        proc = client(argv, self.variables, timeout)
+        if proc.returncode != 0:
+            raise SlurmUnavailableError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return [tuple(line.split("|", 2)) for line in proc.stdout.splitlines()]  # type: ignore[misc]
 
     def _cancel(self, tags: set[str] | None) -> None:
         """Cancel the jobs whose comment is one of `tags` (None: every job), by job id."""
         try:
             ids = [i for i, _, k in self.jobs(timeout=10) if tags is None or k in tags]
             if ids:
-                self._client("scancel", "--quiet", *ids, check=False, timeout=10)
+                client(["scancel", "--quiet", *ids], self.variables, 10)
         except SlurmUnavailableError:
             pass  # nothing to cancel through a dead controller; _teardown ends the processes
 
@@ -329,7 +323,7 @@ class LocalSlurm:
             lines += [f"node {n}: {s}{' (' + why + ')' if why else ''}" for n, (s, why) in self.node_states().items()]
         if self.ports():
             lines.append("ports: slurmctld {}, slurmd {}".format(*self.ports()))
-        lines.append(f"users: {', '.join(self.leases()) or 'none'}")
+        lines.append(f"users: {', '.join(self.leases.live()) or 'none'}")
         lines.append(f"SLURM_CONF={self.conf}")
         return "\n".join(lines)
 

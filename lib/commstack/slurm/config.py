@@ -22,6 +22,8 @@ from commstack.files import UnsafePathError, private_dir, write_atomic
 from commstack.slurm import namespaces, procs
 
 CONF_MARK = "# written by commstack localslurm"
+EPILOG = (f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT {shlex.quote(sys.executable)} -I -m "
+          "commstack.slurm task-epilog\n")
 
 
 def state_home() -> Path:
@@ -29,8 +31,8 @@ def state_home() -> Path:
     return Path(runtime) / "commstack" if runtime else Path.home() / ".local" / "state" / "commstack"
 
 
-def default_dir() -> Path:
-    return Path(os.environ.get("COMMSTACK_SLURM_DIR") or state_home() / "slurm")
+def cluster_dir(variable: str, name: str) -> Path:
+    return Path(os.environ.get(variable) or state_home() / name)
 
 
 def given_port() -> int | None:
@@ -52,10 +54,6 @@ def check_free(ports: tuple[int, ...]) -> None:
         for uid in procs.listening(port).values():
             raise PortInUseError(f"port {port} is in use by uid {uid}: COMMSTACK_SLURM_PORT fixes slurmctld's port "
                                  "and the next for slurmd; give free ones, or leave it unset (free ports are chosen)")
-
-
-def multinode_dir() -> Path:
-    return Path(os.environ.get("COMMSTACK_SLURM_MN_DIR") or state_home() / "slurm-mn")
 
 
 def free_ports(count: int) -> list[int]:
@@ -89,20 +87,15 @@ def write(root: Path, node_names: list[str], ctld_port: int, slurmd_port: int, l
     host = socket.gethostname().split(".")[0]
     cpus = os.cpu_count() or 1
     mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    if nodes == 1:
-        # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
-        # slurmstepd that was killed leaves it, which fails the next cluster's step of that number
-        ctld_addr, slurmd_pid, spool, slurmd_log, extra = \
-            "127.0.0.1", pidfile(r, "slurmd"), f"{r}/spool", f"{r}/log/slurmd.log", f"TmpFS={r}/tmp\n"
-        addresses = {host: "127.0.0.1"}
-    else:
-        # %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
-        # per step and node, and all nodes share one file system).
-        # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
-        ctld_addr, slurmd_pid, spool, slurmd_log = \
-            f"{namespaces.SUBNET}.1", pidfile(r, "slurmd-%n"), f"{r}/spool/%n", f"{r}/log/slurmd-%n.log"
-        extra = f"TmpFS={r}/tmp/%n\nSlurmdTimeout=15\n"
-        addresses = {n: namespaces.address(n) for n in node_names}
+    # TmpFS of our own: the PMIx plugin makes <TmpFS>/spmix_appdir_<uid>_<job>.<step>, and a
+    # slurmstepd that was killed leaves it, which fails the next cluster's step of that number.
+    # Several nodes, %n: each slurmd its own pid file, spool, log and TmpFS (the PMIx plugin's directory is
+    # per step and node, and all nodes share one file system).
+    slurmd, each = ("slurmd", "") if nodes == 1 else ("slurmd-%n", "/%n")
+    ctld_addr = "127.0.0.1" if nodes == 1 else f"{namespaces.SUBNET}.1"
+    addresses = {host: "127.0.0.1"} if nodes == 1 else {n: namespaces.address(n) for n in node_names}
+    # SlurmdTimeout short so that a dead node is declared DOWN (NODE_FAIL) within ~20 s.
+    extra = f"TmpFS={r}/tmp{each}\n" + ("" if nodes == 1 else "SlurmdTimeout=15\n")
     node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={cpus} RealMemory={mem_mb // nodes} State=UNKNOWN"
                            for n, a in addresses.items())
     if leaf_switches:
@@ -130,11 +123,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={r}/munge/munge.sock
 StateSaveLocation={r}/state
-SlurmdSpoolDir={spool}
+SlurmdSpoolDir={r}/spool{each}
 SlurmctldPidFile={pidfile(r, 'slurmctld')}
-SlurmdPidFile={slurmd_pid}
+SlurmdPidFile={pidfile(r, slurmd)}
 SlurmctldLogFile={r}/log/slurmctld.log
-SlurmdLogFile={slurmd_log}
+SlurmdLogFile={r}/log/{slurmd}.log
 # no cgroups in a container or CI sandbox
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -172,23 +165,18 @@ PartitionName=local Nodes={','.join(addresses)} Default=YES MaxTime=INFINITE Ove
 def task_epilog(root: Path) -> Path:
     """The TaskEpilog: this Python, its commstack, no loader or Python variables of the task's."""
     path = root / "etc" / "task-epilog"
-    write_atomic(path, _epilog(sys.executable), 0o700)
+    write_atomic(path, EPILOG, 0o700)
     return path
-
-
-def _epilog(python: str) -> str:
-    return (f"#!/bin/sh\nexec env -u LD_PRELOAD -u LD_LIBRARY_PATH -u LD_AUDIT {shlex.quote(python)} -I -m "
-            "commstack.slurm task-epilog\n")
 
 
 def epilog_runs(root: Path) -> bool:
     """Whether the TaskEpilog of the cluster in `root` still runs: this checkout's, or one whose Python still
     imports its commstack. A cluster outlives the checkout that started it; with that one deleted, every task
-    of it would end with "task-epilog failed" and leave its processes. One that is not ours as _epilog writes it
+    of it would end with "task-epilog failed" and leave its processes. One that is not ours as task_epilog writes it
     (empty, not text, a quote left open) does not run: the caller starts the cluster afresh, writing it again."""
     try:
         text = (root / "etc" / "task-epilog").read_text()
-        if text == _epilog(sys.executable):
+        if text == EPILOG:
             return True
         words = shlex.split(text.splitlines()[-1]) if text.strip() else []
     except (OSError, ValueError):  # ValueError: not UTF-8, or shlex's open quote

@@ -46,7 +46,6 @@ def address(node: str) -> str:
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`ip ARGS`; with check=True a failure is a NamespaceError."""
     proc = subprocess.run([shutil.which("ip", path=procs.sbin_path()) or "ip", *args], capture_output=True, text=True,
                           timeout=IP_TIMEOUT)
     if check and proc.returncode != 0:

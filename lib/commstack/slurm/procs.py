@@ -1,10 +1,6 @@
 """Processes on this host, known through /proc: which are ours, and how they are ended (the TaskEpilog, the
-reaper every task runs under, a step's leftovers swept; why not proctrack/cgroup:
-docs/harness.md#what-a-step-may-print-and-leave-behind).
-
-A process named by a pid is trusted or signalled only when it is what we expect (its executable, its
-uid, a reference to our directory), and it is signalled through a pidfd after its start time was
-checked, so that a pid reused in between is never hit.
+reaper every task runs under, a step's leftovers swept), each through a pidfd after its start time was checked,
+so that a pid reused in between is never hit (docs/harness.md#what-a-step-may-print-and-leave-behind).
 """
 
 from __future__ import annotations
