@@ -317,17 +317,11 @@ def test_rows_that_do_not_fit_the_sweep(rows, kind, message, quoted):
     assert e.value.line == rows[quoted] and text.split("\n")[e.value.lineno - 1] == e.value.line
 
 
-def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
+def test_a_wrong_count_needs_validation():
     c0 = run(None, marker=False, rows=ROWS, footer=FOOTER).replace("validation: 1", "validation: 0")
     assert refused(c0)[:2] == ("unknown-format", "a wrong count in a run without data check (validation: 0)")
     [s] = parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER), ARGS)
     assert s.title.startswith("nThread 1 nGpus 1") and validated(s) == "yes"
-    two = run(None, marker=False, rows=ROWS + [row(8, "half", 2), row(16, "half", 2)], footer=FOOTER)
-    with pytest.raises(ParseError) as e:
-        nccl_tests.parse_nccl(two)
-    assert (e.value.message, e.value.line, e.value.lineno) == ("2 tables where one was expected", row(8, "half", 2),
-                                                               11)
-    assert nccl_tests.parse_nccl(run(None, marker=False, rows=ROWS, footer=FOOTER)).sizes == [8, 16]
 
 
 def test_ncclgetlasterror_printed_bare_by_2_13_4_to_2_17_2_only_as_the_last_line():

@@ -16,8 +16,7 @@ from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownForma
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
 from commstack.results.parse import parse_output, parse_tables
-from commstack.tools.nccl_tests import parse_nccl
-from commstack.tools import osu
+from commstack.tools import nccl_tests, osu
 from commstack.tools.osu import parse_osu
 from commstack.tools.mpi_pingpong import parse_pingpong
 
@@ -622,7 +621,7 @@ def test_nccl_wrong_elements_truncation_and_oob():
     assert e.kind == "unknown-format" and "12 fields" in e.message
     assert raises(swap(text, "0 OK", "2 FAILED"), []).kind == "validation-failed"
     assert raises(text.replace("\n", "\nsrun: error: nid005487: task 5: Killed\n", 20), []).kind == "crashed"
-    assert parse_nccl(swap(text, "1916.4", "1.9164e+03")).row(134217728)["oop_time_us"] == 1916.4
+    assert nccl_tests.parse(swap(text, "1916.4", "1.9164e+03"))[0].row(134217728)["oop_time_us"] == 1916.4
 
 
 def test_pingpong_our_format_check_column_and_end_line():
@@ -975,7 +974,7 @@ def test_nccl_errors_name_their_kind_line_and_number():
     for bad, message in (("# Collective test starting: foo_perf\n", "unknown nccl-tests benchmark"),
                          ("hello\n", "text before the nccl-tests parameter line")):
         with pytest.raises(UnknownFormatError) as info:
-            parse_nccl(bad + text)
+            nccl_tests.parse(bad + text)
         assert (info.value.message, info.value.lineno) == (message, 1)
     assert named(swap(text, NCCL_UNITS, NCCL_UNITS + "\n" + NCCL_DEVICE)) == (
         "unknown-format", "device line outside '# Using devices'", NCCL_DEVICE, 25)
@@ -995,7 +994,7 @@ def test_nccl_errors_name_their_kind_line_and_number():
     kind, message, line, lineno = named(two)
     assert (kind, message, line.split()[:1], lineno) == ("validation-failed", "all_reduce_perf: the benchmark's data "
                                                                               "check failed", ["8"], 25)
-    s = parse_nccl(text)
+    [s] = nccl_tests.parse(text)
     assert (s.title, s.meta["nThread"], s.meta["step"], s.meta["step_kind"]) == (
         "Collective test starting: all_reduce_perf", 1, 2, "factor")
 
