@@ -1,8 +1,6 @@
 """Known launcher and runtime lines (docs/harness.md#parsing-any-output-commstack-parse), each by the shape
 its own source or documentation gives, with an example line from the corpus (tests/data/corpus) that the unit
-tests match: `PATTERNS`, whole lines; `GLUED`, known text also glued to another line; `PREFIXES`, per-line
-prefixes a launcher adds; `FRAMES`, rule lines that frame a block; `CRASHES`, crash lines known where no
-title is. A line that matches none is unknown; crash lines are never notes (commstack.tools.lines)."""
+tests match. A line that matches none is unknown; crash lines are never notes (commstack.tools.lines)."""
 
 from __future__ import annotations
 

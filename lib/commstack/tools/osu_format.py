@@ -109,10 +109,7 @@ def header_columns(line: str) -> list[str] | None:
 
 
 def matched_meta(patterns: list, line: str) -> dict[str, Any] | None:
-    for pattern, meta in patterns:
-        if (m := pattern.match(line)):
-            return meta(m)
-    return None
+    return next((meta(m) for pattern, meta in patterns if (m := pattern.match(line))), None)
 
 
 def release_numbers(version: str | None) -> tuple[int, ...]:
