@@ -138,12 +138,9 @@ class SizeFlags:
         lo = hi = None
         for flag, value in options(args, self.range_flags + self.lo_flags + self.hi_flags):
             if flag in self.range_flags:
-                if ":" not in value:
-                    hi = plain_bytes(flag, value, value)
-                else:
-                    a, b = value.split(":", 1)
-                    lo = plain_bytes(flag, value, a) if a else lo
-                    hi = plain_bytes(flag, value, b) if b else hi
+                a, b = value.split(":", 1) if ":" in value else ("", value)
+                lo = plain_bytes(flag, value, a) if a else lo
+                hi = plain_bytes(flag, value, b) if b or ":" not in value else hi
             elif flag in self.lo_flags:
                 lo = byte_count(value)
             else:
