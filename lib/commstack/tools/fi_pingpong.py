@@ -192,14 +192,12 @@ def check(sweep: Sweep, args: list[str]) -> None:
             raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
                                      lineno)
         row["size"], row["iterations"] = want[i], iterations  # cnt_str's 1k: 1000 to 1999
-    if len(sweep.rows) < len(want) \
-            and any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
+    if len(sweep.rows) < len(want):  # stopped early: cut short, unless at the datagram endpoint's largest message
+        if not any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
+            raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
+                                 f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
+                                 *sweep.row_lines[-1])
         sweep.meta["max_size"] = "the datagram endpoint's largest message"
-        return
-    if len(sweep.rows) < len(want):
-        raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
-                             f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
-                             *sweep.row_lines[-1])
 
 
 def title(line: str) -> Benchmark | None:
