@@ -210,8 +210,7 @@ class Tool:
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")
     layer: Literal["fabric", "ucx", "mpi", "nccl"]  # the stack layer it measures: the diagnosis compares layers
-    #: `mpi`, one program of N ranks; `pair`, a server (task 0) and a client (task 1) on a node pair: its argv is
-    #: pair_command()'s, commstack.run.pair in each task
+    #: `pair`: a server (task 0) and a client (task 1) on a node pair, its argv pair_command()'s
     launch: Literal["mpi", "pair"]
     #: canonical column name -> Column; its parser names columns so, and a benchmark's metric is one
     columns: dict[str, Column]
