@@ -16,17 +16,23 @@ from commstack.results import history
 from commstack.results.history import (SCHEMA_VERSION, HistoryError, add_finished, add_run, compare_to_history,
                                        connect, import_results, plot, trend, trend_table)
 from commstack.run.doubts import checked
-from commstack.tools.nccl_tests import parse_nccl
+from commstack.tools import nccl_tests
 from commstack.results.records import Record, read_run
 
 SEEDS = TOP / "systems" / "references" / "seeds"
 STEP = "all_reduce_perf-N2-n8-device-nccl-tests"
 
 
+def seed_rows(seed: str) -> list[dict]:
+    """The rows of a seed's one nccl-tests table."""
+    [sweep] = nccl_tests.parse((SEEDS / seed).read_text())
+    return sweep.rows
+
+
 def run(root: Path, name: str, seed: str, started: float, repeats: int = 1,
         nodelist: tuple[str, ...] = ("nid005471", "nid005487")) -> Path:
     """A results directory with one all_reduce_perf record holding the seed's table."""
-    rows = parse_nccl((SEEDS / seed).read_text()).rows
+    rows = seed_rows(seed)
     d = root / name
     Record(run_id=name, index=0, suite="cscs-images", system="alps-gh200", step=STEP, benchmark="all_reduce_perf",
            tool="nccl-tests", tags={"nodes": 2, "ntasks": 8}, metric="oop_busbw_GBps", unit="GB/s", verdict="pass",
@@ -90,7 +96,7 @@ def test_import_fills_the_history_once(tmp_path):
     db = root / "history.sqlite"
     assert import_results(root, db) == {"r1": 1, "r2": 1}  # again: replaced, not doubled
     count = sqlite3.connect(db).execute("SELECT count(*) FROM figures").fetchone()[0]
-    assert count == 2 * len(parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows)
+    assert count == 2 * len(seed_rows("cscs-nccl-01.txt"))
 
 
 def test_the_history_path_comes_from_the_environment(tmp_path, monkeypatch):
@@ -122,8 +128,8 @@ def add_record(d: Path, step: str, rows_per_repeat: list[list[dict]], started: f
 
 def test_against_the_history_steps_and_sizes_it_lacks_values_it_cannot_use_and_its_noise(tmp_path):
     db = tmp_path / "h.sqlite"
-    good = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
-    bad = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows
+    good = seed_rows("cscs-nccl-01.txt")
+    bad = seed_rows("cscs-nccl-02.txt")
     for i in range(3):
         add_run(run(tmp_path, f"r{i}", "cscs-nccl-02.txt", 1000.0 + i), db)  # without the plugin: ~5 GB/s
     zero = tmp_path / "zero"
@@ -167,7 +173,7 @@ def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path
     one = run(tmp_path / "runs", "r1", "cscs-nccl-01.txt", 1000.0)
     assert import_results(one) == {"r1": 1} and (tmp_path / "runs" / "history.sqlite").is_file()
     nan = tmp_path / "runs" / "r2"
-    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    rows = seed_rows("cscs-nccl-01.txt")
     add_record(nan, STEP, [[{**r, "oop_busbw_GBps": float("nan")} for r in rows]], started=None)
     import_results(nan)
     points = trend(tmp_path / "runs" / "history.sqlite", size=8)
@@ -182,7 +188,7 @@ def test_the_history_file_its_directory_and_what_import_and_plot_refuse(tmp_path
 
 def scaled_run(root: Path, name: str, factors: list[float], started: float, seed: str = "cscs-nccl-02.txt") -> Path:
     """A run of one all_reduce_perf record: the seed's table once per repeat, each figure times its factor."""
-    rows = parse_nccl((SEEDS / seed).read_text()).rows
+    rows = seed_rows(seed)
     d = root / name
     add_record(d, STEP, [[{**r, "oop_busbw_GBps": r["oop_busbw_GBps"] * f} for r in rows] for f in factors], started)
     return d
@@ -203,13 +209,13 @@ def test_the_history_spread_and_the_runs_noise_set_the_threshold(tmp_path):
     assert change([0.675, 0.75, 0.825]) == "regression"  # -25 %: beyond twice the spread
     # sizes where the history printed 0.00 have no baseline; small but real figures do
     small = {c.size: c for c in compare_to_history(scaled_run(tmp_path, "new", [1.0], 5000.0), db)}
-    zero = [r["size"] for r in parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text()).rows if r["oop_busbw_GBps"] == 0]
+    zero = [r["size"] for r in seed_rows("cscs-nccl-02.txt") if r["oop_busbw_GBps"] == 0]
     assert sorted(s for s, c in small.items() if c.change == "missing in A") == zero
     assert {c.change for s, c in small.items() if s not in zero} == {"same"}
 
 
 def test_what_the_history_stores_of_a_run(tmp_path):
-    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    rows = seed_rows("cscs-nccl-01.txt")
     d = tmp_path / "runs" / "r1"
     nan = [dict(r) for r in rows]
     nan[0]["oop_busbw_GBps"] = float("nan")
@@ -246,7 +252,7 @@ def test_the_trend_plot_as_svg_names_its_runs_axes_system_and_series(tmp_path, c
 
 
 def test_a_change_of_exactly_what_the_history_has_seen_is_the_same(tmp_path):
-    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    rows = seed_rows("cscs-nccl-01.txt")
 
     def at(name: str, value: float, started: float) -> Path:
         d = tmp_path / name
@@ -416,7 +422,7 @@ def test_a_nodes_history_is_the_steps_that_ran_on_it_by_its_whole_name(tmp_path,
 def test_tags_and_stack_facts_are_stored_as_json_with_sorted_keys(tmp_path):
     """A record's tags and stack facts, in whatever order its record.json lists them (nested ones too), are stored
     with sorted keys: the same facts are the same text for a query of the history that compares them."""
-    rows = parse_nccl((SEEDS / "cscs-nccl-01.txt").read_text()).rows
+    rows = seed_rows("cscs-nccl-01.txt")
     d = tmp_path / "r1"
     Record(run_id="r1", index=0, suite="cscs-images", system="alps-gh200", step=STEP, benchmark="all_reduce_perf",
            tool="nccl-tests", tags={"ntasks": 8, "nodes": 2}, metric="oop_busbw_GBps", unit="GB/s", verdict="pass",

@@ -9,7 +9,6 @@ from commstack.errors import CommstackError, ConfigError
 from commstack.results.judge import check_correctness, judge
 from commstack.results.references import load_references
 from commstack.results.parse import parse_tables
-from commstack.tools.nccl_tests import parse_nccl
 from commstack.tools.osu import parse_osu
 
 HERE = TOP / "systems" / "references"
@@ -141,7 +140,7 @@ def test_no_cxi_run_is_degraded_with_diagnosis():
 
 
 def test_no_aws_ofi_nccl_run_is_diagnosed():
-    s = parse_nccl((SEEDS / "cscs-nccl-02.txt").read_text())
+    [s] = parse_tables((SEEDS / "cscs-nccl-02.txt").read_text())
     v = judge([s], {"nodes": 2, "ranks_per_node": 4, "aws_ofi_nccl_hook": True}, REFS, "oop_busbw_GBps")
     assert v.verdict == "degraded" and "aws-ofi-nccl plugin is not loaded" in v.diagnosis[0]
 

@@ -113,7 +113,7 @@ def test_c0_is_complete_not_validated_and_na_needs_validation_0():
     c0 = "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 " \
          "validation: 0 graph: 0"
     [s] = parse_outputs(run(None, marker=False, params=c0, rows=rows, footer=FOOTER), ARGS)
-    assert validated(s) == "no" and s.column("oop_wrong") == [None, None]
+    assert validated(s) == "no" and [r["oop_wrong"] for r in s.rows] == [None, None]
     with pytest.raises(ParseError) as e:  # N/A where the run says it checks its data
         parse_outputs(run(None, marker=False, rows=rows, footer=FOOTER), ARGS)
     assert e.value.kind == "unknown-format"
@@ -132,7 +132,7 @@ def test_the_2_0_era_error_column_is_a_deviation_and_the_footer_the_verdict():
             "  0e+00"]
     [s] = parse_outputs(run(None, marker=False, params=params, devices=devices, header=header, rows=rows,
                             footer=FOOTER), ARGS)
-    assert s.column("oop_error") == [1e-06, 2.0] and validated(s) == "yes" and "oop_wrong" not in s.columns
+    assert [r["oop_error"] for r in s.rows] == [1e-06, 2.0] and validated(s) == "yes" and "oop_wrong" not in s.columns
     failed = run(None, marker=False, params=params, devices=devices, header=header, rows=rows,
                  footer=["# Out of bounds values : 2 FAILED"] + FOOTER[1:])
     with pytest.raises(ParseError) as e:
@@ -144,7 +144,7 @@ def test_d_all_gives_a_table_per_datatype_and_a_type_coming_back_is_two_runs():
     rows = [row(8), row(16), row(8, "half", 2), row(16, "half", 2)]
     sweeps = parse_outputs(run("2.19.4", marker=True, rows=rows, footer=FOOTER + [
         "# Collective test concluded: all_reduce_perf", "#"]), ARGS)
-    assert [(s.meta["type"], s.sizes, s.column("count")) for s in sweeps] == [
+    assert [(s.meta["type"], s.sizes, [r["count"] for r in s.rows]) for s in sweeps] == [
         ("float", [8, 16], [2, 4]), ("half", [8, 16], [4, 8])]
     with pytest.raises(ParseError) as e:
         parse_outputs(run("2.19.4", marker=True, rows=rows + [row(8)], footer=FOOTER), ARGS)
@@ -317,17 +317,11 @@ def test_rows_that_do_not_fit_the_sweep(rows, kind, message, quoted):
     assert e.value.line == rows[quoted] and text.split("\n")[e.value.lineno - 1] == e.value.line
 
 
-def test_a_wrong_count_needs_validation_and_parse_nccl_one_table():
+def test_a_wrong_count_needs_validation():
     c0 = run(None, marker=False, rows=ROWS, footer=FOOTER).replace("validation: 1", "validation: 0")
     assert refused(c0)[:2] == ("unknown-format", "a wrong count in a run without data check (validation: 0)")
     [s] = parse_outputs(run(None, marker=False, rows=ROWS, footer=FOOTER), ARGS)
     assert s.title.startswith("nThread 1 nGpus 1") and validated(s) == "yes"
-    two = run(None, marker=False, rows=ROWS + [row(8, "half", 2), row(16, "half", 2)], footer=FOOTER)
-    with pytest.raises(ParseError) as e:
-        nccl_tests.parse_nccl(two)
-    assert (e.value.message, e.value.line, e.value.lineno) == ("2 tables where one was expected", row(8, "half", 2),
-                                                               11)
-    assert nccl_tests.parse_nccl(run(None, marker=False, rows=ROWS, footer=FOOTER)).sizes == [8, 16]
 
 
 def test_ncclgetlasterror_printed_bare_by_2_13_4_to_2_17_2_only_as_the_last_line():
@@ -362,8 +356,8 @@ def test_a_benchmark_that_checks_only_out_of_place_prints_na_in_place_with_valid
     else:
         text = run(None, marker=False, rows=ip_na, footer=FOOTER)
     [s] = parse_outputs(text, ARGS)
-    assert (s.benchmark, validated(s), s.column("oop_wrong"), s.column("ip_wrong")) == (name, "yes", [0, 0],
-                                                                                        [None, None])
+    assert (s.benchmark, validated(s)) == (name, "yes")
+    assert [(r["oop_wrong"], r["ip_wrong"]) for r in s.rows] == [(0, None), (0, None)]
 
 
 @pytest.mark.parametrize("name, rows, line", [

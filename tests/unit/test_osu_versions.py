@@ -184,7 +184,7 @@ def test_strict_where_the_versions_differ():
         parse_output("osu_latency", lat.replace("v6.2", "v7.1"), [])
     warned = text("osu6/osu_alltoall-6.2.out").replace(
         "\n# OSU", "\nWarning! Limiting max message size. Increase -M, --mem-limit for higher message sizes.# OSU", 1)
-    assert parse_output("osu_alltoall", warned, []).warnings == [
+    assert [n.line for n in parse_output("osu_alltoall", warned, []).notes] == [
         "Warning! Limiting max message size. Increase -M, --mem-limit for higher message sizes."]
     # 1024 ranks: 5.3 - 7.4 stop a gathering collective at 512 MiB / 1024 = 512 KiB, 7.5 has no limit
     assert parse_output("osu_ialltoall", text("osu7/osu_ialltoall-7.5.1.out"), [], ranks=1024).sizes[-1] == 1048576

@@ -147,9 +147,10 @@ def test_the_command_line_takes_its_role_from_slurm(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("fi_pingpong"), reason="no fi_pingpong (Debian: apt-get install libfabric-bin)")
 def test_real_fi_pingpong_pair(tmp_path):
+    from commstack.results.parse import parse_output
     from commstack.tools import fi_pingpong
     result, out, err, rv = run_pair(tmp_path, server="fi_pingpong -p tcp -e rdm -I 5 -B {port}",
                                     client="fi_pingpong -p tcp -e rdm -I 5 -P {port} {host}", timeout=60)
     assert result == {"server": 0, "client": 0}
-    sweep = fi_pingpong.parse_output(out)
+    sweep = parse_output("fi_pingpong", out, [])
     assert sweep.sizes == fi_pingpong.DEFAULT_SIZES and sweep.meta["args"][-1] == "127.0.0.1"

@@ -8,10 +8,9 @@ import json
 import pytest
 
 from commstack.cli import main as cli
-from commstack.errors import UnknownFormatError, ValidationFailedError
+from commstack.errors import UnknownFormatError
 from commstack.paths import TOP
 from commstack.results.parse import parse_output
-from commstack.tools import fi_pingpong
 
 FI = TOP / "tests" / "data" / "fi_pingpong" / "1.17"
 UCX = TOP / "tests" / "data" / "ucx_perftest" / "1.13"
@@ -137,14 +136,6 @@ def test_a_datagram_sweep_ending_at_the_last_size_asked_for(tmp_path, capsys):
     """A verbs datagram run of one size (-S 64): its one row is the whole sweep."""
     t = parse(tmp_path, capsys, "".join(fi().splitlines(keepends=True)[:2]), "-p verbs -S 64")
     assert t["verdict"] == "complete" and [r["size"] for r in t["rows"]] == [64] and "max_size" not in t["meta"]
-
-
-def test_fi_pingpong_sweep_ends_at_fi_infos_largest_message():
-    """The step's fi_info gives the provider's largest message: a sweep ending at exactly that size is whole."""
-    text = "".join(fi().splitlines(keepends=True)[:4])
-    assert [r["size"] for r in fi_pingpong.parse_output(text, ["-p", "tcp"], 1024).rows] == [64, 256, 1024]
-    with pytest.raises(UnknownFormatError, match="size 1k where no size comes after the last asked for"):
-        fi_pingpong.parse_output(text, ["-p", "tcp"], 1023)
 
 
 def header_end(text: str) -> int:
@@ -384,11 +375,3 @@ def test_ucx_perftest_transcript_with_a_bad_s_quotes_the_launchers_line(tmp_path
     assert (t["verdict"], t["error"]["message"]) == ("unknown-format", "-s abc: not a list of sizes in bytes")
     assert (t["error"]["lineno"], t["error"]["line"]) == \
         (len(server.splitlines()) + 1, PAIR_UCX.replace("-s 1048576", "-s abc").rstrip("\n"))
-
-
-def test_fi_pingpongs_own_check_quotes_the_first_lost_ack():
-    """fi_pingpong.parse_output, the tool's own check (commstack's step check says the same first): two rows of
-    lost acks, the first quoted."""
-    with pytest.raises(ValidationFailedError, match="the acks do not match the messages sent") as e:
-        fi_pingpong.parse_output(changed("256", 2, "-1").replace("=10", "+3", 1))
-    assert e.value.lineno == 2

@@ -16,8 +16,7 @@ from commstack.errors import PARSE_ERRORS, ConfigError, ParseError, UnknownForma
 from commstack.paths import TOP
 from commstack.results.judge import check_correctness
 from commstack.results.parse import parse_output, parse_tables
-from commstack.tools.nccl_tests import parse_nccl
-from commstack.tools import osu
+from commstack.tools import nccl_tests, osu
 from commstack.tools.osu import parse_osu
 from commstack.tools.mpi_pingpong import parse_pingpong
 
@@ -382,7 +381,7 @@ def test_osu_memory_limit_shortens_a_collective_sweep():
     glued = swap(text, "# OSU", "Warning! Limiting max message size to: 1048576. Increase -M, --mem-limit for "
                                   "higher message sizes.# OSU")
     s = parse_output(None, glued, ["-m", "1:4194304"])
-    assert s.meta["mem_limit"] == 1048576 and len(s.rows) == 21 and "Limiting" in s.warnings[0]
+    assert s.meta["mem_limit"] == 1048576 and len(s.rows) == 21 and "Limiting" in s.notes[0].line
 
 
 def test_wrong_benchmark_and_usage_text():
@@ -448,9 +447,9 @@ def test_glued_loader_warning_keeps_the_row():
     text = osu_text(BW)
     row = next(line for line in text.splitlines() if line.startswith("65536"))
     s = parse_output(None, swap(text, row, row + warning), [])
-    assert len(s.rows) == 23 and s.row(65536)["validation"] == "Pass" and s.warnings == [warning]
+    assert len(s.rows) == 23 and s.row(65536)["validation"] == "Pass" and [n.line for n in s.notes] == [warning]
     s = parse_output(None, swap(text, row, warning + row), [])
-    assert len(s.rows) == 23 and s.warnings == [warning]
+    assert len(s.rows) == 23 and [n.line for n in s.notes] == [warning]
 
 
 def test_glued_unknown_text_is_an_error_not_a_lost_row():
@@ -582,7 +581,7 @@ def test_osu_v75_header_meta_and_loader_warnings():
     s = parse_seed("cscs-osu-08.txt")[0]
     assert s.version == "7.5" and s.meta["datatype"] == "MPI_CHAR"
     assert s.columns == ["size", "latency_us", "validation"]
-    assert len(s.warnings) == 8 and "libcxi" in s.warnings[0]  # one loader warning per rank
+    assert len(s.notes) == 8 and "libcxi" in s.notes[0].line  # one loader warning per rank
 
 
 def test_osu_several_tables_in_one_job_seed_004():
@@ -590,7 +589,7 @@ def test_osu_several_tables_in_one_job_seed_004():
     assert [(x.benchmark, x.meta["datatype"], x.rows[0]["size"], x.rows[0]["latency_us"]) for x in s] == [
         ("osu_allreduce", "MPI_INT", 8, 33.58), ("osu_allreduce", "MPI_INT", 26214400, 29942.75),
         ("osu_alltoall", "MPI_CHAR", 1048576, 87258.19)]
-    assert s[0].warnings == ["Nodes:256 Tasks:512 Per Node:2"]
+    assert [n.line for n in s[0].notes] == ["Nodes:256 Tasks:512 Per Node:2"]
 
 
 def test_nccl_seed_002_columns_devices_and_summary():
@@ -622,7 +621,7 @@ def test_nccl_wrong_elements_truncation_and_oob():
     assert e.kind == "unknown-format" and "12 fields" in e.message
     assert raises(swap(text, "0 OK", "2 FAILED"), []).kind == "validation-failed"
     assert raises(text.replace("\n", "\nsrun: error: nid005487: task 5: Killed\n", 20), []).kind == "crashed"
-    assert parse_nccl(swap(text, "1916.4", "1.9164e+03")).row(134217728)["oop_time_us"] == 1916.4
+    assert nccl_tests.parse(swap(text, "1916.4", "1.9164e+03"))[0].row(134217728)["oop_time_us"] == 1916.4
 
 
 def test_pingpong_our_format_check_column_and_end_line():
@@ -922,10 +921,11 @@ def test_osu_72_all_datatypes_a_table_without_rows_and_warnings_per_table():
               "libnl-3.so.200: no version information available (required by /usr/lib64/libcxi.so.1)")
     warned = "\n".join([ucx] + lines[:11] + [lines[11] + loader] + lines[12:14] + [ucx] + lines[14:])
     tables = parse_tables(warned)
-    assert [t.warnings for t in tables] == [[ucx, loader], [ucx], []]  # a datatype's table starts at its first row
+    # a datatype's table starts at its first row
+    assert [[n.line for n in t.notes] for t in tables] == [[ucx, loader], [ucx], []]
     # a second job-script table: its title line starts it, a warning glued to that line included
     two = osu_text("7.2/osu_bw.stdout") + loader + osu_text("7.2/osu_latency.stdout")
-    assert [t.warnings for t in parse_tables(two)] == [[], [loader]]
+    assert [[n.line for n in t.notes] for t in parse_tables(two)] == [[], [loader]]
 
 
 def test_osu_data_check_lines_keep_the_rows_after_them():
@@ -975,7 +975,7 @@ def test_nccl_errors_name_their_kind_line_and_number():
     for bad, message in (("# Collective test starting: foo_perf\n", "unknown nccl-tests benchmark"),
                          ("hello\n", "text before the nccl-tests parameter line")):
         with pytest.raises(UnknownFormatError) as info:
-            parse_nccl(bad + text)
+            nccl_tests.parse(bad + text)
         assert (info.value.message, info.value.lineno) == (message, 1)
     assert named(swap(text, NCCL_UNITS, NCCL_UNITS + "\n" + NCCL_DEVICE)) == (
         "unknown-format", "device line outside '# Using devices'", NCCL_DEVICE, 25)
@@ -995,7 +995,7 @@ def test_nccl_errors_name_their_kind_line_and_number():
     kind, message, line, lineno = named(two)
     assert (kind, message, line.split()[:1], lineno) == ("validation-failed", "all_reduce_perf: the benchmark's data "
                                                                               "check failed", ["8"], 25)
-    s = parse_nccl(text)
+    [s] = nccl_tests.parse(text)
     assert (s.title, s.meta["nThread"], s.meta["step"], s.meta["step_kind"]) == (
         "Collective test starting: all_reduce_perf", 1, 2, "factor")
 

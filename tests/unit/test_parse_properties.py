@@ -351,7 +351,7 @@ def test_loader_warnings_anywhere_keep_every_row(out, data):
     lines[i] = {"own line": LOADER + "\n" + lines[i], "glued before": LOADER + lines[i],
                 "glued after": lines[i] + LOADER}[where]
     sweeps = parse_outputs("\n".join(lines), out.args)
-    assert [s.rows for s in sweeps] == out.tables and [w for s in sweeps for w in s.warnings] == [LOADER]
+    assert [s.rows for s in sweeps] == out.tables and [n.line for s in sweeps for n in s.notes] == [LOADER]
 
 
 @given(OUTPUTS, st.data())

@@ -283,21 +283,20 @@ HEADERS = {"bw": "# Size      Bandwidth (MB/s)", "mbw": "# Size                 
 WINDOW = {"window_creation": "MPI_Win_allocate", "synchronization": "MPI_Win_flush"}
 
 
-@pytest.mark.parametrize("header,meta,xccl,named", [
-    ("bw", {}, False, {"osu_bw", "osu_bibw", "osu_xccl_bw", "osu_xccl_bibw", "osu_nccl_bw", "osu_nccl_bibw"}),
-    ("bw", WINDOW, False, {"osu_put_bw", "osu_get_bw", "osu_put_bibw"}),
-    ("bw", {}, True, {"osu_xccl_bw", "osu_xccl_bibw"}),
-    ("mbw", {"pairs": 1, "window_size": 64}, False, {"osu_mbw_mr"}),
-    ("mbw", WINDOW, False, set()),
-    ("lat", {}, True, {"osu_xccl_latency"}),
-    ("avg", {}, False, {"osu_barrier"}),
-    ("nbc", {}, False, {"osu_ibarrier"}),
-    ("nbc sized", {}, False, {b.name for b in osu.BENCHMARKS.values() if b.metric == "overall_us" and b.sized}),
+@pytest.mark.parametrize("header,meta,named", [
+    ("bw", {}, {"osu_bw", "osu_bibw", "osu_xccl_bw", "osu_xccl_bibw", "osu_nccl_bw", "osu_nccl_bibw"}),
+    ("bw", WINDOW, {"osu_put_bw", "osu_get_bw", "osu_put_bibw"}),
+    ("bw", {"xccl": "NCCL"}, {"osu_xccl_bw", "osu_xccl_bibw"}),
+    ("mbw", {"pairs": 1, "window_size": 64}, {"osu_mbw_mr"}),
+    ("mbw", WINDOW, set()),
+    ("lat", {"xccl": "NCCL"}, {"osu_xccl_latency"}),
+    ("avg", {}, {"osu_barrier"}),
+    ("nbc", {}, {"osu_ibarrier"}),
+    ("nbc sized", {}, {b.name for b in osu.BENCHMARKS.values() if b.metric == "overall_us" and b.sized}),
 ])
-def test_the_benchmarks_that_print_a_header_without_a_title(header, meta, xccl, named):
-    assert {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), header_columns(HEADERS[header]), meta,
-                                              xccl)} == named
-    lat = {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), ["size", "latency_us"], {}, False)}
+def test_the_benchmarks_that_print_a_header_without_a_title(header, meta, named):
+    assert {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), header_columns(HEADERS[header]), meta)} == named
+    lat = {b.name for b in header_benchmarks(osu.BENCHMARKS.values(), ["size", "latency_us"], {})}
     assert {"osu_latency", "osu_allreduce", "osu_nccl_bcast"} <= lat and not lat & {"osu_put_latency", "osu_init"}
 
 

@@ -9,8 +9,8 @@ import pytest
 from commstack.config import load_suite, load_system
 from commstack.errors import ParseError
 from commstack.results.references import load_references
-from commstack.tools.nccl_tests import parse_nccl
 from commstack.run.facts import parse_probe, probe_argv
+from commstack.tools import nccl_tests
 from commstack.tools.nccl_tests import nccl_net
 from commstack.run.lifecycle import evaluate
 from commstack.run.steps import expand
@@ -33,7 +33,7 @@ def judged(alps, environment: str, seed: str, extra: str = ""):
     system, refs, steps = alps
     s = steps[environment]
     text = (SEEDS / seed).read_text()
-    return evaluate(s, [parse_nccl(text)], text + extra, {}, system, refs)
+    return evaluate(s, nccl_tests.parse(text), text + extra, {}, system, refs)
 
 
 def test_nccl_with_the_ofi_plugin_selected_on_every_node_passes(alps):
@@ -66,7 +66,7 @@ def test_a_system_without_the_plugin_requirement_ignores_it(alps):
     other = system.model_copy(update={"nccl_net_plugin": None})
     s = steps["nccl-tests"]
     text = (SEEDS / "cscs-nccl-01.txt").read_text()
-    outcome = evaluate(s, [parse_nccl(text)], text, {}, other, refs)
+    outcome = evaluate(s, nccl_tests.parse(text), text, {}, other, refs)
     assert outcome.verdict == "pass" and dict(outcome.stack)["nccl_net"] == {}
 
 

@@ -22,6 +22,5 @@ def get(name: str) -> Tool:
 
 
 def titled(line: str) -> Benchmark | None:
-    """The benchmark a first own line names, each tool asked in turn (Tool.title); None where none reads it,
-    UnknownFormatError where a tool's title names a benchmark it does not know."""
+    """The benchmark a first own line names, each tool asked in turn (Tool.title); None where none reads it."""
     return next((bench for tool in TOOLS.values() if (bench := tool.title(line))), None)

@@ -138,12 +138,9 @@ class SizeFlags:
         lo = hi = None
         for flag, value in options(args, self.range_flags + self.lo_flags + self.hi_flags):
             if flag in self.range_flags:
-                if ":" not in value:
-                    hi = plain_bytes(flag, value, value)
-                else:
-                    a, b = value.split(":", 1)
-                    lo = plain_bytes(flag, value, a) if a else lo
-                    hi = plain_bytes(flag, value, b) if b else hi
+                a, b = value.split(":", 1) if ":" in value else ("", value)
+                lo = plain_bytes(flag, value, a) if a else lo
+                hi = plain_bytes(flag, value, b) if b or ":" not in value else hi
             elif flag in self.lo_flags:
                 lo = byte_count(value)
             else:
@@ -213,8 +210,7 @@ class Tool:
     name: str                          # as records, sweeps and `commstack parse --json` name it
     label: str                         # as an error names its output ("OSU")
     layer: Literal["fabric", "ucx", "mpi", "nccl"]  # the stack layer it measures: the diagnosis compares layers
-    #: `mpi`, one program of N ranks; `pair`, a server (task 0) and a client (task 1) on a node pair: its argv is
-    #: pair_command()'s, commstack.run.pair in each task
+    #: `pair`: a server (task 0) and a client (task 1) on a node pair, its argv pair_command()'s
     launch: Literal["mpi", "pair"]
     #: canonical column name -> Column; its parser names columns so, and a benchmark's metric is one
     columns: dict[str, Column]

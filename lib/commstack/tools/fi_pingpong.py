@@ -7,7 +7,7 @@ import re
 import shlex
 from typing import Any
 
-from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError, ValidationFailedError
+from commstack.errors import BadNumberError, TruncatedError, UnknownFormatError
 from commstack.tools.lines import Quoted, Sweep, cut_row, finished, own_lines, tool_error
 from commstack.tools.noise import Note
 from commstack.tools.base import (Benchmark, Column, InSpec, Program, SizeFlags, Tool, client_argv, on_path, options,
@@ -174,19 +174,15 @@ def _plain(value: str, flag: str) -> int:
     return int(value)
 
 
-def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = None) -> None:
+def check(sweep: Sweep, args: list[str]) -> None:
     """Raise the first problem of a parsed sweep against the arguments it ran with (those the pair
-    launcher's line gives, else `args`): a lost message, a size missing or not asked for, fewer
-    iterations. `max_size`: the provider's largest message (fi_info's max_msg_size), which ends the
-    sweep early."""
-    if sweep.error_lines:
-        raise ValidationFailedError("fi_pingpong: the acks do not match the messages sent", *sweep.error_lines[0])
-    argv = sweep.meta.get("args", args or [])
+    launcher's line gives, else `args`): a size missing or not asked for, fewer iterations. A lost message
+    is a failed check that results.parse.check raises before it asks the tool."""
+    argv = sweep.meta.get("args", args)
     try:
-        sizes, iterations = asked(argv)
+        want, iterations = asked(argv)
     except UnknownFormatError as e:  # the pair launcher's line (the output's first) holds the arguments
         raise UnknownFormatError(e.message, *sweep.title_line) if "args" in sweep.meta else e from None
-    want = [s for s in sizes if max_size is None or s <= max_size]
     for i, ((line, lineno), row, text) in enumerate(zip(sweep.row_lines, sweep.rows, sweep.meta["size_texts"])):
         if i >= len(want) or size_str(want[i]) != text:
             expected = f"{size_str(want[i])} comes next" if i < len(want) else "no size comes after the last asked for"
@@ -196,21 +192,12 @@ def check(sweep: Sweep, args: list[str] | None = None, max_size: int | None = No
             raise UnknownFormatError(f"fi_pingpong: {row['iterations']} iterations, {iterations} asked for", line,
                                      lineno)
         row["size"], row["iterations"] = want[i], iterations  # cnt_str's 1k: 1000 to 1999
-    if len(sweep.rows) < len(want) and max_size is None \
-            and any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
+    if len(sweep.rows) < len(want):  # stopped early: cut short, unless at the datagram endpoint's largest message
+        if not any(sweep.rows[-1]["size"] <= cap < want[len(sweep.rows)] for cap in dgram_caps(argv)):
+            raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
+                                 f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
+                                 *sweep.row_lines[-1])
         sweep.meta["max_size"] = "the datagram endpoint's largest message"
-        return
-    if len(sweep.rows) < len(want):
-        raise TruncatedError(f"fi_pingpong: the sweep stops at {sweep.meta['size_texts'][-1]}; "
-                             f"{size_str(want[len(sweep.rows)])} comes next of the {len(want)} sizes asked for",
-                             *sweep.row_lines[-1])
-
-
-def parse_output(text: str, args: list[str] | None = None, max_size: int | None = None) -> Sweep:
-    """An fi_pingpong output parsed and checked (see check)."""
-    sweep = parse_pingpong(text)
-    check(sweep, args, max_size)
-    return sweep
 
 
 def title(line: str) -> Benchmark | None:

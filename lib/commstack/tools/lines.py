@@ -46,16 +46,8 @@ class Sweep:
     title_line: Quoted = Quoted("", 0)
 
     @property
-    def warnings(self) -> list[str]:
-        """The known lines that are not the benchmark's, as printed."""
-        return [n.line for n in self.notes]
-
-    @property
     def sizes(self) -> list[int]:
         return [r["size"] for r in self.rows]
-
-    def column(self, name: str) -> list[Any]:
-        return [r[name] for r in self.rows]
 
     def row(self, size: int) -> dict[str, Any]:
         for r in self.rows:

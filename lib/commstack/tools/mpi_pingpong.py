@@ -44,8 +44,7 @@ def _pingpong_table(t: Text) -> Sweep:
             if sweep.rows or sweep.version:
                 raise UnknownFormatError("header after the first row", line, lineno)
             sweep.version = m.group("ver")
-            sweep.meta.update(mode=m.group("mode"), loops=int(m.group("loops")), warmup=int(m.group("warmup")),
-                              min=int(m.group("min")), max=int(m.group("max")))
+            sweep.meta.update(mode=m.group("mode"), **{k: int(m.group(k)) for k in ("loops", "warmup", "min", "max")})
             sweep.device = None if m.group("mode") == "cpu" else "CUDA"
             sweep.columns.append("check")
             sweep.complete = False

@@ -26,14 +26,6 @@ def parse(text: str) -> list[Sweep]:
     return read_output(text, lambda t: tables(t, TOOL.name, BENCHMARKS))
 
 
-def parse_nccl(text: str) -> Sweep:
-    """The one table of a run that sweeps one type, op and root (no `-d all`, `-o all`, `-r -1`)."""
-    sweeps = parse(text)
-    if len(sweeps) > 1:
-        raise UnknownFormatError(f"{len(sweeps)} tables where one was expected", *sweeps[1].row_lines[0])
-    return sweeps[0]
-
-
 def title(line: str) -> Benchmark | None:
     """The benchmark a first line names: the start marker's; a version or parameter line names none yet
     (UNNAMED: the parser reads the name where the output prints one)."""

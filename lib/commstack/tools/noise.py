@@ -1,8 +1,6 @@
 """Known launcher and runtime lines (docs/harness.md#parsing-any-output-commstack-parse), each by the shape
 its own source or documentation gives, with an example line from the corpus (tests/data/corpus) that the unit
-tests match: `PATTERNS`, whole lines; `GLUED`, known text also glued to another line; `PREFIXES`, per-line
-prefixes a launcher adds; `FRAMES`, rule lines that frame a block; `CRASHES`, crash lines known where no
-title is. A line that matches none is unknown; crash lines are never notes (commstack.tools.lines)."""
+tests match. A line that matches none is unknown; crash lines are never notes (commstack.tools.lines)."""
 
 from __future__ import annotations
 
@@ -41,7 +39,6 @@ _UCX_TIME = r"\[\d+\.\d+\]"  # UCX's [seconds.microseconds]
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d"
 
 PATTERNS: tuple[Pattern, ...] = (
-    # ------------------------------------------------------------------ Open MPI (mpirun, prterun)
     _p("open-mpi", "aggregated help messages",
        _HOST + r" \d+ more process(?:es)? ha(?:s|ve) sent help message \S+ / .+",
        "[lxbk1039:106838] 11 more processes have sent help message help-mpi-btl-openib.txt / ib port not selected"),
@@ -63,29 +60,25 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("open-mpi", "--display-map job map", r" (?:Data for JOB \[\d+,\d+\] offset \d+ Total slots allocated \d+"
        r"|=+ +JOB MAP +=+|Data for node: .+|\tProcess OMPI jobid: .+|=+)",
        " ========================   JOB MAP   ========================"),
-    # ------------------------------------------------------------------ Intel MPI (I_MPI_DEBUG)
     # `[<identifier>] <routine>(): <message>` (Intel MPI Developer Reference, I_MPI_DEBUG): the identifier is the
     # rank, or `rank#pid@host` with a `+` before the level; the routine is `MPI startup` or a function's name
     _p("intel-mpi", "I_MPI_DEBUG startup line", _IMPI_ID + r" MPI startup\(\): .*",
        "[0] MPI startup(): Intel(R) MPI Library, Version 5.1.3  Build 20160120 (build id: 14053)"),
     _p("intel-mpi", "I_MPI_DEBUG internal function line", _IMPI_ID + r" (?:\w+|DAPL startup)\(\): .*",
        "[1] MPID_nem_tmi_init(): pg=0x61e740, pg_rank=1"),
-    # ------------------------------------------------------------------ MPICH, Hydra
     _p("mpich", "Hydra proxy or mpiexec message", r"\[(?:proxy:\d+:\d+|mpiexec)@[\w.-]+\] .+",
        "[proxy:0:0@node1] got pmi command (from 0): init"),
-    # ------------------------------------------------------------------ Cray MPICH (its aborts are crash lines)
+    # Cray MPICH: its aborts are crash lines (lines.CRASH)
     _p("cray-mpich", "GPU transport layer (GTL) debug line", r"\(GTL DEBUG: \d+\) .+",
        "(GTL DEBUG: 1) cuIpcOpenMemHandle: invalid argument, CUDA_ERROR_INVALID_VALUE, line no 272"),
-    # ------------------------------------------------------------------ MVAPICH
     _p("mvapich", "registration cache warning",
        r"WARNING: Error in initializing MVAPICH2 ptmalloc library\.\s*Continuing without InfiniBand registration cache "
        r"support\.",
        "WARNING: Error in initializing MVAPICH2 ptmalloc library.Continuing without InfiniBand registration cache "
        "support."),
-    # ------------------------------------------------------------------ Slurm (errors are crash lines)
+    # Slurm: its errors are crash lines (lines.CRASH)
     _p("slurm", "srun, salloc or sbatch message", r"(?:srun|salloc|sbatch): (?!error: ).+",
        "srun: job 4123 queued and waiting for resources"),
-    # ------------------------------------------------------------------ UCX, libfabric
     # ucs/debug/log.c: `[sec.usec] [host:pid:thread] file.c:line UCX LEVEL message` (ucs_info: UCX_LOG_LEVEL=info,
     # whose endpoint configuration lines are `ep_cfg[0]: tag(...)` to 1.14, `<context> self cfg#0 tag(...)` after)
     _p("ucx", "UCX log line", _UCX_TIME + r" \[[^\]]+\] +\S+:\d+ +UCX +(?:WARN|INFO|DIAG|DEBUG) .*",
@@ -100,7 +93,6 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("libfabric", "libfabric log line",
        r"libfabric:[^<]*<(?:warn|info|debug|trace)> .*",
        "libfabric:core:core:fi_getinfo_():1002<warn> fi_getinfo: provider psm returned -61 (No data available)"),
-    # ------------------------------------------------------------------ NCCL, RCCL
     _p("nccl", "NCCL version line", r"[NR]CCL version \d+\.\d+\.\d+\+\S+(?: .*)?", "NCCL version 2.21.5+cuda11.8"),
     # src/debug.cc: `host:pid:tid ` then `[dev] NCCL INFO `, `[dev] file:line (func) NCCL WARN ` (2.2x; before it
     # no `(func)`), `NCCL CALL ` or `[dev] ms func:line NCCL TRACE `; NCCL_DEBUG_TIMESTAMP_LEVELS' stamp before it
@@ -108,13 +100,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("nccl", "NCCL_DEBUG line", r"(?:\[[^\]]*\] )?[^\s:]+:\d+:\d+ "
        r"(?:\[\d+\] (?:\S+:\d+ (?:\(\w*\) )?|\d+\.\d+ \S+:\d+ )?)?[NR]CCL (?:INFO|WARN|TRACE|CALL) .*",
        "server2:23920:24013 [7] NCCL INFO comm 0x7f5780001ca0 rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE"),
-    # ------------------------------------------------------------------ ssh, X11
     _p("ssh", "known-hosts warning", r"Warning: Permanently added '[^']+' \([\w-]+\) to the list of known hosts\.",
        "Warning: Permanently added 'compute-st-c6gn16xlarge-2,172.31.27.158' (ECDSA) to the list of known hosts."),
     _p("x11", "X11 forwarding message", r"(?:X11 connection rejected because of wrong authentication\.|Authorization "
        r"required, but no authorization protocol specified|/usr/bin/xauth: .+)",
        "Authorization required, but no authorization protocol specified"),
-    # ------------------------------------------------------------------ job scripts
     _p("shell", "set -x trace line", r"\++ \S.*", "+ echo '=== osu_latency ==='"),
     _p("shell", "prompt and command line", r"\$ \S.*", "$ srun -N1 -n2 osu_bw"),
     _p("shell", "banner line", r"(?:#{2,}(?: .*)?|(?P<r>={3,}|-{3,}|\*{3,}) \S.*? (?P=r))", "=== osu_latency ==="),
@@ -127,7 +117,6 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("shell", "GNU time line", r"\d+\.\d+user \d+\.\d+system (?:\d+:)+\d+\.\d+elapsed \d+%CPU \(.*"
        r"|\d+inputs\+\d+outputs \(\d+major\+\d+minor\)pagefaults \d+swaps",
        "0.41user 0.08system 0:01.52elapsed 32%CPU (0avgtext+0avgdata 24576maxresident)k"),
-    # ------------------------------------------------------------------ module systems (Lmod, Environment Modules)
     _p("lmod", "module swapped for another", r"Lmod is automatically replacing \S+ with \S+\.?",
        'Lmod is automatically replacing "gnu/9.3.0" with "intel/19.1.3".'),
     _p("lmod", "modules reloaded or inactive", r"The following have been (?:reloaded with a version change|"

@@ -208,9 +208,8 @@ def untitled(lines: list[Quoted], start: int = 0) -> Benchmark | None:
 
 
 def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
-    """The first size a sweep from `lo` prints, as OSU's loops go: a table without a `# Datatype:` line counts
-    bytes (from 0 up), its reductions whole floats (`lo / 4`, at least one: 5.x - 7.0, xccl); with one (7.1+),
-    the sizes that hold no whole element of that datatype are skipped."""
+    """The first size a sweep from `lo` prints, as OSU's loops go: by bytes, whole floats or whole elements of
+    the `# Datatype:` (docs/osu-versions.md#default-sweep-no-m-per-benchmark-class-firstlast-row-as-printed)."""
     datatype = sweep.meta.get("datatype")
     if datatype and datatype not in DATATYPE_BYTES:
         raise UnknownFormatError(f"{bench.name}: datatype {datatype} of unknown size", *sweep.title_line)
@@ -224,8 +223,7 @@ def first_size(bench: Benchmark, sweep: Sweep, lo: int) -> int:
 
 
 def last_size(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None, hi: int) -> int:
-    """OSU's check_mem_limit (5.3 - 7.4): a collective that gathers from every rank stops at -M (512 MiB) / ranks,
-    silently until 6.1, with a warning from 6.2 (and its size from 7.0); 7.5 has no limit."""
+    """OSU's check_mem_limit (5.3 - 7.4; docs/osu-versions.md): a gathering collective stops at -M / ranks."""
     if not bench.mem_limit_per_rank or family(sweep.version) == "7.5":
         return hi
     if ranks:

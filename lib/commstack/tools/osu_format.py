@@ -109,10 +109,7 @@ def header_columns(line: str) -> list[str] | None:
 
 
 def matched_meta(patterns: list, line: str) -> dict[str, Any] | None:
-    for pattern, meta in patterns:
-        if (m := pattern.match(line)):
-            return meta(m)
-    return None
+    return next((meta(m) for pattern, meta in patterns if (m := pattern.match(line))), None)
 
 
 def release_numbers(version: str | None) -> tuple[int, ...]:
@@ -160,15 +157,14 @@ STARTUP_COLUMNS = {"osu_init": ["processes", "init_min_ms", "init_max_ms", "init
                    "osu_hello": ["processes"]}
 
 
-def header_benchmarks(benchmarks: Iterable[Benchmark], cols: list[str], meta: dict[str, Any], xccl: bool) \
-        -> list[Benchmark]:
+def header_benchmarks(benchmarks: Iterable[Benchmark], cols: list[str], meta: dict[str, Any]) -> list[Benchmark]:
     """The benchmarks whose table has these columns where no title names one: a figure column is a benchmark's
     metric (osu_mbw_mr's MB/s beside its Messages/s); one-sided ones print their window lines before it; an
     xccl run (`#Using NCCL`) without one is a 7.4+ point-to-point xccl benchmark (its collectives print theirs)."""
     def prints(b: Benchmark) -> bool:
         return b.directory != "startup" and b.sized == (cols[0] == "size") \
             and b.directory.endswith("one-sided") == ("window_creation" in meta) \
-            and (not xccl or b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")) \
+            and ("xccl" not in meta or b.name.startswith("osu_xccl") and b.directory.endswith("pt2pt")) \
             and (b.name == "osu_mbw_mr" if "message_rate" in cols else b.metric in cols and b.name != "osu_mbw_mr")
     return [b for b in benchmarks if prints(b)]
 
@@ -183,7 +179,7 @@ def untitled_benchmark(benchmarks: Iterable[Benchmark], line: str, lineno: int, 
     cols = header_columns(line)
     if not cols:
         return None
-    named = header_benchmarks(benchmarks, cols, meta, "xccl" in meta)
+    named = header_benchmarks(benchmarks, cols, meta)
     if len(named) == 1:
         return named[0]
     # none, or two and more: the first UNTITLED_NAMED named, the others counted
