@@ -101,7 +101,7 @@ class SlurmUnavailableError(LaunchError):
 class ControllerLostError(SlurmUnavailableError):
     """slurmctld stopped answering during a run (`scontrol ping` fails, or a client timed out).
     Launcher.run raises it for the step that met it and, without launching anything, for every
-    later step: the caller marks those steps not-run and cleans up (Allocation.release, LocalSlurm.stop)."""
+    later step: the caller marks those steps not-run and cleans up (leaving the Allocation, LocalSlurm.stop)."""
 
 
 class AllocationLostError(SlurmUnavailableError):

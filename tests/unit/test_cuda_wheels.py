@@ -6,7 +6,6 @@ The wheels are large (300 MiB): the test takes them from COMMSTACK_CUDA_WHEELS (
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
