@@ -104,20 +104,18 @@ def stage(dest: Path) -> Path:
     return dest
 
 
-def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = (),
-               extra_env: dict | None = None) -> Concrete:
+def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = ()) -> Concrete:
     """One env alone, in its own Spack process."""
-    return concretize_all(spack, [name], staged, 1, options, extra_env)[name]
+    return concretize_all(spack, [name], staged, options)[name]
 
 
-def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 0,
-                   options: tuple[str, ...] = (), extra_env: dict | None = None,
+def concretize_all(spack: Spack, names: list[str], staged: Path, options: tuple[str, ...] = (),
                    raise_first: bool = True) -> dict[str, Concrete]:
-    """Concretize several envs of one staged copy in `workers` Spack processes at once (0: one per
-    core; options: extra `spack -c` settings); each is concrete, or the error that names it. Every
-    process takes the next env no other has claimed (docs/environments.md#solver-settings). The host's
-    own Spack configuration (user, system and site scopes) is left out: the env's own files say everything."""
-    workers = min(workers or os.cpu_count() or 1, len(names))
+    """Concretize several envs of one staged copy in Spack processes at once, one per core (options: extra
+    `spack -c` settings); each is concrete, or the error that names it. Every process takes the next env no
+    other has claimed (docs/environments.md#solver-settings). The host's own Spack configuration (user, system
+    and site scopes) is left out: the env's own files say everything."""
+    workers = min(os.cpu_count() or 1, len(names))
     outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
     argv = []
     for out in outs.values():
@@ -128,7 +126,7 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
 
     def run(_):
         return spack(*options, "python", str(SCRIPTS / "concretize.py"), *argv, check=False,
-                     timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
+                     timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         procs = list(pool.map(run, range(workers)))
