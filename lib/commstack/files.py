@@ -172,18 +172,16 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: Path) -> None:
     """`path` as a directory only its owner can use: created 0700 if missing; refused when it is a
     symlink, belongs to another user, or is open to group or others. Its parent is one commstack checked
     already (LocalSlurm.check_state, a run's directory)."""
-    path = Path(path)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePathError(_STATE_LINK.format(path))
     _check_private(path, st)
-    return path
 
 
 _STATE_LINK = "{} is a symlink; commstack keeps state only in a real directory of its own"

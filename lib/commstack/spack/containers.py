@@ -58,14 +58,9 @@ class Image:
 
 def pinned_versions() -> dict[str, str]:
     """The `@x.y.z` of every package pinned with require: in pins.yaml."""
-    pins = read_yaml(PINS)["packages"]
-    out = {}
-    for name, conf in pins.items():
-        for item in conf.get("require", []):
-            m = re.fullmatch(r"@([\w.-]+)", item.strip()) if isinstance(item, str) else None
-            if m:
-                out[name] = m.group(1)
-    return out
+    pins = ((name, re.fullmatch(r"@([\w.-]+)", item.strip())) for name, conf in read_yaml(PINS)["packages"].items()
+            for item in conf.get("require", []) if isinstance(item, str))
+    return {name: m.group(1) for name, m in pins if m}
 
 
 def format_tag(template: str, versions: dict[str, str]) -> str:
@@ -293,12 +288,8 @@ def safe_base(img: Image) -> str:
 
 def env_values(img: Image, var: str) -> list[str]:
     """The values an image's ENV lines give var, the last first."""
-    values = []
-    for step in stages(img):
-        if step["instruction"] == "ENV":
-            pairs = re.findall(r"([A-Za-z_]\w*)=(\S+)", step["value"])
-            values += [v for k, v in pairs if k == var]
-    return values[::-1]
+    return [v for step in stages(img) if step["instruction"] == "ENV"
+            for k, v in re.findall(r"([A-Za-z_]\w*)=(\S+)", step["value"]) if k == var][::-1]
 
 
 def lock_drift(spack: Spack, chosen: list[Image]) -> list[str]:

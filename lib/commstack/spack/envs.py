@@ -24,13 +24,7 @@ from commstack.paths import TOP
 from commstack.files import write_atomic
 from commstack.spack import SCRIPTS, Spack, SpackError
 
-#: env name -> its directory, relative to the repo root
-ENVS = {"local": Path("."), "gh200-ompi": Path("envs/gh200-ompi"), "gh200-cray": Path("envs/gh200-cray"),
-        "alps-login": Path("envs/alps-login"), "x86-ompi": Path("envs/x86-ompi"),
-        "x86-ompi-cuda13": Path("envs/x86-ompi-cuda13"),
-        **{f"images/{p.parent.name}": Path("envs/images") / p.parent.name
-           for p in sorted((TOP / "envs" / "images").glob("*/spack.yaml"))}}
-#: where each env is installed: the images' userland is not the login nodes' (docs/environments.md)
+#: each env by name, and where it is installed: the images' userland is not the login nodes' (docs/environments.md)
 PURPOSE = {
     "local": "this machine (workstation, CI runner): its detected compiler and MPI",
     "gh200-ompi": "the GH200 image userland (Ubuntu 24.04, CSCS images): for images, not for Alps login nodes",
@@ -38,9 +32,11 @@ PURPOSE = {
     "alps-login": "Alps login nodes (SLES 15): Open MPI built by Spack on Cray's /opt/cray libfabric",
     "x86-ompi": "gh200-ompi's x86_64 twin: a Debian 12 workstation or CI runner builds the stack (ci/build-stack.sh)",
     "x86-ompi-cuda13": "x86-ompi with CUDA 13.0.2, whose wheels have nvcc: every package of the stack built on x86_64",
-    **{n: f"image {n[7:]} only: podman installs its spack.lock from containers/{n[7:]}/Containerfile"
-       for n in ENVS if n.startswith("images/")},
+    **{f"images/{n}": f"image {n} only: podman installs its spack.lock from containers/{n}/Containerfile"
+       for n in sorted(p.parent.name for p in (TOP / "envs" / "images").glob("*/spack.yaml"))},
 }
+#: env name -> its directory, relative to the repo root: envs/NAME, the local env's the top
+ENVS = {name: Path("envs", name) if name != "local" else Path(".") for name in PURPOSE}
 #: envs whose spack.lock is committed: all but local, whose externals are detected per machine, so its lock
 #: would only describe the machine that made it. The images install theirs (containers/).
 LOCKED = tuple(n for n in ENVS if n != "local")
@@ -104,20 +100,18 @@ def stage(dest: Path) -> Path:
     return dest
 
 
-def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = (),
-               extra_env: dict | None = None) -> Concrete:
+def concretize(spack: Spack, name: str, staged: Path, options: tuple[str, ...] = ()) -> Concrete:
     """One env alone, in its own Spack process."""
-    return concretize_all(spack, [name], staged, 1, options, extra_env)[name]
+    return concretize_all(spack, [name], staged, options)[name]
 
 
-def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 0,
-                   options: tuple[str, ...] = (), extra_env: dict | None = None,
+def concretize_all(spack: Spack, names: list[str], staged: Path, options: tuple[str, ...] = (),
                    raise_first: bool = True) -> dict[str, Concrete]:
-    """Concretize several envs of one staged copy in `workers` Spack processes at once (0: one per
-    core; options: extra `spack -c` settings); each is concrete, or the error that names it. Every
-    process takes the next env no other has claimed (docs/environments.md#solver-settings). The host's
-    own Spack configuration (user, system and site scopes) is left out: the env's own files say everything."""
-    workers = min(workers or os.cpu_count() or 1, len(names))
+    """Concretize several envs of one staged copy in Spack processes at once, one per core (options: extra
+    `spack -c` settings); each is concrete, or the error that names it. Every process takes the next env no
+    other has claimed (docs/environments.md#solver-settings). The host's own Spack configuration (user, system
+    and site scopes) is left out: the env's own files say everything."""
+    workers = min(os.cpu_count() or 1, len(names))
     outs = {n: staged / env_dir(n) / "concrete.json" for n in names}
     argv = []
     for out in outs.values():
@@ -128,7 +122,7 @@ def concretize_all(spack: Spack, names: list[str], staged: Path, workers: int = 
 
     def run(_):
         return spack(*options, "python", str(SCRIPTS / "concretize.py"), *argv, check=False,
-                     timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1", **(extra_env or {})})
+                     timeout=1800 * len(names), extra_env={"SPACK_DISABLE_LOCAL_CONFIG": "1"})
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         procs = list(pool.map(run, range(workers)))

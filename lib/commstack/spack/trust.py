@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from commstack.errors import CommstackError
+from commstack.files import MAX_LINKS
 from commstack.spack import find_spack
 from commstack.yamlfile import read_yaml
 
@@ -23,8 +24,6 @@ class UntrustedPathError(CommstackError):
     """A file of an env (or of its view) belongs to another user or can be written by group or others."""
 
 
-#: symlinks followed in one path, as the kernel's own limit (ELOOP)
-MAX_LINKS = 40
 #: entries of one checked tree (a package repository, the no-driver stubs): a bound on the walk
 MAX_TREE = 500_000
 #: include levels followed (an included file may include more)
@@ -77,9 +76,7 @@ def resolve_trusted(path: Path, what: str) -> Path:
     _check_entry(what, at, os.lstat(at), not todo)
     while todo:
         name = todo.pop()
-        if name in ("", "."):
-            continue
-        if name == "..":
+        if name == "..":  # pathlib's parts hold no "" or "."
             at = at.parent
             continue
         here = at / name

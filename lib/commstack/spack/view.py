@@ -136,10 +136,6 @@ class EnvView:
         return next((n for n in self.nodes if n.mpi and n.installed), None)
 
 
-def lock_sha256(path: Path) -> str:
-    return hashlib.sha256((path / "spack.lock").read_bytes()).hexdigest()
-
-
 def load_env(path: Path) -> EnvView:
     """The env at `path`, checked to be usable here (docs/harness.md); read once per process
     (`commstack suite` checks it, then its pytest session uses it). Its files are checked first, every time
@@ -181,6 +177,6 @@ def _load(path: Path) -> EnvView:
         raise EnvNotInstalledError(f"env {path} has no view at {data['view']}: `spack -e {path} env view regenerate`"
                                    if data["view"] else
                                    f"env {path} has no view (view: false in its spack.yaml): add `view: true`")
-    env = EnvView(path, lock_sha256(path), Path(data["view"]), nodes)
+    env = EnvView(path, hashlib.sha256((path / "spack.lock").read_bytes()).hexdigest(), Path(data["view"]), nodes)
     env.check_libraries()
     return env

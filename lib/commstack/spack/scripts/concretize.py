@@ -1,9 +1,7 @@
-"""Runs in `spack python concretize.py ENV_DIR OUT.json [ENV_DIR OUT.json ...]`: concretize each env as on its
-node, write its spack.lock, and dump every node for the checks. Several processes given one list share the work:
-each takes the next env none has claimed (OUT.json.claim, created exclusively). An env that declares its node's
-glibc is solved with this host described as that node (as_node): the one use of Spack internals left, for what
-Spack has no public way to say (docs/environments.md#cross-concretization-traps, #locks). Envs without a
-declared glibc (local) concretize for this machine, unchanged.
+"""Runs in `spack python concretize.py ENV_DIR OUT.json [ENV_DIR OUT.json ...]` (envs.concretize_all: processes
+share one list): concretize each env as on its node, write its spack.lock, and dump every node for the checks. An env
+that declares its node's glibc is solved with this host described as that node (as_node): the one use of Spack
+internals left, for what Spack has no public way to say (docs/environments.md#cross-concretization-traps, #locks).
 """
 import contextlib
 import json

@@ -1,10 +1,6 @@
-"""Runs in `spack -e <env> python env_view.py OUT.json`: what the harness needs to run an env's binaries,
-in Spack's own terms: the env's roots as spack.yaml has them and as spack.lock has them, its default
-view's root, and every node of the lock with its version, hash, prefix, whether it is installed, its
-target and where the view puts it (the view's projections); the host's target, which node provides
-MPI (an edge of the lock that names the virtual), and the spec each root of the lock points to and whether it
-is the package, version and variants the root asks for (a lock can pair a root with another package's spec);
-no package.py is imported."""
+"""Runs in `spack -e <env> python env_view.py OUT.json`: what the harness needs to run an env's binaries, in
+Spack's own terms, no package.py imported (docs/harness.md#running-an-envs-binaries-env); and each root of the lock
+with the spec it points to (a lock can pair a root with another package's spec)."""
 import json
 import os
 import sys
