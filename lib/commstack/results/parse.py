@@ -42,10 +42,9 @@ def identify(text: str, untitled: bool = False) -> Benchmark:
     raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
 
 
-def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
-    """Every table of one tool's output (`tool` names it; None: the title tells); no completeness check
-    (see parse_output)."""
-    return (tools.get(tool) if tool else identify(text).tool).parse(text)
+def parse_tables(text: str) -> list[Sweep]:
+    """Every table of one tool's output, the title telling which; no completeness check (see parse_output)."""
+    return identify(text).tool.parse(text)
 
 
 def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> tuple[int, int]:
