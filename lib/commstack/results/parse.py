@@ -260,9 +260,8 @@ def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmar
     script's transcript), each checked against `args` as in parse_output; the first failure raised.
     `benchmark` (the step's) names the tables of an output that names none."""
     results = parse_results(text, args, ranks, benchmark)
-    for r in results:
-        if r.error:
-            raise r.error
+    if failed := next((r.error for r in results if r.error), None):
+        raise failed
     return [r.sweep for r in results]
 
 
