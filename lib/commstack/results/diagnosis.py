@@ -49,10 +49,6 @@ class Yardstick:
     points: dict[int, tuple[float, float]] = field(default_factory=dict)
     failed: str = ""                          # "failed (crashed)": the step ended without reaching it
 
-    @property
-    def short(self) -> bool:
-        return bool(self.points or self.failed)
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -144,7 +140,8 @@ def diagnose(records: list[Record], yardsticks: dict[tuple[str, str], Yardstick]
     for r in records:
         short, layer = yardsticks.get(r.key), layer_of(r)
         # between nodes only: within one node MPI and NCCL move data through memory, not the fabric
-        if not short or not short.short or not BELOW.get(layer) or len(set(r.nodelist)) < 2 or quantity(r) is None:
+        if not (short and (short.points or short.failed)) or not BELOW.get(layer) or len(set(r.nodelist)) < 2 \
+                or quantity(r) is None:
             continue
         lowers = [(below, low) for below in BELOW[layer] if (low := _lower(records, r, below)) is not None]
         if lowers:
