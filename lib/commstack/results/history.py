@@ -166,8 +166,7 @@ def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
     if not runs:
         raise HistoryError(f"{root}: no runs (directories with steps/*/{RECORD})")
-    db_path = path or default_path(root.resolve().parent if (root / "steps").is_dir() else root.resolve())
-    return {run.name: add_run(run, db_path) for run in runs}
+    return {run.name: add_run(run, path) for run in runs}  # by default the history beside the runs, as add_run's
 
 
 @dataclass
