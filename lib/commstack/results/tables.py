@@ -88,12 +88,11 @@ class Table:
 
     def shift(self, sweep: Sweep) -> Sweep:
         """The sweep with the output's line numbers."""
-        if self.offset:
-            n = self.offset
-            sweep.title_line = Quoted(sweep.title_line.text, sweep.title_line.lineno + n)
-            sweep.row_lines = [Quoted(line, i + n) for line, i in sweep.row_lines]
-            sweep.error_lines = [Quoted(line, i + n) for line, i in sweep.error_lines]
-            sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
+        n = self.offset
+        sweep.title_line = Quoted(sweep.title_line.text, sweep.title_line.lineno + n)
+        sweep.row_lines = [Quoted(line, i + n) for line, i in sweep.row_lines]
+        sweep.error_lines = [Quoted(line, i + n) for line, i in sweep.error_lines]
+        sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
         return sweep
 
 
