@@ -213,13 +213,6 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
     return text, expected is not None and _worse(higher, si(low, value) / directions(low), expected, tolerance)
 
 
-def findings_text(findings: list[Finding]) -> str:
-    """The findings as `compare` prints them, after its table."""
-    if not findings:
-        return ""
-    return "lowest layer at fault:\n" + "".join(f"  {f.step} on {', '.join(f.nodes)}: {f.message}\n" for f in findings)
-
-
 def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tuple[str, Record, str]]]]:
     """The steps between nodes, per node list, bottom up by layer, each with its headline figure (the largest
     size of a rate, the smallest of a time): what the report shows before the diagnosis is read."""
