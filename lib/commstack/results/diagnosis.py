@@ -178,13 +178,10 @@ def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
     fault = lowers[k][0] if k < len(lowers) else None
     fine = [below for below, _ in lowers[:k]]
     where = "; ".join(text for text, _ in said)
-    if fault == "fabric":
-        verdict = NAMES["fabric"]
-    else:
-        ok = " and ".join(NAMES[f] for f in fine)
-        ok = f"{ok} {'is' if len(fine) == 1 else 'are'} fine; " if fine else ""
-        at = fault or layer_of(upper)
-        verdict = ok + (f"{NAMES[at]}: {LOOK[at]}" if fault else LOOK[at])
+    ok = " and ".join(NAMES[f] for f in fine)
+    ok = f"{ok} {'is' if len(fine) == 1 else 'are'} fine; " if fine else ""
+    at = fault or layer_of(upper)  # the fabric, the lowest, is never the upper step's own layer
+    verdict = NAMES[at] if at == "fabric" else ok + (f"{NAMES[at]}: {LOOK[at]}" if fault else LOOK[at])
     return Finding(f"{upper.suite}/{upper.step}", tuple(upper.nodelist), f"{head}; {where}: {verdict}")
 
 
