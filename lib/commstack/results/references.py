@@ -34,8 +34,8 @@ class Reference(Strict):
     metric: MetricName
     recorded: Path | None = None        # a recorded real output, relative to the references file
     sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
-    points: dict[MessageSize, float] | None = None      # loaded, read from `recorded` where that is given
-    tolerance: dict[Literal["lower", "upper"], float] = {}  # loaded, the file's where the entry gives none
+    points: dict[MessageSize, float] | None = None      # loaded: read from `recorded` where that is given
+    tolerance: dict[Literal["lower", "upper"], float] = {}  # loaded: both, the file's where the entry gives none
 
     @model_validator(mode="after")
     def _one_source(self) -> "Reference":
