@@ -308,8 +308,7 @@ def describe(result: Result, quote: bool = True) -> dict[str, Any]:
     rows read (all of them, or those before the line its error quotes); without `quote` (a file that holds no
     output commstack knows) no line of the file."""
     s, e = result.sweep, result.error
-    return {"benchmark": result.benchmark, "tool": s.tool if s else None, "version": s.version if s else None,
-            "title": s.title if s else None, "device": s.device if s else None,
+    return {"benchmark": result.benchmark, **{k: getattr(s, k, None) for k in ("tool", "version", "title", "device")},
             "lines": [result.first, result.last], "verdict": result.verdict, "validated": result.validated,
             "error": {"kind": e.kind, "message": e.message, "lineno": e.lineno, "line": e.line if quote else None}
             if e else None,
