@@ -264,7 +264,7 @@ def test_the_tolerance_ends_are_allowed(tmp_path):
 def test_a_reference_from_a_recorded_output_with_several_tables_takes_the_first(tmp_path):
     refs = refs_file(tmp_path, f"references: [{{id: r, benchmark: osu_allreduce, metric: latency_us, "
                                f"recorded: {SEEDS / 'nersc10-archer2.txt'}, sizes: [8]}}]")
-    assert refs.refs[0].points == {8: 33.58}
+    assert refs.references[0].points == {8: 33.58}
 
 
 @pytest.mark.parametrize("body,match", [

@@ -82,7 +82,7 @@ def test_a_bare_last_error_before_the_next_run_is_kept():
     end = ["# Collective test concluded: all_reduce_perf"]  # no closing `#` before 2.17.7
     first = run("2.15.5", marker=True, rows=ROWS, footer=FOOTER + end + ["unhandled cuda error"])
     second = run("2.15.5", marker=True, rows=ROWS, footer=FOOTER + end)
-    one, two = parse_tables(first + second, "nccl-tests")
+    one, two = parse_tables(first + second)  # the tool's parser, its title telling which
     assert one.meta["nccl_last_error"] == "unhandled cuda error" and "nccl_last_error" not in two.meta
     one, two = parse_outputs(first + second, ARGS)
     assert [n.line for n in one.notes] == ["unhandled cuda error"] and two.notes == []

@@ -154,8 +154,9 @@ def record(benchmark: str, metric: str, rows: list[dict], verdict: str = "pass")
 def test_the_key_figure_of_a_rate_a_time_and_a_step_that_did_not_run():
     bw = record("osu_bw", "bandwidth_MBps", [{"size": s, "bandwidth_MBps": v}
                                              for s, v in ((8, 10.0), (4 << 20, 23100.0), (8 << 20, 23500.0))])
-    refs = References("x", [Reference("bw", "osu_bw", {"nodes": 2}, "bandwidth_MBps", {8: 11.0, 4 << 20: 24062.5},
-                                      -0.1, 0.15)], [])
+    refs = References(system="x", references=[Reference(
+        id="bw", benchmark="osu_bw", tags={"nodes": 2}, metric="bandwidth_MBps", points={8: 11.0, 4 << 20: 24062.5},
+        tolerance={"lower": -0.1, "upper": 0.15})])
     assert figure_text(key_figure(bw, refs)) == "osu_bw 4 MiB: 23.1 GB/s, 96 % of reference"  # a size it holds
     assert figure_text(key_figure(bw, None)) == "osu_bw 8 MiB: 23.5 GB/s"  # no reference: the largest size
     lat = record("osu_latency", "latency_us", [{"size": s, "latency_us": v} for s, v in ((8, 1.92), (64, 2.5))])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from commstack.errors import CommstackError
 from commstack.benchmarks import METRICS, shown_value, shown
-from commstack.results.diagnosis import Finding, against_baseline, diagnose, findings_text
+from commstack.results.diagnosis import Finding, against_baseline, diagnose
 from commstack.results.judge import VERDICTS
 from commstack.results.references import References
 from commstack.results.records import Record, read_run
@@ -132,4 +132,6 @@ def compare_table(changes: list[Change], findings: list[Finding] = ()) -> str:
     not_run = sum(c.change == NOT_RUN for c in changes)
     lines.append(f"{len(changes)} points, {sum(c.change == 'regression' for c in changes)} regressions, "
                  f"{n} differences" + (f", {not_run} step{'s' * (not_run > 1)} {NOT_RUN}" if not_run else ""))
-    return "\n".join(lines) + "\n" + findings_text(findings)
+    if findings:
+        lines += ["lowest layer at fault:", *(f"  {f.step} on {', '.join(f.nodes)}: {f.message}" for f in findings)]
+    return "\n".join(lines) + "\n"

@@ -49,10 +49,6 @@ class Yardstick:
     points: dict[int, tuple[float, float]] = field(default_factory=dict)
     failed: str = ""                          # "failed (crashed)": the step ended without reaching it
 
-    @property
-    def short(self) -> bool:
-        return bool(self.points or self.failed)
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -144,7 +140,8 @@ def diagnose(records: list[Record], yardsticks: dict[tuple[str, str], Yardstick]
     for r in records:
         short, layer = yardsticks.get(r.key), layer_of(r)
         # between nodes only: within one node MPI and NCCL move data through memory, not the fabric
-        if not short or not short.short or not BELOW.get(layer) or len(set(r.nodelist)) < 2 or quantity(r) is None:
+        if not (short and (short.points or short.failed)) or not BELOW.get(layer) or len(set(r.nodelist)) < 2 \
+                or quantity(r) is None:
             continue
         lowers = [(below, low) for below in BELOW[layer] if (low := _lower(records, r, below)) is not None]
         if lowers:
@@ -181,13 +178,10 @@ def _finding(upper: Record, short: Yardstick, lowers: list[tuple[str, Record]],
     fault = lowers[k][0] if k < len(lowers) else None
     fine = [below for below, _ in lowers[:k]]
     where = "; ".join(text for text, _ in said)
-    if fault == "fabric":
-        verdict = NAMES["fabric"]
-    else:
-        ok = " and ".join(NAMES[f] for f in fine)
-        ok = f"{ok} {'is' if len(fine) == 1 else 'are'} fine; " if fine else ""
-        at = fault or layer_of(upper)
-        verdict = ok + (f"{NAMES[at]}: {LOOK[at]}" if fault else LOOK[at])
+    ok = " and ".join(NAMES[f] for f in fine)
+    ok = f"{ok} {'is' if len(fine) == 1 else 'are'} fine; " if fine else ""
+    at = fault or layer_of(upper)  # the fabric, the lowest, is never the upper step's own layer
+    verdict = NAMES[at] if at == "fabric" else ok + (f"{NAMES[at]}: {LOOK[at]}" if fault else LOOK[at])
     return Finding(f"{upper.suite}/{upper.step}", tuple(upper.nodelist), f"{head}; {where}: {verdict}")
 
 
@@ -214,13 +208,6 @@ def _lower_said(low: Record, own: Yardstick | None, size: int | None, expected: 
         of = "its reference" if own.of == "the reference" else own.of
         return text + f" ({v / e:.0%} of {of})".replace("%", " %"), True
     return text, expected is not None and _worse(higher, si(low, value) / directions(low), expected, tolerance)
-
-
-def findings_text(findings: list[Finding]) -> str:
-    """The findings as `compare` prints them, after its table."""
-    if not findings:
-        return ""
-    return "lowest layer at fault:\n" + "".join(f"  {f.step} on {', '.join(f.nodes)}: {f.message}\n" for f in findings)
 
 
 def by_layer(records: Iterable[Record]) -> list[tuple[tuple[str, ...], list[tuple[str, Record, str]]]]:

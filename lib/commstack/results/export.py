@@ -16,8 +16,7 @@ from commstack.errors import CommstackError, printable
 from commstack.files import make_dirs, write_atomic
 from commstack.results.records import Record, read_run
 
-SUFFIX = {"perflog": ".log", "jsonl": ".jsonl", "bmf": ".bmf.json", "elastic": ".bulk.ndjson"}
-FORMATS = tuple(SUFFIX)
+SUFFIX = {"perflog": ".log", "jsonl": ".jsonl", "bmf": ".bmf.json", "elastic": ".bulk.ndjson"}  # every format
 PERFLOG_FIELDS = ("timestamp", "run_id", "system", "suite", "step", "benchmark", "size", "metric", "value",
                   "lower", "upper", "unit", "repeats", "verdict", "nodelist")
 INDEX = "commstack"
@@ -41,8 +40,8 @@ def figures(records: list[Record]) -> Iterator[dict[str, Any]]:
 
 
 def render(records: list[Record], fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    if fmt not in SUFFIX:
+        raise ExportError(f"unknown export format {fmt!r}; known: {', '.join(SUFFIX)}")
     rows = list(figures(records))
     if not rows:
         raise ExportError("the run has no figures (no step produced a result)")

@@ -83,7 +83,6 @@ with contextlib.closing(sqlite3.connect(":memory:")) as _schema:
 
 def connect(path: Path) -> sqlite3.Connection:
     """The history at `path`, created with the current schema when new."""
-    path = Path(path)
     for check, rule in ((regular_or_missing, "; the history is kept only in a regular file"), (checked_parent, "")):
         try:
             check(path)
@@ -129,7 +128,6 @@ def add_finished(run_dir: Path) -> HistoryError | None:
 
 def add_run(run_dir: Path, path: Path | None = None) -> int:
     """Store every record of a run; returns how many. Idempotent."""
-    run_dir = Path(run_dir)
     records = read_run(run_dir)
     path = path or default_path(run_dir.resolve().parent)
     db = connect(path)
@@ -160,7 +158,6 @@ def _store(db: sqlite3.Connection, run_dir: Path, records: list[Record]) -> None
 
 def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
     """Every run under `root` (a run directory, or a directory of runs) into the history."""
-    root = Path(root)
     try:
         os.close(results_dir(root))  # ours, under parents nobody else can change
     except UnsafePathError as e:
@@ -169,8 +166,7 @@ def import_results(root: Path, path: Path | None = None) -> dict[str, int]:
         p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob(f"steps/*/{RECORD}")))
     if not runs:
         raise HistoryError(f"{root}: no runs (directories with steps/*/{RECORD})")
-    db_path = path or default_path(root.resolve().parent if (root / "steps").is_dir() else root.resolve())
-    return {run.name: add_run(run, db_path) for run in runs}
+    return {run.name: add_run(run, path) for run in runs}  # by default the history beside the runs, as add_run's
 
 
 @dataclass
@@ -197,7 +193,7 @@ def trend(path: Path, system: str | None = None, suite: str | None = None, step:
     if node is not None:  # the node list is stored as JSON: the name with its quotes, exactly
         given.append(("instr(r.nodelist, ?) > 0", json.dumps(node)))
     where, args = [c for c, _ in given], [v for _, v in given]
-    if not Path(path).is_file():
+    if not path.is_file():
         raise HistoryError(f"no history at {path}: runs add themselves when they finish, or "
                            "`commstack history import RESULTS_DIR`")
     db = connect(path)
@@ -228,7 +224,7 @@ FAR_OFF = 100
 def far_off(record: Record, run_dir: Path, last: int = 10) -> list[str]:
     """A warning when `record`'s median is FAR_OFF times off the median of the same step's last `last` runs
     in the default history at some size: the first such size, and how many more; none without a history."""
-    path = default_path(Path(run_dir).resolve().parent)
+    path = default_path(run_dir.resolve().parent)
     if not record.repeats or not path.is_file():
         return []
     try:

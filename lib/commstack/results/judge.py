@@ -35,12 +35,11 @@ def check_correctness(sweep: Sweep) -> list[str]:
 @dataclass
 class Point:
     size: int
-    values: list[float]
     median: float
     spread: float  # (max - min) / median over the repeats
-    reference: float | None
-    ratio: float | None
-    status: str
+    reference: float | None = None
+    ratio: float | None = None
+    status: str = "pass"
     reason: str = ""
 
 
@@ -48,7 +47,6 @@ class Point:
 class Verdict:
     benchmark: str
     metric: str
-    unit: str
     verdict: str          # one of VERDICTS
     reason: str           # the first thing wrong, in one line; "" for pass
     points: list[Point]
@@ -90,7 +88,7 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         values = [s.row(size)[metric] for s in repeats if size in s.sizes]
         med = statistics.median(values)
         spread = (max(values) - min(values)) / med if med > 0 else 0.0
-        p = Point(size, values, med, spread, None, None, "pass")
+        p = Point(size, med, spread)
         limit_factor = benchmarks.get(bench).line_rate_factor
         if len(values) < len(repeats):
             p.status, p.reason = "fail", f"{len(repeats) - len(values)} of {len(repeats)} repeats lack this size"
@@ -135,4 +133,4 @@ def judge(repeats: list[Sweep], tags: dict[str, Any], refs: References | None, m
         status, reason = "no-reference", f"{refs.system} has no reference for {bench} {named}"
     elif not refs and status == "pass":
         reason = f"correctness only: system {system} has no references"
-    return Verdict(bench, metric, METRICS[metric].unit, status, reason, points, failures, diagnosis)
+    return Verdict(bench, metric, status, reason, points, failures, diagnosis)

@@ -42,10 +42,9 @@ def identify(text: str, untitled: bool = False) -> Benchmark:
     raise NoTitleError(f"no benchmark title: not {', '.join(labels[:-1])} or {labels[-1]} output", line, lineno)
 
 
-def parse_tables(text: str, tool: str | None = None) -> list[Sweep]:
-    """Every table of one tool's output (`tool` names it; None: the title tells); no completeness check
-    (see parse_output)."""
-    return (tools.get(tool) if tool else identify(text).tool).parse(text)
+def parse_tables(text: str) -> list[Sweep]:
+    """Every table of one tool's output, the title telling which; no completeness check (see parse_output)."""
+    return identify(text).tool.parse(text)
 
 
 def expected_sizes(bench: Benchmark, sweep: Sweep, args: list[str], ranks: int | None = None) -> tuple[int, int]:
@@ -261,9 +260,8 @@ def parse_outputs(text: str, args: list[str], ranks: int | None = None, benchmar
     script's transcript), each checked against `args` as in parse_output; the first failure raised.
     `benchmark` (the step's) names the tables of an output that names none."""
     results = parse_results(text, args, ranks, benchmark)
-    for r in results:
-        if r.error:
-            raise r.error
+    if failed := next((r.error for r in results if r.error), None):
+        raise failed
     return [r.sweep for r in results]
 
 
@@ -310,8 +308,7 @@ def describe(result: Result, quote: bool = True) -> dict[str, Any]:
     rows read (all of them, or those before the line its error quotes); without `quote` (a file that holds no
     output commstack knows) no line of the file."""
     s, e = result.sweep, result.error
-    return {"benchmark": result.benchmark, "tool": s.tool if s else None, "version": s.version if s else None,
-            "title": s.title if s else None, "device": s.device if s else None,
+    return {"benchmark": result.benchmark, **{k: getattr(s, k, None) for k in ("tool", "version", "title", "device")},
             "lines": [result.first, result.last], "verdict": result.verdict, "validated": result.validated,
             "error": {"kind": e.kind, "message": e.message, "lineno": e.lineno, "line": e.line if quote else None}
             if e else None,

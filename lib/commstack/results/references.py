@@ -1,11 +1,10 @@
-"""A system's references: systems/references/<system>.yaml (schema: ReferencesFile, on config's types), read
+"""A system's references: systems/references/<system>.yaml (schema: References, on config's types), read
 once per process; each entry's recorded output is parsed by the same parser as a live run.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,8 +17,6 @@ from commstack.files import MAX_OUTPUT, read_bounded
 from commstack.results.parse import parse_tables
 
 
-# ------------------------------------------------------------------------------------------ schema
-
 #: repeats spreading more than this around their median are "unstable": a references file's default, and the
 #: judge's where a system has no references
 UNSTABLE_SPREAD = 0.10
@@ -30,21 +27,36 @@ class Tolerance(Strict):
     upper: float = 0.10     # better than this is suspicious
 
 
-class ReferenceSpec(Strict):
+class Reference(Strict):
     id: Line
     benchmark: BenchmarkName
     tags: dict[Line, Line | int | bool] = {}
     metric: MetricName
     recorded: Path | None = None        # a recorded real output, relative to the references file
     sizes: list[MessageSize] | None = None      # with recorded: the sizes held to it (default: all)
-    points: dict[MessageSize, float] | None = None
-    tolerance: dict[Literal["lower", "upper"], float] = {}
+    points: dict[MessageSize, float] | None = None      # loaded: read from `recorded` where that is given
+    tolerance: dict[Literal["lower", "upper"], float] = {}  # loaded: both, the file's where the entry gives none
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ReferenceSpec":
+    def _one_source(self) -> "Reference":
         if (self.recorded is None) == (self.points is None):
             raise ValueError("give exactly one of `recorded` (a recorded output) and `points` (size: value)")
         return self
+
+    @property
+    def unit(self) -> str:
+        return METRICS[self.metric].unit
+
+    @property
+    def lower(self) -> float:
+        return self.tolerance["lower"]
+
+    @property
+    def upper(self) -> float:
+        return self.tolerance["upper"]
+
+    def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
+        return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
 
 
 class Diagnosis(Strict):
@@ -69,61 +81,32 @@ class Diagnosis(Strict):
                 and abs(value - self.value) <= self.within * self.value)
 
 
-class ReferencesFile(Strict):
+class References(Strict):
     system: SafeName
     tolerance: Tolerance = Tolerance()
     unstable_spread: Annotated[float, Field(gt=0)] = UNSTABLE_SPREAD
-    references: list[ReferenceSpec]
+    references: list[Reference]
     diagnoses: list[Diagnosis] = []
 
-
-# ------------------------------------------------------------------------------------------ loaded
-
-@dataclass
-class Reference:
-    id: str
-    benchmark: str
-    tags: dict[str, Any]
-    metric: str
-    points: dict[int, float]
-    lower: float  # allowed relative change on the bad side, e.g. -0.10
-    upper: float  # allowed relative change on the good side before it is suspicious
-
-    @property
-    def unit(self) -> str:
-        return METRICS[self.metric].unit
-
-    def matches(self, benchmark: str, tags: dict[str, Any]) -> bool:
-        return self.benchmark == benchmark and all(tags.get(k) == v for k, v in self.tags.items())
-
-
-@dataclass
-class References:
-    system: str
-    refs: list[Reference]
-    diagnoses: list[Diagnosis]
-    unstable_spread: float = UNSTABLE_SPREAD
-
     def find(self, benchmark: str, tags: dict[str, Any]) -> Reference | None:
-        hits = [r for r in self.refs if r.matches(benchmark, tags)]
+        hits = [r for r in self.references if r.matches(benchmark, tags)]
         if len(hits) > 1:
             raise ConfigError(f"{self.system}: references {[r.id for r in hits]} all match {benchmark} {tags}")
         return hits[0] if hits else None
 
 
 def load_references(path: Path) -> References:
-    spec = load(ReferencesFile, path)
+    spec = load(References, path)
     refs = []
     for i, entry in enumerate(spec.references):
         where = f"{path}: references.{i} ({entry.id})"
         points = _recorded(path, entry.recorded, where, entry.metric, entry.sizes) if entry.recorded else entry.points
-        t = {**spec.tolerance.model_dump(), **entry.tolerance}
-        refs.append(Reference(entry.id, entry.benchmark, dict(entry.tags), entry.metric, dict(points),
-                              t["lower"], t["upper"]))
+        tolerance = {**spec.tolerance.model_dump(), **entry.tolerance}
+        refs.append(entry.model_copy(update={"points": points, "tolerance": tolerance}))
     diags = [d.model_copy(update={"value": _recorded(path, d.recorded, f"{path}: diagnoses.{i}", d.metric,
                                                      [d.size])[d.size]}) if d.recorded else d
              for i, d in enumerate(spec.diagnoses)]
-    return References(spec.system, refs, diags, spec.unstable_spread)
+    return spec.model_copy(update={"references": refs, "diagnoses": diags})
 
 
 @functools.lru_cache(maxsize=16)

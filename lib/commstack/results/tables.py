@@ -88,12 +88,11 @@ class Table:
 
     def shift(self, sweep: Sweep) -> Sweep:
         """The sweep with the output's line numbers."""
-        if self.offset:
-            n = self.offset
-            sweep.title_line = Quoted(sweep.title_line.text, sweep.title_line.lineno + n)
-            sweep.row_lines = [Quoted(line, i + n) for line, i in sweep.row_lines]
-            sweep.error_lines = [Quoted(line, i + n) for line, i in sweep.error_lines]
-            sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
+        n = self.offset
+        sweep.title_line = Quoted(sweep.title_line.text, sweep.title_line.lineno + n)
+        sweep.row_lines = [Quoted(line, i + n) for line, i in sweep.row_lines]
+        sweep.error_lines = [Quoted(line, i + n) for line, i in sweep.error_lines]
+        sweep.notes = [dataclasses.replace(note, lineno=note.lineno + n) for note in sweep.notes]
         return sweep
 
 
@@ -125,14 +124,13 @@ def split_tables(text: str, lenient: bool = False) -> list[Table]:
     for begin, end in bounds[:-1]:  # after the last table's last row, text is that table's: junk to refuse
         data = [i for i in range(begin, end) if DATA_ROW.match(lines[i])]
         placed += [(i, BETWEEN) for i in range(data[-1] + 1 if data else end, end)]
-    outside = {i: where for i, where in placed if i not in framed and _outside(lines[i])}
+    outside = {i: where for i, where in placed if i not in framed and _outside(lines[i])}  # in line order
     tables = []
     for k, (begin, end) in enumerate(bounds):
         start = 0 if k == 0 else begin
         body = "\n".join("" if i in outside else raw[i] for i in range(start, end))
         body += "\n" if end < len(raw) or text.endswith("\n") else ""
-        notes = [Note(cut(lines[i]), i + 1, "unknown", outside[i])
-                 for i in sorted(j for j in outside if start <= j < end)]
+        notes = [Note(cut(lines[i]), i + 1, "unknown", where) for i, where in outside.items() if start <= i < end]
         tables.append(Table(begin + 1, end, body, start, notes))
     return tables
 
