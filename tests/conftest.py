@@ -21,16 +21,16 @@ SLURM_MARKERS = ("slurm", "multinode")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """SIGTERM, SIGHUP and SIGQUIT (a cancelled CI job, a timeout, a closed terminal) stop the session as Ctrl-C
-    does: pytest tears its fixtures down, and the local Slurm clusters they started stop. Later ones are held off
-    until that is done (`bin/commstack test` passes the first on as SIGINT, which pytest takes the same way)."""
+    """Ctrl-C, SIGTERM, SIGHUP and SIGQUIT (a cancelled CI job, a timeout, a closed terminal) stop the session as
+    Ctrl-C does, SIGINT even where it came ignored (a CI script's background job): pytest tears its fixtures down,
+    and the local Slurm clusters they started stop. Later ones are held off until that is done."""
     stopping = []
 
     def interrupt(signum: int, _frame: object) -> None:
         if not stopping:
             stopping.append(signum)
             raise KeyboardInterrupt(signal.Signals(signum).name)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, interrupt)
 
 

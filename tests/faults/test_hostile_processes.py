@@ -269,14 +269,19 @@ def test_holds_its_cluster(own_slurm):
 """
 
 
-@pytest.mark.parametrize("command, how", [("bin/commstack test", signal.SIGTERM), ("bin/commstack test", "Ctrl-C"),
-                                          ("pytest", signal.SIGTERM), ("pytest", signal.SIGHUP)],
-                         ids=lambda v: getattr(v, "name", v))
-def test_a_test_session_stopped_stops_the_clusters_its_tests_started(tmp_path, command, how):
+STOPPED = [("bin/commstack test", signal.SIGTERM, False), ("bin/commstack test", "Ctrl-C", False),
+           ("bin/commstack test", signal.SIGTERM, True), ("bin/commstack test", signal.SIGINT, True),
+           ("pytest", signal.SIGTERM, False), ("pytest", signal.SIGHUP, True)]
+
+
+@pytest.mark.parametrize("command, how, background", STOPPED,
+                         ids=[f"{c}-{getattr(h, 'name', h)}{'-background' * b}" for c, h, b in STOPPED])
+def test_a_test_session_stopped_stops_the_clusters_its_tests_started(tmp_path, command, how, background):
     """A test session stopped while a test held a local Slurm of its own (own_slurm) left slurmctld and slurmd
     running: `bin/commstack test` SIGKILLed pytest 0.25 s after Ctrl-C (subprocess.call), and SIGTERM (a
     cancelled CI job, `timeout`) ended pytest before any fixture's teardown. Now the session stops as at Ctrl-C:
-    the cluster is stopped, JUnit XML is written, and `test` exits 128+N."""
+    the cluster is stopped, JUnit XML is written, and `test` exits 128+N. `background`: started as a script's
+    background job is (CI's), with SIGINT ignored, which pytest then ignored too."""
     held = tmp_path / "held"
     test = tmp_path / "test_holds.py"
     test.write_text(HOLDS_ITS_CLUSTER.format(held=str(held)))
@@ -286,6 +291,8 @@ def test_a_test_session_stopped_stops_the_clusters_its_tests_started(tmp_path, c
                    f"--junitxml={tmp_path / 'junit.xml'}"]
     argv = ([str(TOP / "bin" / "commstack"), "test", str(test), "--", *pytest_args] if command == "bin/commstack test"
             else [sys.executable, "-m", "pytest", str(test), *pytest_args])
+    if background:
+        argv = ["sh", "-c", 'trap "" INT && exec "$@"', "sh", *argv]
     proc = subprocess.Popen(argv, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -298,7 +305,7 @@ def test_a_test_session_stopped_stops_the_clusters_its_tests_started(tmp_path, c
         assert cluster.processes()
         if how == "Ctrl-C":  # the terminal's: to the whole process group, pytest's too
             os.killpg(proc.pid, signal.SIGINT)
-        else:
+        else:  # to the command alone, as `timeout` and a CI runner's cancel do
             os.kill(proc.pid, how)
         out = proc.communicate(timeout=300)[0]
         left = cluster.processes()  # before the clean-up below

@@ -47,8 +47,8 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
 
     def stop(signum: int, _frame: object) -> None:  # pytest stops as at Ctrl-C: its fixtures stop their clusters
         signums.append(signum)
-        if len(signums) == 1 and signum != signal.SIGINT:  # the first; the terminal's Ctrl-C reaches pytest itself
-            child.send_signal(signal.SIGINT)
+        if len(signums) == 1:  # the first; tests/conftest.py holds off a second (the terminal's Ctrl-C reaches both)
+            child.send_signal(signum)
     for sig in exits.CtrlC.SIGNALS:
         signal.signal(sig, stop)
     rc = child.wait()
